@@ -1,0 +1,38 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# The CPU wheel: an unpinned torch would pull a CUDA build of several GB.
+TORCH  ?= torch==2.13.0
+
+.PHONY: demo test test-fast perf bench-perf clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e ".[dev,bench]"
+	touch $(VENV)/.installed $@
+
+demo: $(VENV)/.installed
+	rm -rf demo-data
+	$(BIN)/bertdata build --wiki-only --sample --output demo-data
+	$(BIN)/bertdata inspect demo-data
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -q
+
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -q -m "not slow"
+
+perf: $(VENV)/.installed-dev
+	$(BIN)/python scripts/perf_instances.py
+
+clean:
+	rm -rf $(VENV) demo-data perf build *.egg-info

@@ -1,0 +1,54 @@
+"""The `bertdata` command line: one subcommand per module in `bertdata.commands`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from bertdata import __version__
+from bertdata.commands import COMMANDS
+from bertdata.errors import BertdataError
+
+DESCRIPTION = """\
+Turn a Wikipedia dump into BERT pretraining data -- the hdf5 shards the NGC
+PyTorch BERT recipe trains on -- and measure how fast BERT trains on them.
+
+typical session:
+  bertdata build --wiki-only             download, clean, split, tokenize, write hdf5
+  bertdata inspect data/hdf5_*/          validate shards and print statistics
+  bertdata shard data/hdf5_*/ --output parts --parts 100
+  bertdata bench --data parts            train BERT and report sequences/s
+
+Run `bertdata COMMAND --help` for each command's options.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bertdata",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"bertdata {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"bertdata.commands.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except BertdataError as err:
+        print(f"bertdata {args.command}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print(f"bertdata {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

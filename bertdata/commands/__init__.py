@@ -1,0 +1,7 @@
+"""One module per CLI command: `add_parser(subparsers)` registers it and sets `run`.
+
+Modules here import only argparse-level things at import time; the work is
+imported inside `run`, so `bertdata --help` and `bertdata inspect` start fast.
+"""
+
+COMMANDS = ("download", "build", "instances", "inspect", "shard", "vocab", "bench")

@@ -1,0 +1,72 @@
+"""`bertdata inspect`: validate shards, print statistics, decode a few instances."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = """\
+Validate hdf5 shards against the reference layout and print statistics.
+
+Checks: the six datasets, their dtypes, that shapes agree, token ids below the
+vocab size (from --vocab, else the vocab_size the shard records), input_mask a
+run of 1s, masked positions strictly increasing then 0-padded and inside the
+real tokens. A file that fails: its name and the reason, exit code 1.
+
+examples:
+  bertdata inspect data/hdf5_lower_case_1_seq_len_128_*/
+  bertdata inspect shard.hdf5 --show 3 --vocab vocab.txt
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("inspect", help="validate shards and print statistics",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="+", metavar="PATH", help="hdf5 files or folders (searched recursively)")
+    p.add_argument("--show", type=int, default=0, metavar="N",
+                   help="decode the first N instances of each file to text ([shown→original] marks predictions)")
+    p.add_argument("--vocab", metavar="PATH",
+                   help="vocab for --show and the id range check (default: the bert-base-uncased vocab for --show)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import itertools
+
+    from bertdata.errors import ValidationError
+    from bertdata.hdf5io import decode_instance, iter_instances
+    from bertdata.validate import ShardStats, find_shards, validate_shard
+    from bertdata.vocab import resolve_vocab
+
+    if args.show < 0:
+        from bertdata.errors import BertdataError
+        raise BertdataError("--show must be >= 0")
+    vocab = resolve_vocab(args.vocab) if (args.vocab or args.show) else None
+    shards = find_shards(args.paths)
+    total = ShardStats("total")
+    failures = []
+    header = f"{'instances':>10} {'seq':>4} {'real tok':>8} {'short':>6} {'masked':>6} {'random next':>11}  file"
+    print(header)
+    for path in shards:
+        try:
+            stats = validate_shard(path, len(vocab) if vocab else None)
+        except ValidationError as err:
+            failures.append(str(err))
+            print(f"{'INVALID':>10} {'':>4} {'':>8} {'':>6} {'':>6} {'':>11}  {path}")
+            continue
+        total.add(stats)
+        _print_row(stats, path)
+        if args.show and vocab is not None:
+            for i, inst in enumerate(itertools.islice(iter_instances(path), args.show)):
+                label = "random next" if inst.next_sentence_label else "actual next"
+                print(f"  #{i} ({label}): {decode_instance(inst, vocab.tokens)}")
+    if len(shards) > 1:
+        _print_row(total, f"total ({len(shards) - len(failures)} valid files)")
+    for failure in failures:
+        print(f"bertdata inspect: invalid shard: {failure}")
+    return 1 if failures else 0
+
+
+def _print_row(stats, label: str) -> None:
+    r = stats.row()
+    print(f"{r['instances']:>10} {stats.max_seq_length:>4} {r['mean_real_tokens']:>8.1f} "
+          f"{r['short_share']:>6.1%} {r['masked_per_instance']:>6.2f} {r['random_next_share']:>11.1%}  {label}")

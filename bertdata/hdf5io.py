@@ -1,0 +1,217 @@
+"""Reading and writing shards in the reference hdf5 layout (six gzip-4 datasets)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import h5py
+import numpy as np
+
+from bertdata.errors import BertdataError
+from bertdata.fsutil import atomic_path
+
+# Reference creation order and dtypes; readers index by name, so order only matters for byte layout.
+DTYPES: dict[str, np.dtype] = {
+    "input_ids": np.dtype("i4"),
+    "input_mask": np.dtype("i1"),
+    "segment_ids": np.dtype("i1"),
+    "masked_lm_positions": np.dtype("i4"),
+    "masked_lm_ids": np.dtype("i4"),
+    "next_sentence_labels": np.dtype("i1"),
+}
+FIELDS = tuple(DTYPES)
+GZIP_LEVEL = 4
+
+ArraySource = Mapping[str, np.ndarray] | Callable[[str], np.ndarray]
+
+
+def _attr_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return np.int8(value)
+    if isinstance(value, (int, float, str, np.generic)):
+        return value
+    raise TypeError(f"hdf5 attribute of unsupported type {type(value).__name__}")
+
+
+class ShardWriter:
+    """Write a shard of known size in slices, so callers never hold all instances at once.
+
+    Datasets are created with their full shape, which gives h5py's default chunking for
+    that shape -- the same layout the reference gets from `create_dataset(data=...)`.
+    The file appears under its final name only after `close()` on success.
+    """
+
+    def __init__(self, path: str | os.PathLike, num_instances: int, max_seq_length: int,
+                 max_predictions_per_seq: int, attrs: Mapping[str, Any] | None = None):
+        self.path = os.fspath(path)
+        self._atomic = atomic_path(self.path)
+        tmp = self._atomic.__enter__()
+        try:
+            self._file = h5py.File(tmp, "w")
+            for key, value in sorted((attrs or {}).items()):
+                self._file.attrs[key] = _attr_value(value)
+            shapes = {
+                "input_ids": (num_instances, max_seq_length),
+                "input_mask": (num_instances, max_seq_length),
+                "segment_ids": (num_instances, max_seq_length),
+                "masked_lm_positions": (num_instances, max_predictions_per_seq),
+                "masked_lm_ids": (num_instances, max_predictions_per_seq),
+                "next_sentence_labels": (num_instances,),
+            }
+            for name in FIELDS:
+                # chunks=True on an empty shape is an error in HDF5; an empty shard stays contiguous.
+                self._file.create_dataset(
+                    name, shape=shapes[name], dtype=DTYPES[name],
+                    compression="gzip" if num_instances else None,
+                    compression_opts=GZIP_LEVEL if num_instances else None,
+                )
+        except BaseException as err:
+            self._abort(err)
+            raise
+
+    def write(self, name: str, start: int, values: np.ndarray) -> None:
+        self._file[name][start:start + len(values)] = values
+
+    def write_all(self, name: str, values: np.ndarray) -> None:
+        dataset = self._file[name]
+        if values.shape != dataset.shape:
+            raise ValueError(f"{name}: shape {values.shape}, expected {dataset.shape}")
+        dataset[...] = values
+
+    def close(self) -> None:
+        self._file.close()
+        self._atomic.__exit__(None, None, None)
+
+    def _abort(self, err: BaseException) -> None:
+        if getattr(self, "_file", None) is not None:
+            self._file.close()
+        self._atomic.__exit__(type(err), err, err.__traceback__)
+
+    def __enter__(self) -> "ShardWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is None:
+            self.close()
+        else:
+            self._abort(exc)
+
+
+def write_shard(path: str | os.PathLike, arrays: ArraySource,
+                attrs: Mapping[str, Any] | None = None) -> None:
+    """Write the six arrays atomically. `arrays` may be a function of the field name, so a
+    caller can materialise one dataset at a time and keep peak memory to one array."""
+    get = arrays if callable(arrays) else arrays.__getitem__
+    first = get("input_ids")
+    positions = get("masked_lm_positions")
+    with ShardWriter(path, first.shape[0], first.shape[1], positions.shape[1], attrs) as writer:
+        writer.write_all("input_ids", first.astype(DTYPES["input_ids"], copy=False))
+        del first
+        writer.write_all("masked_lm_positions", positions.astype(DTYPES["masked_lm_positions"], copy=False))
+        del positions
+        for name in FIELDS:
+            if name not in ("input_ids", "masked_lm_positions"):
+                writer.write_all(name, get(name).astype(DTYPES[name], copy=False))
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    path: str
+    num_instances: int
+    max_seq_length: int
+    max_predictions_per_seq: int
+    attrs: dict[str, Any]
+
+
+def _open(path: str | os.PathLike) -> h5py.File:
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise BertdataError(f"{path}: no such file")
+    try:
+        return h5py.File(path, "r")
+    except OSError as err:
+        raise BertdataError(f"{path}: not a readable hdf5 file ({err})") from None
+
+
+def _check_fields(path: str, f: h5py.File) -> None:
+    missing = [name for name in FIELDS if name not in f]
+    if missing:
+        raise BertdataError(f"{path}: not a BERT shard (missing dataset {', '.join(missing)})")
+
+
+def shard_info(path: str | os.PathLike) -> ShardInfo:
+    with _open(path) as f:
+        _check_fields(os.fspath(path), f)
+        n, seq = f["input_ids"].shape
+        return ShardInfo(os.fspath(path), n, seq, f["masked_lm_positions"].shape[1],
+                         {k: _plain(v) for k, v in f.attrs.items()})
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def shard_attrs(path: str | os.PathLike) -> dict[str, Any]:
+    return shard_info(path).attrs
+
+
+def read_shard(path: str | os.PathLike, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
+    """The six arrays (or rows start:stop of each) as numpy arrays in their stored dtypes."""
+    with _open(path) as f:
+        _check_fields(os.fspath(path), f)
+        return {name: f[name][start:stop] for name in FIELDS}
+
+
+@dataclass(frozen=True)
+class Instance:
+    input_ids: np.ndarray
+    input_mask: np.ndarray
+    segment_ids: np.ndarray
+    masked_lm_positions: np.ndarray
+    masked_lm_ids: np.ndarray
+    next_sentence_label: int
+
+    @property
+    def num_masked(self) -> int:
+        # Position 0 is [CLS], never masked, so the first 0 ends the list.
+        nonzero = self.masked_lm_positions != 0
+        return int(np.argmin(nonzero)) if not nonzero.all() else len(nonzero)
+
+
+def iter_instances(path: str | os.PathLike, batch_size: int = 4096) -> Iterator[Instance]:
+    n = shard_info(path).num_instances
+    for start in range(0, n, batch_size):
+        batch = read_shard(path, start, start + batch_size)
+        for i in range(len(batch["input_ids"])):
+            yield Instance(
+                batch["input_ids"][i], batch["input_mask"][i], batch["segment_ids"][i],
+                batch["masked_lm_positions"][i], batch["masked_lm_ids"][i],
+                int(batch["next_sentence_labels"][i]),
+            )
+
+
+def decode_instance(instance: Instance, tokens: tuple[str, ...] | list[str]) -> str:
+    """Readable text: WordPieces joined, segment B after `||`, each prediction shown as
+    `[shown→original]` (shown is [MASK], a random token, or the original kept)."""
+    length = int(instance.input_mask.sum())
+    originals = dict(zip(instance.masked_lm_positions[:instance.num_masked].tolist(),
+                         instance.masked_lm_ids[:instance.num_masked].tolist()))
+    words: list[str] = []
+    for pos in range(length):
+        token_id = int(instance.input_ids[pos])
+        shown = tokens[token_id] if token_id < len(tokens) else f"<{token_id}>"
+        if pos in originals:
+            original = tokens[originals[pos]] if originals[pos] < len(tokens) else f"<{originals[pos]}>"
+            shown = f"[{shown}→{original}]"
+        if shown.startswith("##") and words:
+            words[-1] += shown[2:]
+        else:
+            words.append(shown)
+    return " ".join(words)

@@ -1,0 +1,108 @@
+"""WordPiece vocab files: loading, validating, and the cached default vocab."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from bertdata.errors import BertdataError
+
+DEFAULT_VOCAB_URL = "https://huggingface.co/bert-base-uncased/resolve/main/vocab.txt"
+DEFAULT_VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """A WordPiece vocab in file order (token id = line number)."""
+
+    path: str
+    tokens: tuple[str, ...] = field(repr=False)
+    sha256: str
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @cached_property
+    def token_to_id(self) -> dict[str, int]:
+        return {token: i for i, token in enumerate(self.tokens)}
+
+    @property
+    def pad_id(self) -> int:
+        return self.token_to_id["[PAD]"]
+
+    @property
+    def unk_id(self) -> int:
+        return self.token_to_id["[UNK]"]
+
+    @property
+    def cls_id(self) -> int:
+        return self.token_to_id["[CLS]"]
+
+    @property
+    def sep_id(self) -> int:
+        return self.token_to_id["[SEP]"]
+
+    @property
+    def mask_id(self) -> int:
+        return self.token_to_id["[MASK]"]
+
+
+def cache_dir() -> Path:
+    """Where downloaded files are kept: $XDG_CACHE_HOME/bertdata, else ~/.cache/bertdata."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "bertdata"
+
+
+def load_vocab(path: str | os.PathLike) -> Vocab:
+    """Read and validate a vocab file: UTF-8, one token per line, BERT's special tokens present."""
+    path = os.fspath(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise BertdataError(f"{path}: vocab file not found") from None
+    except IsADirectoryError:
+        raise BertdataError(f"{path}: is a directory, not a vocab file") from None
+    except OSError as err:
+        raise BertdataError(f"{path}: cannot read vocab file ({err.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BertdataError(f"{path}: not a WordPiece vocab (not UTF-8 at byte {err.start})") from None
+    # The reference loader strips each line, so a CRLF vocab gives the same tokens.
+    tokens = tuple(line.strip() for line in text.splitlines())
+    missing = [t for t in SPECIAL_TOKENS if t not in tokens]
+    if missing:
+        raise BertdataError(
+            f"{path}: not a WordPiece vocab (missing {', '.join(missing)}); "
+            "a BERT vocab has one token per line including [PAD] [UNK] [CLS] [SEP] [MASK]"
+        )
+    return Vocab(path=path, tokens=tokens, sha256=hashlib.sha256(data).hexdigest())
+
+
+def resolve_vocab(path: str | os.PathLike | None) -> Vocab:
+    """`path` if given; otherwise the standard bert-base-uncased vocab, downloaded once into the cache."""
+    if path is not None:
+        return load_vocab(path)
+    cached = cache_dir() / "bert-base-uncased-vocab.txt"
+    if not cached.exists():
+        from bertdata.download import fetch
+
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            fetch(DEFAULT_VOCAB_URL, cached, sha256=DEFAULT_VOCAB_SHA256, retries=1, backoff=0.5, timeout=10)
+        except (BertdataError, OSError) as err:
+            raise BertdataError(
+                f"no vocab given and the default bert-base-uncased vocab could not be downloaded "
+                f"into {cached} ({err}); pass --vocab PATH to a WordPiece vocab.txt"
+            ) from None
+    vocab = load_vocab(cached)
+    if vocab.sha256 != DEFAULT_VOCAB_SHA256:
+        raise BertdataError(
+            f"{cached}: cached default vocab is corrupt (sha256 {vocab.sha256}, expected "
+            f"{DEFAULT_VOCAB_SHA256}); delete it to download again, or pass --vocab PATH"
+        )
+    return vocab
