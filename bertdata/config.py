@@ -46,3 +46,112 @@ class TokenizerConfig:
 
     vocab: str | None = None
     lowercase: bool = True
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    """How the dump becomes text shards (the reference's sharding defaults)."""
+
+    training_shards: int = 256
+    test_shards: int = 256
+    test_fraction: float = 0.1
+    lowercase: bool = True
+    max_page_chars: int = 5_000_000
+
+    def __post_init__(self) -> None:
+        if self.training_shards < 1 or self.test_shards < 1:
+            raise BertdataError("--training-shards and --test-shards must be at least 1")
+        if not 0.0 <= self.test_fraction < 1.0:
+            raise BertdataError(f"--test-fraction must be in [0, 1) (got {self.test_fraction})")
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """Which Beam runner; `local` is FnApiRunner with one process per worker."""
+
+    runner: str = "local"
+    workers: int = 0  # 0: one per core
+    beam_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    output: str = "data"
+    dump: str | None = None  # a path or URL; None downloads the dump
+    index: str | None = None  # multistream index; found beside the dump when None
+    date: str = "latest"
+    mirror: str = "https://dumps.wikimedia.org"
+    sample: bool = False
+    wiki_only: bool = False
+    books: str | None = None
+    vocab: str | None = None
+    text: TextConfig = TextConfig()
+    phases: tuple[InstanceConfig, ...] = (PHASE1, PHASE2)
+    same_seed_per_shard: bool = False
+    stop_after: str | None = None  # "download" or "text"
+    force: bool = False
+    runner: RunnerConfig = RunnerConfig()
+
+    def __post_init__(self) -> None:
+        if not self.wiki_only and not self.books:
+            raise BertdataError(
+                "BookCorpus has no public download: pass --books DIR (plain-text books, one per file) "
+                "to mix books in, or --wiki-only for Wikipedia alone")
+        if self.stop_after not in (None, "download", "text"):
+            raise BertdataError(f"--stop-after must be download or text (got {self.stop_after})")
+
+
+@dataclass(frozen=True)
+class VocabConfig:
+    """How `bertdata vocab` trains a WordPiece vocab."""
+
+    size: int = 30522
+    min_frequency: int = 2
+    lowercase: bool = True
+    # Characters kept as single-character tokens; rarer ones become [UNK]. BERT's own
+    # vocabs and Hugging Face's trainer default keep about a thousand.
+    limit_alphabet: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.size < 10:
+            raise BertdataError(f"--size must be at least 10 (got {self.size})")
+        if self.min_frequency < 1:
+            raise BertdataError(f"--min-frequency must be at least 1 (got {self.min_frequency})")
+        if self.limit_alphabet < 1:
+            raise BertdataError(f"--limit-alphabet must be at least 1 (got {self.limit_alphabet})")
+
+
+@dataclass(frozen=True)
+class ShardConfig:
+    """`bertdata shard`: re-partition hdf5 shards into `parts` balanced, globally shuffled parts."""
+
+    inputs: tuple[str, ...]
+    output: str
+    parts: int
+    split: str = "training"
+    name: str | None = None
+    seed: int = 12345
+    sample: float | None = None
+    max_instances: int | None = None
+    force: bool = False
+    workers: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            raise BertdataError("give at least one input shard or folder")
+        if self.parts < 1:
+            raise BertdataError(f"--parts must be at least 1 (got {self.parts})")
+        if self.split not in ("training", "test", "all"):
+            raise BertdataError(f"--split must be training, test or all (got {self.split!r})")
+        if self.name is not None and (not self.name or "/" in self.name or self.name.startswith(".")):
+            raise BertdataError(f"--name must be a plain file name prefix (got {self.name!r})")
+        if self.seed < 0:
+            raise BertdataError(f"--seed must be non-negative (got {self.seed})")
+        if self.sample is not None and self.max_instances is not None:
+            raise BertdataError("give --sample or --max-instances, not both")
+        if self.sample is not None and not 0.0 < self.sample <= 1.0:
+            raise BertdataError(f"--sample must be in (0, 1] (got {self.sample})")
+        if self.max_instances is not None and self.max_instances < 1:
+            raise BertdataError(f"--max-instances must be at least 1 (got {self.max_instances})")
+        if self.workers < 1:
+            raise BertdataError(f"--workers must be at least 1 (got {self.workers})")

@@ -1,0 +1,56 @@
+"""One source document (a wiki page or a book) -> its sentences, with the reason when it is skipped.
+
+Plain functions over the cleaners, so the Beam DoFns stay thin and tests need no Beam.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bertdata import wikitext
+from bertdata.wikidump import Page, classify
+
+
+@dataclass(frozen=True)
+class Document:
+    """A cleaned document ready for a text shard; `key` orders documents within a shard."""
+
+    key: tuple[int, int | str]  # (source rank, page id or book name): wiki pages first, by page id
+    sentences: tuple[str, ...]
+
+
+WIKI_SOURCE, BOOKS_SOURCE = 0, 1
+
+
+def page_document(page: Page, splitter, max_chars: int, counts: Counter) -> Document | None:
+    """Clean and split one page; count it under `pages`, plus `skipped_<reason>` or `articles`."""
+    counts["pages"] += 1
+    reason = classify(page)
+    if reason is None:
+        try:
+            text = wikitext.clean(page.text, page.title, max_chars=max_chars)
+        except wikitext.SkippedPage as skipped:
+            reason = type(skipped).__name__
+        else:
+            sentences = tuple(splitter.split_article(text))
+            if sentences:
+                counts["articles"] += 1
+                counts["sentences"] += len(sentences)
+                counts["text_chars"] += sum(len(s) for s in sentences)
+                return Document((WIKI_SOURCE, page.page_id), sentences)
+            reason = "no_text"
+    counts[f"skipped_{reason}"] += 1
+    return None
+
+
+def count_dict(counts: Counter) -> dict[str, int]:
+    return dict(sorted(counts.items()))
+
+
+def merge_counts(dicts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: Counter = Counter()
+    for d in dicts:
+        total.update(d)
+    return count_dict(total)

@@ -1,0 +1,43 @@
+"""Plain-text books (one file each) -> sentences, and the check that a file is text at all."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from bertdata.articles import BOOKS_SOURCE, Document
+from bertdata.errors import BertdataError
+
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+_SPACES = re.compile(r"\s+")
+SNIFF_BYTES = 1 << 16
+
+
+def check_text_file(path: str, head: bytes) -> None:
+    """Refuse a file whose first bytes are not UTF-8 text: a binary book would train on garbage."""
+    if b"\x00" in head:
+        raise BertdataError(f"{path}: binary file (NUL bytes) in the books folder; books must be plain text")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        # A multi-byte character cut by the sniff window is fine; anything earlier is not.
+        if err.start < len(head) - 4:
+            raise BertdataError(
+                f"{path}: not UTF-8 text (byte {err.start}); books must be plain UTF-8 text") from None
+
+
+def book_document(path: str, data: bytes, splitter, counts: Counter) -> Document | None:
+    """A book's paragraphs (blank-line separated; hard-wrapped lines joined) split into sentences."""
+    counts["books"] += 1
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    sentences: list[str] = []
+    for paragraph in _PARAGRAPH_BREAK.split(text):
+        paragraph = _SPACES.sub(" ", paragraph).strip()
+        if paragraph:
+            sentences.extend(s for s in (s.strip() for s in splitter.split(paragraph)) if s)
+    if not sentences:
+        counts["skipped_empty_book"] += 1
+        return None
+    counts["book_sentences"] += len(sentences)
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return Document((BOOKS_SOURCE, name), tuple(sentences))

@@ -1,0 +1,23 @@
+"""Folder and file names of the reference pipeline, so NGC scripts find the data unchanged."""
+
+from __future__ import annotations
+
+from bertdata.config import InstanceConfig
+
+WIKI_DATASET = "wikicorpus_en"
+BOOKS_WIKI_DATASET = "books_wiki_en_corpus"
+SPLITS = ("training", "test")
+
+
+def text_folder(training_shards: int, test_shards: int, test_fraction: float) -> str:
+    return f"sharded_training_shards_{training_shards}_test_shards_{test_shards}_fraction_{test_fraction}"
+
+
+def hdf5_folder(cfg: InstanceConfig, lowercase: bool = True) -> str:
+    return (f"hdf5_lower_case_{int(lowercase)}_seq_len_{cfg.max_seq_length}"
+            f"_max_pred_{cfg.max_predictions_per_seq}_masked_lm_prob_{cfg.masked_lm_prob}"
+            f"_random_seed_{cfg.random_seed}_dupe_factor_{cfg.dupe_factor}")
+
+
+def shard_stem(dataset: str, split: str, index: int) -> str:
+    return f"{dataset}_{split}_{index}"

@@ -1,0 +1,59 @@
+"""Text shards: which shard a document goes to, and the reference one-sentence-per-line format."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+def assign(doc_key: str, training_shards: int, test_shards: int, test_fraction: float) -> tuple[str, int]:
+    """(split, shard index) from a hash of the document's key (page id or book name).
+
+    A hash, not a counter or a random draw, so the assignment is the same whatever the
+    runner, worker count or order in which pages arrive.
+    """
+    digest = hashlib.sha256(f"bertdata-split:{doc_key}".encode()).digest()
+    unit = int.from_bytes(digest[:8], "big") / 2**64
+    index = int.from_bytes(digest[8:16], "big")
+    if unit < test_fraction:
+        return "test", index % test_shards
+    return "training", index % training_shards
+
+
+def format_documents(documents: Iterable[list[str]]) -> str:
+    """One sentence per line, an empty line after each document (the reference shard format)."""
+    return "".join("".join(f"{s}\n" for s in sentences) + "\n" for sentences in documents if sentences)
+
+
+def derive_seed(seed: int, shard_name: str) -> int:
+    """A per-shard seed, so shards do not all replay one random stream as the reference's do."""
+    digest = hashlib.sha256(f"bertdata-seed:{seed}:{shard_name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+@dataclass(frozen=True)
+class TextShard:
+    """A written text shard, as the instance stage and the manifest see it."""
+
+    split: str
+    index: int
+    stem: str  # e.g. wikicorpus_en_training_7
+    path: str
+    documents: int
+    sentences: int
+    bytes: int
+    sha256: str
+
+    def manifest_entry(self) -> dict:
+        return {"file": self.stem + ".txt", "documents": self.documents, "sentences": self.sentences,
+                "bytes": self.bytes, "sha256": self.sha256}
+
+
+def render_shard(documents: list, stem: str, split: str, index: int, path: str) -> tuple[bytes, TextShard]:
+    """The bytes of a text shard from its documents (any order: sorted here by key) and its record."""
+    ordered = sorted(documents, key=lambda d: d.key)
+    data = format_documents(list(d.sentences) for d in ordered).encode("utf-8")
+    record = TextShard(split, index, stem, path, len(ordered), sum(len(d.sentences) for d in ordered),
+                       len(data), hashlib.sha256(data).hexdigest())
+    return data, record

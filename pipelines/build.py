@@ -1,0 +1,291 @@
+"""`bertdata build`: dump (and books) -> text shards -> hdf5 shards for each phase, with manifests.
+
+The launcher resolves inputs, decides what a re-run can reuse, runs ONE Beam pipeline
+(one start-up), then prints a summary read back from the manifests the pipeline wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict
+
+import apache_beam as beam
+
+from bertdata.articles import merge_counts
+from bertdata.books import SNIFF_BYTES, check_text_file
+from bertdata.config import BuildConfig
+from bertdata.errors import BertdataError
+from bertdata.layout import BOOKS_WIKI_DATASET, WIKI_DATASET, hdf5_folder, text_folder
+from bertdata.manifest import RUN_KEY, HDF5Shard, dumps, library_versions
+from bertdata.sharding import TextShard
+from bertdata.vocab import Vocab, load_vocab, resolve_vocab
+from pipelines import fsio
+from pipelines.instances import TextShardsToHDF5
+from pipelines.runners import make_pipeline, worker_count
+from pipelines.text import Counts, DumpToTextShards, open_raw
+
+MANIFEST = "manifest.json"
+# Compressed bytes per read work item: a few MB keeps each decompress+parse task short.
+WORK_ITEM_BYTES = 4 << 20
+_DUMP_DATE = re.compile(r"-(\d{8}|latest)-")
+
+
+def _log(message: str) -> None:
+    print(f"bertdata build: {message}", file=sys.stderr, flush=True)
+
+
+# --- inputs ----------------------------------------------------------------------------
+
+
+def resolve_inputs(cfg: BuildConfig) -> tuple[str, str | None, dict, Vocab]:
+    """(dump path, multistream index or None, dump record for the manifest, vocab)."""
+    from bertdata import wikidump
+
+    if cfg.sample:
+        dump, index, sample_vocab = (str(p) for p in wikidump.sample_paths())
+        vocab = resolve_vocab(cfg.vocab) if cfg.vocab else load_vocab(sample_vocab)
+        return dump, index, _dump_record(dump, index), vocab
+    vocab = resolve_vocab(cfg.vocab)
+    if cfg.dump is None:
+        from bertdata.download import DumpSpec, download_dump
+
+        spec = DumpSpec(date=cfg.date, mirror=cfg.mirror)
+        got = download_dump(spec, fsio.join(cfg.output, "download"))
+        record = {"name": os.path.basename(got["dump"]["path"]), "date": got["date"],
+                  "source": got["mirror"], "sha1": got["dump"]["sha1"], "bytes": got["dump"]["bytes"]}
+        return got["dump"]["path"], got["index"]["path"], record, vocab
+    dump = cfg.dump
+    if re.match(r"https?://", dump):
+        from bertdata.download import fetch
+
+        local = fsio.join(cfg.output, "download", dump.rstrip("/").rsplit("/", 1)[-1])
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        dump = str(fetch(cfg.dump, local))
+    if not fsio.exists(dump):
+        raise BertdataError(f"{dump}: dump file not found")
+    index = cfg.index or _index_beside(dump)
+    if index is not None and not fsio.exists(index):
+        raise BertdataError(f"{index}: multistream index not found")
+    return dump, index, _dump_record(dump, index), vocab
+
+
+def _index_beside(dump: str) -> str | None:
+    if "-multistream" not in dump:
+        return None
+    candidate = re.sub(r"(-multistream)\.xml(\.bz2)?$", r"\1-index.txt.bz2", dump)
+    return candidate if candidate != dump and fsio.exists(candidate) else None
+
+
+def _dump_record(dump: str, index: str | None) -> dict:
+    digest = hashlib.sha1()
+    size = 0
+    with open_raw(dump) as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+            size += len(block)
+    name = fsio.FileSystems.split(dump)[1]
+    date = _DUMP_DATE.search(name)
+    return {"name": name, "date": date.group(1) if date else "unknown", "sha1": digest.hexdigest(),
+            "bytes": size, "index": fsio.FileSystems.split(index)[1] if index else None}
+
+
+def list_books(folder: str | None) -> list[str]:
+    if not folder:
+        return []
+    books = [p for p in fsio.match(fsio.join(folder, "*")) if not fsio.FileSystems.split(p)[1].startswith(".")]
+    if not books:
+        raise BertdataError(f"{folder}: no book files found (expected plain-text files, one book each)")
+    for path in books:
+        with fsio.FileSystems.open(path, compression_type="uncompressed") as f:
+            check_text_file(path, f.read(SNIFF_BYTES))
+    return books
+
+
+def work_items(dump: str, index: str | None) -> list[tuple[int | None, int | None]]:
+    """Byte ranges of a multistream dump read in parallel, or the whole file as one item."""
+    from bertdata.wikidump import plan_ranges, stream_ranges
+
+    if index is None:
+        return [(None, None)]
+    return plan_ranges(stream_ranges(dump, index, open_raw), WORK_ITEM_BYTES)
+
+
+# --- what a re-run may reuse ------------------------------------------------------------
+
+
+def _read_json(path: str) -> dict | None:
+    if not fsio.exists(path):
+        return None
+    try:
+        return json.loads(fsio.read_bytes(path))
+    except ValueError:
+        return None  # written atomically, so only a hand edit breaks it: redo the stage
+
+
+def reusable_text_stage(text_dir: str, dump: dict, text_options: dict, force: bool) -> list | None:
+    """The TextShard records and Counts of a finished text stage for these inputs, else None."""
+    manifest = _read_json(fsio.join(text_dir, MANIFEST))
+    if manifest is None or force:
+        return None
+    if manifest.get("dump", {}).get("sha1") != dump["sha1"] or manifest.get("options") != text_options:
+        raise BertdataError(
+            f"{text_dir} holds text shards built from another dump or options "
+            f"({manifest.get('dump', {}).get('name')}); pass --force to rebuild them, or choose another --output")
+    shards = [TextShard(path=fsio.join(text_dir, e["file"]), **{k: e[k] for k in
+              ("split", "index", "stem", "documents", "sentences", "bytes", "sha256")}) for e in manifest["shards"]]
+    if not all(fsio.exists(s.path) for s in shards):
+        return None
+    return [*shards, Counts(manifest["counts"])]
+
+
+def check_vocab_unchanged(phase_dirs: list[str], vocab: Vocab, force: bool) -> None:
+    """Refuse to mix shards of two vocabs in one folder (a half-done run, then a new vocab)."""
+    if force:
+        return
+    from bertdata.hdf5io import shard_attrs
+
+    for folder in phase_dirs:
+        for path in fsio.match(fsio.join(folder, "*.hdf5"))[:1]:
+            with fsio.local_input(path) as local:
+                recorded = shard_attrs(local).get("vocab_sha256")
+            if recorded is not None and recorded != vocab.sha256:
+                raise BertdataError(
+                    f"{path} was made with another vocab (sha256 {recorded[:12]}…, now {vocab.sha256[:12]}…); "
+                    "pass --force to rebuild every shard with the new vocab")
+
+
+def remove_leftovers(folders: list[str], text_dir: str, redo_text: bool) -> None:
+    """Temporary files of a killed run, and, when the text stage is redone, its old shards
+    (a dump or option change could leave shards this run would not write)."""
+    doomed = []
+    for folder in [text_dir, *folders]:
+        doomed += fsio.match(fsio.join(folder, ".*.tmp-*"))
+    if redo_text:
+        doomed += fsio.match(fsio.join(text_dir, "*.txt")) + fsio.match(fsio.join(text_dir, MANIFEST))
+    if doomed:
+        fsio.FileSystems.delete(doomed)
+
+
+# --- manifests ---------------------------------------------------------------------------
+
+
+class _WriteManifests(beam.DoFn):
+    """Receives every record of the run at once and writes each folder's manifest.json."""
+
+    def __init__(self, common: dict, text_dir: str, text_options: dict, phases: dict[str, dict],
+                 write_text_manifest: bool):
+        self.common, self.text_dir, self.text_options = common, text_dir, text_options
+        self.phases, self.write_text_manifest = phases, write_text_manifest
+
+    def process(self, kv):
+        _, records = kv
+        counts = merge_counts(r.values for r in records if isinstance(r, Counts))
+        texts = sorted((r for r in records if isinstance(r, TextShard)), key=lambda r: (r.split, r.index))
+        hdf5 = [r for r in records if isinstance(r, HDF5Shard)]
+        counts["text_shards"] = len(texts)
+        run = {**self.common[RUN_KEY], "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        run["seconds"] = round(time.time() - run.pop("started_epoch"), 2)
+        base = {k: v for k, v in self.common.items() if k != RUN_KEY}
+        if self.write_text_manifest:
+            manifest = {**base, "options": self.text_options, "counts": counts, RUN_KEY: run,
+                        "shards": [{**t.manifest_entry(), "split": t.split, "index": t.index, "stem": t.stem}
+                                   for t in texts]}
+            fsio.write_bytes(fsio.join(self.text_dir, MANIFEST), dumps(manifest))
+        for folder, options in self.phases.items():
+            shards = sorted((r for r in hdf5 if r.folder == folder), key=lambda r: _natural(r.file))
+            phase_counts = {**counts, "hdf5_shards": len(shards), "tokens": sum(r.tokens for r in shards),
+                            "instances": sum(r.instances for r in shards),
+                            "documents": sum(r.documents for r in shards)}
+            manifest = {**base, "options": options, "counts": phase_counts,
+                        "shards": [r.manifest_entry() for r in shards],
+                        RUN_KEY: {**run, "reused_shards": sum(r.reused for r in shards)}}
+            fsio.write_bytes(fsio.join(folder, MANIFEST), dumps(manifest))
+        yield len(records)
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
+def run_build(cfg: BuildConfig) -> dict:
+    started = time.time()
+    dump, index, dump_record, vocab = resolve_inputs(cfg)
+    _log(f"dump {dump_record['name']} ({dump_record['bytes'] / 1e6:.1f} MB, sha1 {dump_record['sha1'][:12]}…), "
+         f"vocab {vocab.path} ({len(vocab)} tokens)")
+    if cfg.stop_after == "download":
+        return {"dump": dump_record}
+    books = list_books(cfg.books)
+    dataset = BOOKS_WIKI_DATASET if books else WIKI_DATASET
+    t = cfg.text
+    text_dir = fsio.join(cfg.output, text_folder(t.training_shards, t.test_shards, t.test_fraction), dataset)
+    phases = [] if cfg.stop_after == "text" else [
+        (p, fsio.join(cfg.output, hdf5_folder(p, t.lowercase), dataset)) for p in cfg.phases]
+    text_options = {"text": asdict(t), "books": [fsio.FileSystems.split(b)[1] for b in books],
+                    "dataset": dataset}
+    check_vocab_unchanged([d for _, d in phases], vocab, cfg.force)
+    reuse = reusable_text_stage(text_dir, dump_record, text_options, cfg.force)
+    remove_leftovers([d for _, d in phases], text_dir, redo_text=reuse is None)
+    workers = worker_count(cfg.runner)
+
+    common = {"tool": {"name": "bertdata", **library_versions()}, "dump": dump_record,
+              RUN_KEY: {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+                        "started_epoch": started, "runner": cfg.runner.runner, "workers": workers}}
+    phase_options = {folder: {**text_options, "instances": asdict(p), "vocab_sha256": vocab.sha256,
+                              "vocab_size": len(vocab), "lowercase": t.lowercase,
+                              "seed_per_shard": "same" if cfg.same_seed_per_shard else "derived"}
+                     for p, folder in phases}
+
+    pipeline = make_pipeline(cfg.runner)
+    if reuse is None:
+        _log(f"text stage: {dump_record['name']}{f' + {len(books)} books' if books else ''} -> {text_dir}")
+        records = pipeline | "Text" >> DumpToTextShards(
+            dump, work_items(dump, index), books, t, text_dir, dataset)
+    else:
+        _log(f"text stage already complete in {text_dir}: reusing {len(reuse) - 1} text shards")
+        records = pipeline | "FinishedTextShards" >> beam.Create(reuse)
+    if phases:
+        records = records | "HDF5" >> TextShardsToHDF5(vocab, phases, t.lowercase, cfg.same_seed_per_shard,
+                                                     cfg.force)
+    _ = (records
+         | "AllRecords" >> beam.Map(lambda r: (None, r))
+         | "Gather" >> beam.GroupByKey()
+         | "WriteManifests" >> beam.ParDo(_WriteManifests(common, text_dir, text_options, phase_options,
+                                                          write_text_manifest=reuse is None)))
+    _log(f"running on {cfg.runner.runner} runner, {workers} worker(s)")
+    pipeline.run().wait_until_finish()
+
+    summary = {"seconds": time.time() - started, "text": _read_json(fsio.join(text_dir, MANIFEST)),
+               "phases": {folder: _read_json(fsio.join(folder, MANIFEST)) for _, folder in phases}}
+    counts = summary["text"]["counts"]
+    if not counts.get("articles") and not counts.get("books"):
+        # Manifests of an empty build would make a later run "resume" from nothing.
+        fsio.FileSystems.delete([m for m in fsio.match(fsio.join(text_dir, MANIFEST))] +
+                                [fsio.join(f, MANIFEST) for _, f in phases if fsio.exists(fsio.join(f, MANIFEST))])
+        skipped = ", ".join(f"{k.removeprefix('skipped_')} {v}" for k, v in counts.items() if k.startswith("skipped_"))
+        raise BertdataError(f"{dump}: no articles in this dump ({counts.get('pages', 0)} pages; "
+                            f"skipped: {skipped or 'none'})")
+    print_summary(summary)
+    return summary
+
+
+def print_summary(summary: dict) -> None:
+    text = summary["text"]
+    c = Counter(text["counts"]) if text else Counter()
+    skipped = ", ".join(f"{k.removeprefix('skipped_')} {v:,}" for k, v in sorted(c.items()) if k.startswith("skipped_"))
+    print(f"pages {c['pages']:,} -> articles {c['articles']:,} (skipped: {skipped or 'none'})"
+          + (f", books {c['books']:,}" if c["books"] else ""))
+    print(f"text: {c['sentences'] + c['book_sentences']:,} sentences in {c['text_shards']} shards")
+    for folder, manifest in summary["phases"].items():
+        pc = manifest["counts"]
+        print(f"hdf5: {pc['instances']:,} instances, {pc['tokens']:,} tokens in {pc['hdf5_shards']} shards "
+              f"-> {folder}")
+    print(f"done in {summary['seconds']:.1f} s")

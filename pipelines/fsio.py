@@ -1,0 +1,84 @@
+"""File I/O through Beam's FileSystems, so the same pipeline writes to local disk, gs://, s3:// or hdfs://."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+
+from apache_beam.io.filesystem import BeamIOError
+from apache_beam.io.filesystems import FileSystems
+
+
+def join(*parts: str) -> str:
+    return FileSystems.join(*parts)
+
+
+def exists(path: str) -> bool:
+    return FileSystems.exists(path)
+
+
+def is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def _temp_name(path: str) -> str:
+    folder, name = FileSystems.split(path)
+    return FileSystems.join(folder, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write under a temporary name and rename, so readers never see a partial file."""
+    tmp = _temp_name(path)
+    with FileSystems.create(tmp) as f:
+        f.write(data)
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([tmp], [path])
+
+
+def read_bytes(path: str) -> bytes:
+    with FileSystems.open(path) as f:
+        return f.read()
+
+
+@contextlib.contextmanager
+def local_input(path: str) -> Iterator[str]:
+    """A local path for `path`: itself when local, else a temporary download."""
+    if is_local(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="bertdata-") as tmpdir:
+        local = os.path.join(tmpdir, FileSystems.split(path)[1])
+        with FileSystems.open(path) as src, open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        yield local
+
+
+@contextlib.contextmanager
+def local_output(path: str) -> Iterator[str]:
+    """A local path to write; on success it is moved onto `path` (atomically where local)."""
+    if is_local(path):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="bertdata-") as tmpdir:
+        local = os.path.join(tmpdir, FileSystems.split(path)[1])
+        yield local
+        tmp = _temp_name(path)
+        with open(local, "rb") as src, FileSystems.create(tmp) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        if FileSystems.exists(path):
+            FileSystems.delete([path])
+        FileSystems.rename([tmp], [path])
+
+
+def match(pattern: str) -> list[str]:
+    try:
+        result = FileSystems.match([pattern])[0]
+    except BeamIOError:
+        return []
+    return sorted(m.path for m in result.metadata_list)

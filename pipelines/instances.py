@@ -1,0 +1,94 @@
+"""Text shards -> hdf5 shards (one element per text shard, every phase from one tokenization)."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+
+from bertdata.config import InstanceConfig
+from bertdata.manifest import HDF5Shard, file_sha256
+from bertdata.sharding import TextShard, derive_seed
+from bertdata.vocab import Vocab
+from pipelines import fsio
+from pipelines.text import Counts
+
+
+class _MakeInstances(beam.DoFn):
+    def __init__(self, vocab: Vocab, phases: list[tuple[InstanceConfig, str]], lowercase: bool,
+                 same_seed_per_shard: bool, force: bool):
+        self.vocab, self.phases = vocab, phases
+        self.lowercase, self.same_seed, self.force = lowercase, same_seed_per_shard, force
+
+    def setup(self):
+        from bertdata.tokenize import WordPiece
+
+        self.tokenizer = WordPiece(self.vocab, self.lowercase)
+
+    def process(self, record):
+        if not isinstance(record, TextShard):
+            yield record
+            return
+        from bertdata.instances import create_instances, generation_attrs, write_instances
+        from bertdata.textshard import EmptyShard, read_documents
+
+        documents = None
+        for cfg, folder in self.phases:
+            path = fsio.join(folder, record.stem + ".hdf5")
+            seed = cfg.random_seed if self.same_seed else derive_seed(cfg.random_seed, record.stem)
+            attrs = {**generation_attrs(self.vocab, cfg, self.lowercase, seed),
+                     "source": record.stem + ".txt", "source_sha256": record.sha256}
+            stats = None if self.force else _reusable(path, attrs)
+            reused = stats is not None
+            if not reused:
+                if documents is None:
+                    with fsio.local_input(record.path) as local:
+                        try:
+                            documents = read_documents(local, self.tokenizer)
+                        except EmptyShard:
+                            # Every sentence tokenized to nothing (e.g. only symbols out of vocab).
+                            yield Counts({"skipped_empty_text_shards": 1})
+                            return
+                instances = create_instances(documents, self.vocab, cfg, seed)
+                stats = {"documents": documents.num_documents, "sentences": documents.num_sentences,
+                         "tokens": documents.num_tokens, "instances": len(instances)}
+                with fsio.local_output(path) as local:
+                    write_instances(local, instances, {**attrs, **stats})
+                del instances
+            with fsio.FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                sha = file_sha256(f)
+            yield HDF5Shard(folder, record.stem + ".hdf5", record.stem + ".txt", seed, stats["documents"],
+                            stats["sentences"], stats["tokens"], stats["instances"], sha, reused)
+
+
+def _reusable(path: str, attrs: dict) -> dict | None:
+    """The stats of an existing complete shard made with exactly these parameters, else None.
+
+    Writes are atomic, so a file under the final name is complete; matching attributes
+    (source checksum, seed, vocab, lengths) make it the same shard this run would write.
+    """
+    if not fsio.exists(path):
+        return None
+    from bertdata.hdf5io import shard_attrs
+
+    with fsio.local_input(path) as local:
+        found = shard_attrs(local)
+    if any(found.get(k) != v for k, v in attrs.items() if k != "bertdata_version"):
+        return None
+    return {k: int(found[k]) for k in ("documents", "sentences", "tokens", "instances")}
+
+
+class TextShardsToHDF5(beam.PTransform):
+    """TextShard records -> HDF5Shard records, one per phase; Counts records pass through."""
+
+    def __init__(self, vocab: Vocab, phases: list[tuple[InstanceConfig, str]], lowercase: bool,
+                 same_seed_per_shard: bool, force: bool = False):
+        super().__init__()
+        self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force)
+
+    def expand(self, records):
+        return (
+            records
+            | "SpreadShards" >> beam.Reshuffle()
+            | "MakeInstances" >> beam.ParDo(self.fn)
+        )
+

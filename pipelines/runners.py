@@ -1,0 +1,49 @@
+"""Choosing and configuring the Beam runner.
+
+Beam's default runner tries to download the Prism binary on every run, and the
+FnApiRunner's multi_threading mode was seen to lose elements, so the runner is
+always named explicitly and never runs in that mode.
+"""
+
+from __future__ import annotations
+
+import os
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from bertdata.config import RunnerConfig
+from bertdata.errors import BertdataError
+
+LOCAL_RUNNERS = ("local", "in-memory")
+
+
+def worker_count(cfg: RunnerConfig) -> int:
+    if cfg.workers:
+        return cfg.workers
+    # The cores this process may use (taskset, cgroups), not the machine's total.
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def make_pipeline(cfg: RunnerConfig) -> beam.Pipeline:
+    """A Pipeline for `cfg`: `local` (FnApiRunner, one process per worker), `in-memory`
+    (FnApiRunner in this process), `dask` (DaskRunner; pass --dask_client_address=HOST:PORT
+    after `--`), or any other Beam runner name with its options after `--`."""
+    args = list(cfg.beam_args)
+    if "multi_threading" in " ".join(args):
+        raise BertdataError("direct_running_mode=multi_threading loses elements; use local or in-memory")
+    if cfg.runner in LOCAL_RUNNERS:
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+        mode = "multi_processing" if cfg.runner == "local" else "in_memory"
+        options = PipelineOptions(args, direct_running_mode=mode, direct_num_workers=worker_count(cfg))
+        return beam.Pipeline(runner=FnApiRunner(), options=options)
+    if cfg.runner == "dask":
+        from apache_beam.runners.dask.dask_runner import DaskRunner
+
+        if not any(a.startswith("--dask_npartitions") or a.startswith("--dask_partition_size") for a in args):
+            # Dask's default packs up to 128 elements in one partition, which would run a
+            # whole build's shards on a single worker.
+            args.append(f"--dask_npartitions={max(2, 4 * worker_count(cfg))}")
+        return beam.Pipeline(runner=DaskRunner(), options=PipelineOptions(args))
+    return beam.Pipeline(options=PipelineOptions(["--runner", cfg.runner, *args]))

@@ -1,0 +1,172 @@
+"""`bertdata build` end to end: the bundled sample and the real fragment, resume, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import WIKI_FRAGMENT, need_shared, run_cli
+
+PHASE1 = "hdf5_lower_case_1_seq_len_128_max_pred_20_masked_lm_prob_0.15_random_seed_12345_dupe_factor_5"
+PHASE2 = "hdf5_lower_case_1_seq_len_512_max_pred_80_masked_lm_prob_0.15_random_seed_12345_dupe_factor_5"
+TEXT = "sharded_training_shards_8_test_shards_2_fraction_0.1"
+MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|''|<ref|\{\||\|\}|\|-|thumb\||px\||Category:|&nbsp;"
+                    r"|</?[a-zA-Z][a-zA-Z0-9]*[\s/>]|&[a-zA-Z]+;|&#\d+;")
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every data file under root (manifests compared without their run record)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            if path.name == "manifest.json":
+                manifest = json.loads(path.read_text())
+                manifest.pop("run")
+                data = json.dumps(manifest, sort_keys=True).encode()
+            else:
+                data = path.read_bytes()
+            out[str(path.relative_to(root))] = hashlib.sha256(data).hexdigest()
+    return out
+
+
+def build(out: Path, *extra: str, check: bool = True):
+    return run_cli("build", "--wiki-only", "--sample", "--output", out, *extra, check=check)
+
+
+@pytest.fixture(scope="module")
+def sample_build(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sample") / "data"
+    build(out, "--workers", "2")
+    return out
+
+
+def test_sample_build_writes_reference_layout(sample_build):
+    for phase, seq, pred in ((PHASE1, 128, 20), (PHASE2, 512, 80)):
+        folder = sample_build / phase / "wikicorpus_en"
+        files = sorted(folder.glob("wikicorpus_en_*.hdf5"))
+        assert any("_training_" in f.name for f in files) and any("_test_" in f.name for f in files)
+        with h5py.File(files[0], "r") as f:
+            assert f["input_ids"].dtype == np.int32 and f["input_ids"].shape[1] == seq
+            assert f["masked_lm_positions"].shape[1] == pred
+            assert f["input_ids"].compression == "gzip" and f["input_ids"].compression_opts == 4
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["options"]["instances"]["max_seq_length"] == seq
+        assert [s["file"] for s in manifest["shards"]] == sorted((f.name for f in files),
+                                                                 key=lambda n: int(n.split("_")[-1][:-5]))
+        for entry in manifest["shards"]:
+            assert hashlib.sha256((folder / entry["file"]).read_bytes()).hexdigest() == entry["sha256"]
+        counts = manifest["counts"]
+        assert counts["instances"] == sum(s["instances"] for s in manifest["shards"]) > 0
+        assert counts["skipped_redirect"] >= 5 and counts["skipped_namespace"] >= 3
+        assert counts["articles"] >= 30
+    assert run_cli("inspect", sample_build).returncode == 0
+
+
+def test_text_shards_are_clean_and_ordered(sample_build):
+    folder = sample_build / TEXT / "wikicorpus_en"
+    shards = sorted(folder.glob("*.txt"))
+    assert shards
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert len(manifest["shards"]) == len(shards)
+    for shard in shards:
+        text = shard.read_text()
+        assert text.endswith("\n\n")
+        for line in text.splitlines():
+            assert not MARKUP.search(line), (shard.name, line)
+
+
+def test_rerun_reuses_everything_and_repairs_a_missing_shard(sample_build, tmp_path):
+    before = tree_digest(sample_build)
+    victim = next((sample_build / PHASE1 / "wikicorpus_en").glob("*_training_*.hdf5"))
+    victim.unlink()
+    (sample_build / PHASE2 / "wikicorpus_en" / "manifest.json").unlink()
+    proc = build(sample_build, "--workers", "2")
+    assert "reusing" in proc.stderr
+    assert tree_digest(sample_build) == before
+    manifest = json.loads((sample_build / PHASE1 / "wikicorpus_en" / "manifest.json").read_text())
+    assert manifest["run"]["reused_shards"] == len(manifest["shards"]) - 1
+
+
+def test_same_bytes_in_memory_and_one_worker(sample_build, tmp_path):
+    one = tmp_path / "one"
+    build(one, "--workers", "1")
+    mem = tmp_path / "mem"
+    build(mem, "--runner", "in-memory")
+    assert tree_digest(one) == tree_digest(sample_build) == tree_digest(mem)
+
+
+def test_seeds_derived_per_shard_unless_asked(sample_build, tmp_path):
+    manifest = json.loads((sample_build / PHASE1 / "wikicorpus_en" / "manifest.json").read_text())
+    assert len({s["seed"] for s in manifest["shards"]}) == len(manifest["shards"]) > 1
+    same = tmp_path / "same"
+    build(same, "--phase", "1", "--same-seed-per-shard")
+    manifest = json.loads((same / PHASE1 / "wikicorpus_en" / "manifest.json").read_text())
+    assert {s["seed"] for s in manifest["shards"]} == {12345}
+
+
+def test_vocab_change_needs_force(sample_build, tmp_path):
+    from bertdata.wikidump import sample_paths
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(Path(sample_paths()[2]).read_text() + "extraword\n")
+    proc = build(sample_build, "--vocab", vocab, check=False)
+    assert proc.returncode == 2 and "another vocab" in proc.stderr and "--force" in proc.stderr
+
+
+def test_build_without_wiki_only_or_books_explains(tmp_path):
+    proc = run_cli("build", "--sample", "--output", tmp_path, check=False)
+    assert proc.returncode == 2 and "BookCorpus" in proc.stderr
+
+
+def test_books_are_mixed_in_and_binary_books_refused(tmp_path):
+    books = tmp_path / "books"
+    books.mkdir()
+    (books / "a.txt").write_text("It was a dark night. The rain fell on the town.\n\n"
+                                 "Nobody came to the door. The dog barked twice.\n" * 20)
+    out = tmp_path / "out"
+    run_cli("build", "--sample", "--books", books, "--output", out, "--phase", "1", "--workers", "1")
+    manifest = json.loads((out / PHASE1 / "books_wiki_en_corpus" / "manifest.json").read_text())
+    assert manifest["counts"]["books"] == 1 and manifest["counts"]["book_sentences"] == 80
+    (books / "b.bin").write_bytes(b"\x00\x01\x02binary")
+    proc = run_cli("build", "--sample", "--books", books, "--output", tmp_path / "o2", check=False)
+    assert proc.returncode == 2 and "b.bin" in proc.stderr and "binary" in proc.stderr
+
+
+def test_dump_without_articles_is_an_error(tmp_path):
+    dump = tmp_path / "empty.xml"
+    dump.write_text('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10">'
+                    "<siteinfo><sitename>W</sitename><dbname>enwiki</dbname></siteinfo>"
+                    "<page><title>A</title><ns>0</ns><id>1</id><redirect title=\"B\" />"
+                    "<revision><text>#REDIRECT [[B]]</text></revision></page></mediawiki>")
+    proc = run_cli("build", "--wiki-only", "--dump", dump, "--vocab", _sample_vocab(), "--output", tmp_path / "o",
+                   "--runner", "in-memory", check=False)
+    assert proc.returncode == 2 and "no articles" in proc.stderr
+    assert not list((tmp_path / "o").rglob("*.hdf5"))
+
+
+def _sample_vocab() -> str:
+    from bertdata.wikidump import sample_paths
+
+    return str(sample_paths()[2])
+
+
+@pytest.mark.slow
+def test_real_fragment_text_stage_has_no_markup(tmp_path):
+    need_shared(WIKI_FRAGMENT)
+    out = tmp_path / "out"
+    run_cli("build", "--wiki-only", "--dump", WIKI_FRAGMENT, "--vocab", _sample_vocab(), "--output", out,
+            "--stop-after", "text", "--workers", "2")
+    folder = out / "sharded_training_shards_256_test_shards_256_fraction_0.1" / "wikicorpus_en"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["counts"]["pages"] == 206 and manifest["counts"]["skipped_redirect"] == 100
+    assert manifest["counts"]["articles"] >= 100
+    lines = [line for f in folder.glob("*.txt") for line in f.read_text().splitlines() if line]
+    assert len(lines) > 15000
+    bad = [line for line in lines if MARKUP.search(line)]
+    assert not bad, bad[:5]
