@@ -83,12 +83,17 @@ def _index_beside(dump: str) -> str | None:
 
 
 def _dump_record(dump: str, index: str | None) -> dict:
+    """Name, date and sha1 (what Wikimedia publishes) of a dump given as a path."""
+    from tqdm import tqdm
+
     digest = hashlib.sha1()
     size = 0
-    with open_raw(dump) as f:
+    with open_raw(dump) as f, tqdm(desc="sha1 of dump", unit="B", unit_scale=True, leave=False,
+                                   disable=None) as bar:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
             size += len(block)
+            bar.update(len(block))
     name = fsio.FileSystems.split(dump)[1]
     date = _DUMP_DATE.search(name)
     return {"name": name, "date": date.group(1) if date else "unknown", "sha1": digest.hexdigest(),

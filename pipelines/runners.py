@@ -29,7 +29,8 @@ def make_pipeline(cfg: RunnerConfig) -> beam.Pipeline:
     """A Pipeline for `cfg`: `local` (FnApiRunner, one process per worker), `in-memory`
     (FnApiRunner in this process), `dask` (DaskRunner; pass --dask_client_address=HOST:PORT
     after `--`), or any other Beam runner name with its options after `--`."""
-    args = list(cfg.beam_args)
+    # Beam's INFO lines (worker start-up, gRPC channels) would bury the build's own output.
+    args = ["--default_sdk_harness_log_level=WARNING", *cfg.beam_args]
     if "multi_threading" in " ".join(args):
         raise BertdataError("direct_running_mode=multi_threading loses elements; use local or in-memory")
     if cfg.runner in LOCAL_RUNNERS:

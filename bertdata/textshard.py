@@ -1,0 +1,147 @@
+"""Reading a text shard (one sentence per line, a blank line ends a document) into token ids."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bertdata.errors import BertdataError
+from bertdata.tokenize import WordPiece
+
+# Bytes decoded and tokenized at a time: bounds the memory spent on text, whatever the shard size.
+BLOCK_BYTES = 1 << 20
+ERRORS = ("strict", "replace")
+
+
+class EmptyShard(BertdataError):
+    """No sentence with any token: nothing to make instances from."""
+
+
+@dataclass(frozen=True)
+class Documents:
+    """A tokenized shard: sentence `s` is `tokens[sentence_offsets[s]:sentence_offsets[s + 1]]`,
+    document `d` is sentences `doc_offsets[d]:doc_offsets[d + 1]`; documents in input order,
+    every sentence and document non-empty."""
+
+    paths: tuple[str, ...]
+    tokens: np.ndarray
+    sentence_offsets: np.ndarray
+    doc_offsets: np.ndarray
+
+    @property
+    def num_documents(self) -> int:
+        return len(self.doc_offsets) - 1
+
+    @property
+    def num_sentences(self) -> int:
+        return len(self.sentence_offsets) - 1
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.tokens)
+
+
+def read_documents(inputs: str | os.PathLike | Sequence[str | os.PathLike], tokenizer: WordPiece,
+                   errors: str = "strict", progress: Callable[[int], object] | None = None) -> Documents:
+    """Tokenize one shard made of one or more text files, read in order.
+
+    As in the reference, lines are split on any of \\n, \\r\\n, \\r and stripped; a blank
+    line ends a document; a line with no tokens is dropped, as is a document with no
+    sentences; a document running off the end of one file continues in the next.
+    `errors="replace"` turns undecodable bytes into U+FFFD (which tokenization deletes)
+    instead of failing. `progress(n)` is called with each block's byte count.
+    """
+    if errors not in ERRORS:
+        raise ValueError(f"errors must be one of {ERRORS}, not {errors!r}")
+    paths = (os.fspath(inputs),) if isinstance(inputs, (str, os.PathLike)) else tuple(map(os.fspath, inputs))
+    if not paths:
+        raise BertdataError("no input text files given")
+    id_parts: list[np.ndarray] = []
+    length_parts: list[np.ndarray] = []
+    doc_parts: list[np.ndarray] = []
+    # Documents are numbered by how many blank lines came before, across files, as the
+    # reference keeps appending to its last document when a new file starts.
+    blank_lines = 0
+    for path in paths:
+        for text in _blocks(path, errors, progress):
+            lines = text.split("\n")
+            stripped = [line.strip() for line in lines]
+            blank = np.fromiter(map(bool, stripped), dtype=bool, count=len(stripped))
+            np.logical_not(blank, out=blank)
+            doc_of_line = np.cumsum(blank) + blank_lines
+            blank_lines = int(doc_of_line[-1])
+            sentences = [line for line in stripped if line]
+            ids, lengths = tokenizer.encode_lines(sentences, dtype=tokenizer.id_dtype)
+            id_parts.append(ids)
+            length_parts.append(lengths)
+            doc_parts.append(doc_of_line[~blank])
+    lengths = np.concatenate(length_parts) if length_parts else np.empty(0, np.int32)
+    doc_of_sentence = np.concatenate(doc_parts) if doc_parts else np.empty(0, np.int64)
+    kept = lengths > 0
+    lengths, doc_of_sentence = lengths[kept], doc_of_sentence[kept]
+    if not len(lengths):
+        raise EmptyShard(f"{_names(paths)}: empty shard (no sentence with any token); "
+                            "a text shard has one sentence per line, a blank line between documents")
+    sentence_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=sentence_offsets[1:])
+    starts = np.flatnonzero(np.diff(doc_of_sentence)) + 1
+    doc_offsets = np.concatenate(([0], starts, [len(lengths)])).astype(np.int64)
+    return Documents(paths, np.concatenate(id_parts), sentence_offsets, doc_offsets)
+
+
+def _names(paths: tuple[str, ...]) -> str:
+    return paths[0] if len(paths) == 1 else f"{paths[0]} (+{len(paths) - 1} more files)"
+
+
+def _blocks(path: str, errors: str, progress: Callable[[int], object] | None):
+    """The file's text in blocks of whole lines, universal newlines turned into \\n;
+    no trailing newline, so the last line of a block is a real line."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 -- closed in the finally below
+    except FileNotFoundError:
+        raise BertdataError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise BertdataError(f"{path}: is a directory, not a text shard") from None
+    except OSError as err:
+        raise BertdataError(f"{path}: cannot read ({err.strerror})") from None
+    try:
+        offset = 0  # byte offset of the block in the file
+        line = 1  # line number of the block's first line
+        carry = b""
+        while True:
+            try:
+                chunk = f.read(BLOCK_BYTES)
+            except IsADirectoryError:
+                raise BertdataError(f"{path}: is a directory, not a text shard") from None
+            except OSError as err:
+                raise BertdataError(f"{path}: cannot read ({err.strerror})") from None
+            data = carry + chunk
+            if not data:
+                return
+            cut = data.rfind(b"\n") + 1 if chunk else len(data)
+            if cut == 0:  # one line longer than a block: keep reading
+                carry = data
+                continue
+            block, carry = data[:cut], data[cut:]
+            try:
+                text = block.decode("utf-8", errors)
+            except UnicodeDecodeError as err:
+                where = line + block.count(b"\n", 0, err.start)
+                raise BertdataError(
+                    f"{path}: not UTF-8 at line {where} (byte offset {offset + err.start}: "
+                    f"{err.object[err.start:err.end]!r}); pass --errors replace to replace "
+                    "undecodable bytes with U+FFFD") from None
+            if "\r" in text:
+                text = text.replace("\r\n", "\n").replace("\r", "\n")
+            if text.endswith("\n"):
+                text = text[:-1]
+            if progress is not None:
+                progress(len(block))
+            offset += len(block)
+            line += block.count(b"\n")
+            yield text
+    finally:
+        f.close()
