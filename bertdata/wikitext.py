@@ -1,0 +1,510 @@
+"""MediaWiki wikitext -> plain prose paragraphs, one paragraph per line.
+
+Every nested construct (templates, tables, links, tags) is removed with a linear
+scan and an explicit stack, never with a backtracking regex over nested markup, so a
+malformed or hostile page costs time proportional to its size. A page is either
+cleaned as well as its markup allows or refused with a `SkippedPage` subclass whose
+`reason` the pipeline counts.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from bertdata.errors import BertdataError
+
+# The largest real article is about 1.5 MB of wikitext; 5 MB leaves room for growth
+# while refusing the generated or vandalised monsters that would stall a worker.
+DEFAULT_MAX_CHARS = 5_000_000
+
+# Links nest legitimately only inside File captions (depth 2, rarely 3); each level
+# copies its label once, so a cap keeps hostile nesting from turning quadratic.
+MAX_LINK_DEPTH = 32
+# Brackets left once plain and File links are resolved are typos, a handful per page;
+# beyond this many the page is generated junk and the per-bracket walk is not worth it.
+MAX_STRAY_LINK_BRACKETS = 10_000
+# The densest real pages (long lists of flag and convert templates) hold a few tens of
+# thousands of templates, tags or table lines; each costs a few microseconds of Python,
+# so a page with far more is generated junk refused before the walk, not after it.
+MAX_TEMPLATE_BRACES = 500_000
+MAX_TAGS = 500_000
+MAX_TABLE_MARKS = 100_000
+
+
+class SkippedPage(BertdataError):
+    """A page `clean` refuses; `reason` is the short key the pipeline counts it under."""
+
+    reason = "skipped"
+
+
+class PageTooLarge(SkippedPage):
+    reason = "page_too_large"
+
+
+class MalformedPage(SkippedPage):
+    reason = "malformed_page"
+
+
+# Trailing apparatus: everything from the first such heading onwards is not prose.
+_TRAILING_NAMES = (
+    r"see also|references|notes|further reading|external links|bibliography|sources"
+    r"|citations|footnotes|works cited|reference notes|notes and references"
+)
+_TRAILING_SECTION = re.compile(
+    r"^[ \t]*(={2,6})[ \t]*(?:" + _TRAILING_NAMES + r")"
+    r"(?:[ \t]*(?:,|&|and)[ \t]*(?:" + _TRAILING_NAMES + r"))*[ \t]*\1[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+# Tags whose content is not prose: dropped with everything inside them.
+_DROP_CONTENT_TAGS = frozenset(
+    "ref references math chem ce gallery timeline imagemap score syntaxhighlight source pre"
+    " graph mapframe maplink hiero templatedata templatestyles inputbox categorytree"
+    " noinclude includeonly table caption indicator charinsert section"
+    " style script".split()
+)
+# Dropped elements that MediaWiki renders as blocks: they end the paragraph around them.
+_BLOCK_TAGS = frozenset(
+    "references gallery timeline imagemap score syntaxhighlight source pre graph mapframe"
+    " inputbox categorytree templatedata table".split()
+)
+# Formatting tags: the tag goes, its text stays.
+_KEEP_CONTENT_TAGS = frozenset(
+    "b i u s em strong small big sup sub span div blockquote center nowiki code tt kbd var"
+    " samp font abbr cite q del ins strike mark bdi bdo dfn p poem onlyinclude ul ol li dl"
+    " dd dt ruby rt rp wbr time data h1 h2 h3 h4 h5 h6 hr br".split()
+)
+_CLOSERS = {name: re.compile(r"</" + name + r"\s*>", re.IGNORECASE) for name in _DROP_CONTENT_TAGS}
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)\b([^<>]*)>")
+_BREAK_TAGS = frozenset(("br", "hr", "p", "li", "dd", "dt", "div", "poem", "blockquote"))
+
+_BRACE_RUN = re.compile(r"\{\{+|\}\}+")
+_TABLE_LINE = re.compile(r"^[ \t:]*(\{\||\|\})", re.MULTILINE)
+_LINK_TOKEN = re.compile(r"\[\[|\]\]")
+_SIMPLE_LINK = re.compile(r"\[\[([^\[\]]*)\]\]")
+_EXTERNAL_LINK = re.compile(
+    r"\[(?:https?:|ftp:|mailto:|news:|irc:|//)[^\s\[\]<>\"]{0,2000}(?:[ \t]([^\[\]\n]{0,500}))?\]"
+)
+
+_DROP_LINK_NS = re.compile(r"(?:file|image|media|category)\s*:", re.IGNORECASE)
+# Interlanguage links are `[[xx:Title]]` with a language code; a leading colon would
+# make them a visible link instead.
+_INTERLANGUAGE = re.compile(r"[a-z]{2,3}(?:-[a-z]{2,8})*\s*:")
+_PIPE_TRICK_SUFFIX = re.compile(r"\s*\([^()]*\)$")
+_INTERWIKI_KEEP = frozenset(("wikt", "w", "s", "q", "n", "b", "v", "c", "d", "m", "mw"))
+
+# Headings, horizontal rules, and table rows outside any table (stray `|` or `!` lines).
+_JUNK_LINE = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!].*)$", re.MULTILINE)
+_LIST_ITEM = re.compile(r"^[ \t]*[*#:;]+[ \t]*(.*)$", re.MULTILINE)
+_BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
+_BEHAVIOUR_SWITCH = re.compile(r"__[A-Z]+__")
+_QUOTES = re.compile(r"''+")
+_ENTITY = re.compile(r"&(?:[a-zA-Z][a-zA-Z0-9]*|#[0-9]+|#[xX][0-9a-fA-F]+);")
+_ODD_SPACE = re.compile(r"[\t\r\f\v\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
+_INVISIBLE = re.compile(r"[\u200b-\u200f\u00ad\ufeff]+")
+_HAS_WORD = re.compile(r"\w")
+
+# Leftovers of removed templates and references: brackets left empty or with a
+# separator stuck inside, a space before punctuation, a separator before ")".
+_EMPTY_PARENS = re.compile(r"\((?: ?[,;:.\u2013\u2014-])* ?\)")
+_PAREN_SEPARATOR = re.compile(r"\( ?[,;:]+ ?|\( ")
+_PAREN_NEEDLES = ("()", "( ", "(,", "(;", "(:", "(.", "(-", "(\u2013", "(\u2014")
+_SPACE_BEFORE_PUNCT = re.compile(r" (?=[,;:!?)\]]|\.(?!\.))")
+_TIDY_REPLACE = ((",)", ")"), (";)", ")"), (":)", ")"), ("[]", ""))
+
+_ARG_KEY = re.compile(r"[\w -]+=")  # on stripped arguments
+_NUMBER = re.compile(r"[-+\u2212]?(?=\.?\d)[\d,]*(?:\.\d+)?(?:e-?\d+)?$")
+_RANGE_WORDS = {"to": " to ", "and": " and ", "or": " or ", "-": "\u2013", "\u2013": "\u2013",
+                "by": " by ", "x": " \u00d7 ", "+/-": " \u00b1 "}
+_UNITS = {"sqmi": "sq mi", "sqkm": "km2", "e6acre": "million acres", "e6km2": "million km2",
+          "acre": "acres", "Tcuft": "trillion cu ft", "e9m3": "billion m3", "e6mi": "million mi"}
+
+
+def clean(wikitext: str, title: str = "", max_chars: int | None = DEFAULT_MAX_CHARS) -> str:
+    """Plain prose of one page: paragraphs joined by newlines, markup and apparatus gone.
+
+    Raises PageTooLarge when `wikitext` is longer than `max_chars` (None: no limit) and
+    MalformedPage when its links nest deeper, or its templates or stray link brackets are
+    more numerous, than on any real page.
+    """
+    if max_chars is not None and len(wikitext) > max_chars:
+        raise PageTooLarge(
+            f"page {title!r}: {len(wikitext):,} characters of wikitext, over the {max_chars:,} limit"
+        )
+    text = _remove_comments(wikitext)
+    cut = _TRAILING_SECTION.search(text)
+    if cut:
+        text = text[: cut.start()]
+    text = _strip_tags(text, title)
+    text = _remove_templates(text, title)
+    text = _remove_tables(text, title)
+    text = _resolve_links(text, title)
+    text = _EXTERNAL_LINK.sub(lambda m: m.group(1) or "", text)
+    text = _BEHAVIOUR_SWITCH.sub("", text)
+    return _paragraphs(text)
+
+
+def _refuse_if_over(count: int, limit: int, what: str, title: str) -> None:
+    if count > limit:
+        raise MalformedPage(f"page {title!r}: {count:,} {what}, over the limit of {limit:,}")
+
+
+def _remove_comments(text: str) -> str:
+    if "<!--" not in text:
+        return text
+    out = []
+    pos = 0
+    while True:
+        start = text.find("<!--", pos)
+        if start < 0:
+            out.append(text[pos:])
+            break
+        out.append(text[pos:start])
+        end = text.find("-->", start + 4)
+        if end < 0:  # MediaWiki hides an unclosed comment up to the end of the page
+            break
+        pos = end + 3
+    return "".join(out)
+
+
+def _strip_tags(text: str, title: str) -> str:
+    """Drop non-prose elements with their content; unwrap formatting tags."""
+    if "<" not in text:
+        return text
+    _refuse_if_over(text.count("<"), MAX_TAGS, "tags", title)
+    out = []
+    pos = 0
+    # Where the next closing tag of each dropped element is (None: there is none left),
+    # so that unclosed elements never rescan the rest of the page.
+    next_close: dict[str, tuple[int, int] | None] = {}
+    for_scan = 0
+    while True:
+        m = _TAG.search(text, for_scan)
+        if not m:
+            break
+        closing, name, attrs = m.group(1), m.group(2).lower(), m.group(3)
+        if attrs.strip(" \t\n/") and ("=" not in attrs or attrs[0] not in " \t\n/"):
+            # Not a tag but prose: `a<b and c>d` has no attribute with a value.
+            for_scan = m.start() + 1
+            continue
+        if name in _DROP_CONTENT_TAGS:
+            out.append(text[pos : m.start()])
+            if name in _BLOCK_TAGS and "inline" not in attrs:
+                out.append("\n\n")
+            pos = for_scan = m.end()
+            if closing or attrs.rstrip().endswith("/"):
+                continue
+            cached = next_close.get(name, (-1, -1))
+            if cached is not None and cached[0] < m.end():
+                close = _CLOSERS[name].search(text, m.end())
+                cached = next_close[name] = (close.start(), close.end()) if close else None
+            if cached is not None:
+                pos = for_scan = cached[1]
+        elif name in _KEEP_CONTENT_TAGS:
+            out.append(text[pos : m.start()])
+            out.append(" " if name == "br" else "\n\n" if name in _BREAK_TAGS else "")
+            pos = for_scan = m.end()
+        else:  # not a tag we know: `a<b>c` in prose stays as written
+            for_scan = m.start() + 1
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _remove_templates(text: str, title: str) -> str:
+    """Remove `{{...}}` and `{{{...}}}` with MediaWiki's brace-run matching.
+
+    An unclosed `{{` swallows the rest of its paragraph (up to a blank line): the
+    alternative, leaving the template's name and parameters as text, is worse.
+    """
+    if "{{" not in text and "}}" not in text:
+        return text
+    _refuse_if_over(text.count("{{") + text.count("}}"), MAX_TEMPLATE_BRACES, "template braces", title)
+    stack: list[list[int]] = []  # [start of the opening run, braces still open]
+    spans: list[tuple[int, int, str | None]] = []
+    for m in _BRACE_RUN.finditer(text):
+        run = m.end() - m.start()
+        if text[m.start()] == "{":
+            stack.append([m.start(), run])
+            continue
+        pos = m.start()
+        while run >= 2 and stack:
+            top = stack[-1]
+            take = 3 if top[1] >= 3 and run >= 3 else 2
+            top[1] -= take
+            run -= take
+            pos += take
+            if top[1] < 2:
+                stack.pop()
+                spans.append((top[0], pos, _expand(text, top[0], pos) if not stack else None))
+        if run >= 2:  # closing braces with nothing open: stray markup, never prose
+            spans.append((pos, m.end(), None))
+    blank_after = -1
+    for start, _ in stack:
+        if start < blank_after:
+            continue
+        blank = text.find("\n\n", start)
+        blank_after = len(text) if blank < 0 else blank
+        spans.append((start, blank_after, None))
+    return _splice(text, spans)
+
+
+def _splice(text: str, spans: list[tuple[int, int, str | None]]) -> str:
+    """Replace each span by its text (None: nothing); a span inside another one goes with it."""
+    spans.sort(key=lambda s: (s[0], -s[1]))
+    out = []
+    pos = 0
+    cur_start, cur_end, cur_text = -1, -1, None
+    for start, end, repl in spans:
+        if start < cur_end:
+            if end > cur_end:  # overlapping, not nested: neither replacement is trustworthy
+                cur_end, cur_text = end, None
+            continue
+        if cur_end >= 0:
+            out.append(text[pos:cur_start])
+            out.append(cur_text or "")
+            pos = cur_end
+        cur_start, cur_end, cur_text = start, end, repl
+    if cur_end >= 0:
+        out.append(text[pos:cur_start])
+        out.append(cur_text or "")
+        pos = cur_end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _split_args(body: str) -> list[str]:
+    """Split a template body on `|`, except inside `[[...]]` (link labels have pipes)."""
+    if "[[" not in body:
+        return body.split("|")
+    args = []
+    depth = 0
+    start = 0
+    i = 0
+    n = len(body)
+    while i < n:
+        c = body[i]
+        if c == "[" and body.startswith("[[", i):
+            depth += 1
+            i += 2
+            continue
+        if c == "]" and body.startswith("]]", i) and depth:
+            depth -= 1
+            i += 2
+            continue
+        if c == "|" and not depth:
+            args.append(body[start:i])
+            start = i + 1
+        i += 1
+    args.append(body[start:])
+    return args
+
+
+def _expand(text: str, start: int, end: int) -> str | None:
+    """Visible text of the few inline templates that carry prose; None for all others."""
+    body = text[start:end]
+    if not body.startswith("{{") or body.startswith("{{{") or "{{" in body[2:]:
+        return None
+    bar = body.find("|")
+    name = body[2 : bar if bar > 0 else -2].strip().lower().replace("_", " ")
+    if name not in _EXPANDABLE and not name.startswith("lang-"):
+        return None
+    parts = _split_args(body[2:-2])
+    args = [a.strip() for a in parts[1:]]
+    pos = [a for a in args if not _ARG_KEY.match(a)]
+    named = {}
+    for a in args:
+        if _ARG_KEY.match(a):
+            key, _, value = a.partition("=")
+            named[key.strip().lower()] = value.strip()
+    fixed = _FIXED_TEMPLATES.get(name)
+    if fixed is not None:
+        return fixed
+    if name in _FIRST_ARG_TEMPLATES or name.startswith("lang-"):
+        return pos[0] if pos else None
+    if name == "lang":
+        return pos[1] if len(pos) > 1 else None
+    if name == "transl":
+        return pos[-1] if len(pos) > 1 else None
+    if name in ("quote", "cquote", "quotation", "blockquote"):
+        return named.get("text") or named.get("quote") or (pos[0] if pos else None)
+    if name in ("convert", "cvt"):
+        return _expand_convert(pos)
+    if name == "frac":
+        return " ".join(pos[:-2] + ["/".join(pos[-2:])]) if pos else None
+    if name in ("as of", "asof"):
+        if not pos:
+            return None
+        word = "as of" if named.get("lc") in ("y", "yes", "on") else "As of"
+        return f"{word} {pos[0]}"
+    if name == "chem":
+        return "".join(pos)
+    return None
+
+
+def _expand_convert(pos: list[str]) -> str | None:
+    if len(pos) < 2 or not _NUMBER.match(pos[0]):
+        return None
+    value = pos[0]
+    rest = pos[1:]
+    if len(rest) >= 3 and rest[0] in _RANGE_WORDS and _NUMBER.match(rest[1]):
+        value = value + _RANGE_WORDS[rest[0]] + rest[1]
+        rest = rest[2:]
+    unit = rest[0]
+    if _NUMBER.match(unit):
+        return None
+    out = f"{value} {_UNITS.get(unit, unit)}"
+    # `{{convert|6|ft|4|in|cm}}`: a second value and unit before the target unit.
+    if len(rest) >= 4 and _NUMBER.match(rest[1]) and not _NUMBER.match(rest[2]):
+        out += f" {rest[1]} {_UNITS.get(rest[2], rest[2])}"
+    return out
+
+
+_FIXED_TEMPLATES = {
+    "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spaced ndash": " \u2013 ",
+    "spnd": " \u2013 ", "sndash": " \u2013 ", "spaced en dash": " \u2013 ", "nbsp": " ",
+    "space": " ", "spaces": " ", "thinsp": " ", "'": "'", "'s": "'s", "`": "'",
+    "c.": "c. ", "circa": "c. ", "ca.": "c. ", "-": "\u2013", "\u2013": "\u2013",
+}
+_FIRST_ARG_TEMPLATES = frozenset((
+    "nowrap", "nobr", "nobreak", "small", "smaller", "big", "larger", "em", "strong", "sc",
+    "smallcaps", "vanchor", "anchor", "visible anchor", "nihongo", "ill", "interlanguage link",
+    "nts", "val", "keypress", "key press", "abbr", "tooltip", "sup", "sub", "mvar", "math",
+    "var", "angbr", "sic", "linktext", "bold", "italic", "not a typo", "proper name", "flag",
+    "flagcountry", "flagu",
+))
+
+
+_EXPANDABLE = _FIRST_ARG_TEMPLATES | set(_FIXED_TEMPLATES) | {
+    "lang", "transl", "quote", "cquote", "quotation", "blockquote", "convert", "cvt", "frac",
+    "as of", "asof", "chem",
+}
+
+
+def _remove_tables(text: str, title: str) -> str:
+    """Remove `{| ... |}` tables (nested ones too); an unclosed table ends at a blank line."""
+    if "{|" not in text:
+        return text
+    _refuse_if_over(text.count("{|") + text.count("|}"), MAX_TABLE_MARKS, "table marks", title)
+    spans: list[tuple[int, int, str | None]] = []
+    depth = 0
+    start = 0
+    for m in _TABLE_LINE.finditer(text):
+        if m.group(1) == "{|":
+            if depth == 0:
+                start = m.start()
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                eol = text.find("\n", m.end())
+                spans.append((start, len(text) if eol < 0 else eol, None))
+    if depth:
+        blank = text.find("\n\n", start)
+        spans.append((start, len(text) if blank < 0 else blank, None))
+    return _splice(text, spans)
+
+
+def _resolve_links(text: str, title: str) -> str:
+    """Replace `[[target|label]]` by its label; drop File/Image/Category/interlanguage links.
+
+    Links are resolved innermost first, so the links inside a File caption are already
+    text when the whole File link is dropped.
+    """
+    # Fast path: two passes over bracket-free links resolve plain links and then the
+    # File links whose captions held them; only odd leftovers need the stack below.
+    for _ in range(2):
+        if "[[" not in text:
+            break
+        text = _SIMPLE_LINK.sub(lambda m: _link_text(m.group(1)), text)
+    if "[[" not in text and "]]" not in text:
+        return text
+    stray = text.count("[[") + text.count("]]")
+    _refuse_if_over(stray, MAX_STRAY_LINK_BRACKETS, "unbalanced or nested link brackets", title)
+    tokens = list(_LINK_TOKEN.finditer(text))
+    opens: list[int] = []
+    pair = {}  # index of an opening token -> index of its closing token
+    for i, m in enumerate(tokens):
+        if m.group() == "[[":
+            opens.append(i)
+        elif opens:
+            pair[opens.pop()] = i
+    closers = set(pair.values())
+    buffers: list[list[str]] = [[]]
+    pos = 0
+    for i, m in enumerate(tokens):
+        buffers[-1].append(text[pos : m.start()])
+        pos = m.end()
+        if i in pair:
+            buffers.append([])
+            if len(buffers) > MAX_LINK_DEPTH:
+                raise MalformedPage(f"page {title!r}: links nested more than {MAX_LINK_DEPTH} deep")
+        elif i in closers:
+            inner = "".join(buffers.pop())
+            buffers[-1].append(_link_text(inner))
+        elif m.group() == "[[":
+            # Unclosed: the target and any caption up to the next link or line end go too.
+            nxt = tokens[i + 1].start() if i + 1 < len(tokens) else len(text)
+            eol = text.find("\n", m.end(), nxt)
+            pos = nxt if eol < 0 else eol
+        # An unmatched `]]` is simply dropped.
+    buffers[-1].append(text[pos:])
+    return "".join(buffers[0])
+
+
+def _link_text(inner: str) -> str:
+    target, bar, label = inner.partition("|")
+    target = target.strip()
+    if ":" in target:
+        if _DROP_LINK_NS.match(target):
+            return ""
+        if _INTERLANGUAGE.match(target) and target.split(":", 1)[0].strip() not in _INTERWIKI_KEEP:
+            return ""
+    if bar:
+        label = label.strip()
+        if label:
+            return label
+        # Pipe trick: `[[Paris, Texas|]]` shows "Paris", `[[Pan (god)|]]` shows "Pan".
+        shown = target.lstrip(":").split(":", 1)[-1]
+        return _PIPE_TRICK_SUFFIX.sub("", shown.split(",", 1)[0])
+    return target.lstrip(":").lstrip("#")
+
+
+def _paragraphs(text: str) -> str:
+    """Lines -> paragraphs: list items stand alone, wrapped prose lines are joined.
+
+    Whole-text regexes rather than a loop over lines: a page of millions of short lines
+    must not cost a Python iteration each.
+    """
+    text = _JUNK_LINE.sub("", text)
+    text = _LIST_ITEM.sub("\n\\1\n", text)
+    text = "\n".join(p.replace("\n", " ") for p in _BLANK_LINES.split(text) if p)
+    return "\n".join(p for p in _finish(text).split("\n") if _HAS_WORD.search(p))
+
+
+def _finish(text: str) -> str:
+    """Inline clean-up of paragraphs joined by newlines; no pattern crosses a newline."""
+    # Runs of 2, 3 and 5 apostrophes are italic/bold markup, and longer ones are markup
+    # merged across a removed template (`''{{flag|X}}''`): every run goes.
+    text = _QUOTES.sub("", text)
+    for _ in range(2):  # entities escaped twice in the source (`&amp;nbsp;`) show as text
+        if "&" not in text or not _ENTITY.search(text):
+            break
+        text = html.unescape(text)
+    text = _collapse_spaces(_ODD_SPACE.sub(" ", _INVISIBLE.sub("", text)))
+    # Cheap substring checks first: the regexes try at every "(" of the text.
+    if any(needle in text for needle in _PAREN_NEEDLES):
+        text = _PAREN_SEPARATOR.sub("(", _EMPTY_PARENS.sub("", text))
+    text = _SPACE_BEFORE_PUNCT.sub("", text)
+    for old, new in _TIDY_REPLACE:
+        if old in text:
+            text = text.replace(old, new)
+    while ",," in text:
+        text = text.replace(",,", ",")
+    return _collapse_spaces(text)
+
+
+def _collapse_spaces(text: str) -> str:
+    while "  " in text:
+        text = text.replace("  ", " ")
+    return text.replace(" \n", "\n").replace("\n ", "\n").strip(" ")

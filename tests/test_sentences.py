@@ -1,0 +1,93 @@
+"""bertdata.sentences: NLTK punkt English from bundled parameters, no nltk_data needed."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from bertdata.sentences import SentenceSplitter, english_parameters, split_article
+
+SHARD_A = Path(__file__).resolve().parents[1].parent / "shared/data/parity/shard_A.txt"
+
+
+@pytest.fixture(scope="module")
+def splitter() -> SentenceSplitter:
+    return SentenceSplitter()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # known abbreviations of the English model do not end a sentence
+        (
+            "Dr. Smith moved to the U.S. in 1990. He works at Acme Inc. now.",
+            ["Dr. Smith moved to the U.S. in 1990.", "He works at Acme Inc. now."],
+        ),
+        ("The U.S. Army fought. Mr. Jones agreed.", ["The U.S. Army fought.", "Mr. Jones agreed."]),
+        ("J. R. R. Tolkien wrote it. I read it.", ["J. R. R. Tolkien wrote it.", "I read it."]),
+        ("It was 5 p.m. already? Yes! Fine.", ["It was 5 p.m. already?", "Yes!", "Fine."]),
+        # numbers and closing quotes/brackets stay with their sentence
+        ("It cost $5.50. The rate was 3.5 per cent.", ["It cost $5.50.", "The rate was 3.5 per cent."]),
+        ('He said "Stop." Then he left.', ['He said "Stop."', "Then he left."]),
+        ("That was cheap (really.) Fine.", ["That was cheap (really.)", "Fine."]),
+        # NLTK's own quirks are kept, because the reference shards were made with them:
+        # "e.g." and "i.e." are not in the English model, so they end a sentence.
+        ("Some animals, e.g. cats, are pets.", ["Some animals, e.g.", "cats, are pets."]),
+        ("See Fig. 3 for details.", ["See Fig.", "3 for details."]),
+    ],
+)
+def test_nltk_style_splits(splitter: SentenceSplitter, text: str, expected: list[str]) -> None:
+    assert splitter.split(text) == expected
+
+
+def test_parameters_are_the_english_punkt_tab_model() -> None:
+    params = english_parameters()
+    assert {"dr", "mr", "u.s", "inc", "jan", "st"} <= params.abbrev_types
+    assert "e.g" not in params.abbrev_types
+    assert "however" in params.sent_starters
+    assert len(params.ortho_context) > 10_000
+    assert params.ortho_context["word-never-seen"] == 0  # a defaultdict, as NLTK expects
+
+
+def test_split_article_one_sentence_per_item(splitter: SentenceSplitter) -> None:
+    text = "First one. Second one.\n\n  \nA list item without period\nThey meant revolt.\". Next."
+    assert splitter.split_article(text) == [
+        "First one.",
+        "Second one.",
+        "A list item without period",
+        'They meant revolt.".',
+        "Next.",
+    ]
+    # a paragraph never continues into the next one
+    assert split_article("Ends with Dr.\nNew paragraph.") == ["Ends with Dr.", "New paragraph."]
+
+
+def test_closing_punctuation_is_glued_not_a_sentence(splitter: SentenceSplitter) -> None:
+    assert splitter.split("It is a (test.).") == ["It is a (test.", ")."]  # plain NLTK
+    assert splitter.split_article("It is a (test.).") == ["It is a (test.)."]
+
+
+def test_pickles_and_rebuilds(splitter: SentenceSplitter) -> None:
+    blob = pickle.dumps(splitter)
+    assert len(blob) < 200  # a recipe, not 20k dictionary entries
+    clone = pickle.loads(blob)
+    text = "Mr. Smith went to Washington. He arrived on Jan. 5."
+    assert clone.split(text) == splitter.split(text)
+
+
+def test_matches_the_reference_shard(splitter: SentenceSplitter) -> None:
+    """shard_A.txt was split with nltk.sent_tokenize: rejoining two neighbouring lines and
+    splitting again must give the same two lines back, unless the pair ends on
+    closing punctuation that NLTK only attaches when more text follows."""
+    if not SHARD_A.exists():
+        pytest.skip(f"parity shard not found at {SHARD_A} (needs ../shared next to the repo)")
+    pairs = same = 0
+    for document in SHARD_A.read_text(encoding="utf-8").split("\n\n"):
+        lines = [line for line in document.split("\n") if line]
+        for first, second in zip(lines, lines[1:]):
+            pairs += 1
+            same += splitter.split(f"{first} {second}") == [first, second]
+    assert pairs > 8000
+    assert same / pairs > 0.998

@@ -1,0 +1,375 @@
+"""Dump reading: formats, multistream byte ranges, errors, and the bundled sample."""
+
+from __future__ import annotations
+
+import bz2
+import re
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from bertdata import wikidump
+from bertdata.errors import BertdataError
+from bertdata.wikidump import Page, classify, iter_pages, iter_pages_in_range, plan_ranges, stream_ranges
+from conftest import ROOT, WIKI_FRAGMENT, need_shared
+
+SAMPLE_DUMP, SAMPLE_INDEX, SAMPLE_VOCAB = wikidump.sample_paths()
+
+
+@pytest.fixture(scope="module")
+def fragment_pages() -> list[Page]:
+    need_shared(WIKI_FRAGMENT)
+    return list(iter_pages(WIKI_FRAGMENT))
+
+
+@pytest.fixture(scope="module")
+def sample_pages() -> list[Page]:
+    return list(iter_pages(SAMPLE_DUMP))
+
+
+@pytest.fixture(scope="module")
+def fragment_multistream(tmp_path_factory, fragment_pages) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("multi")
+    dump, index = folder / "frag-multistream.xml.bz2", folder / "frag-multistream-index.txt.bz2"
+    wikidump.write_multistream(fragment_pages, wikidump.read_siteinfo(WIKI_FRAGMENT), dump, index, pages_per_stream=17)
+    return dump, index
+
+
+# --- the real fragment -------------------------------------------------------------------
+
+
+def test_fragment_counts(fragment_pages):
+    reasons = Counter(classify(p) for p in fragment_pages)
+    redirects = [p for p in fragment_pages if p.redirect is not None or p.text.upper().startswith("#REDIRECT")]
+    assert len(fragment_pages) == 206
+    assert reasons[None] == 106
+    assert len(redirects) == 100
+    assert sum(p.ns != 0 for p in fragment_pages) == 1
+    assert reasons == {None: 106, "redirect": 99, "namespace": 1}  # the project page is also a redirect
+    ids = [p.page_id for p in fragment_pages]
+    assert ids == sorted(ids) and ids[0] == 10
+
+
+def test_fragment_page_fields(fragment_pages):
+    first, anarchism = fragment_pages[0], fragment_pages[1]
+    assert first == Page(10, "AccessibleComputing", 0, "#REDIRECT [[Computer accessibility]]\n\n"
+                         "{{Redr|move|from CamelCase|up}}", "Computer accessibility", 631144794,
+                         "2014-10-26T04:50:23Z")
+    assert anarchism.title == "Anarchism" and anarchism.redirect is None and anarchism.revision_id == 716551092
+    # Entities in the XML are decoded once: wikitext keeps its own &nbsp; etc. as text.
+    assert "&lt;" not in anarchism.text and "<ref" in anarchism.text and "&nbsp;" in anarchism.text
+
+
+def test_read_siteinfo(fragment_pages):
+    info = wikidump.read_siteinfo(WIKI_FRAGMENT)
+    assert info["sitename"] == "Wikipedia" and info["dbname"] == "enwiki"
+    assert info["base"] == "https://en.wikipedia.org/wiki/Main_Page"
+    assert info["generator"] == "MediaWiki 1.27.0-wmf.22" and info["version"] == "0.10"
+    assert info["namespaces"][0] == "" and info["namespaces"][4] == "Wikipedia" and len(info["namespaces"]) == 35
+
+
+def test_xml_bz2_and_multistream_agree(tmp_path, fragment_pages, fragment_multistream):
+    xml = tmp_path / "frag.xml"
+    xml.write_bytes(bz2.decompress(WIKI_FRAGMENT.read_bytes()))
+    assert list(iter_pages(xml)) == fragment_pages
+    dump, _ = fragment_multistream
+    assert list(iter_pages(dump)) == fragment_pages
+    assert wikidump.read_siteinfo(dump)["namespaces"] == wikidump.read_siteinfo(xml)["namespaces"]
+
+
+def test_ranges_in_parallel_union_to_all_pages(fragment_pages, fragment_multistream):
+    dump, index = fragment_multistream
+    ranges = stream_ranges(dump, index)
+    assert len(ranges) == -(-206 // 17)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert ranges[-1][1] == dump.stat().st_size
+    items = plan_ranges(ranges, 200_000)
+    assert 1 < len(items) < len(ranges)
+    with ThreadPoolExecutor(4) as pool:
+        parts = list(pool.map(lambda r: list(iter_pages_in_range(dump, *r)), items))
+    assert [p for part in parts for p in part] == fragment_pages
+    index_ids = [int(line.split(":")[1]) for line in bz2.decompress(index.read_bytes()).decode().splitlines()]
+    assert index_ids == [p.page_id for p in fragment_pages]
+
+
+def test_range_including_header_and_footer(fragment_pages, fragment_multistream):
+    dump, _ = fragment_multistream
+    assert list(iter_pages_in_range(dump, 0, dump.stat().st_size)) == fragment_pages
+
+
+def test_parse_speed(fragment_pages):
+    """Whole-fragment decompress + parse; a floor far below the measured ~9 MB/s per core."""
+    import time
+
+    start = time.perf_counter()
+    n = sum(1 for _ in iter_pages(WIKI_FRAGMENT))
+    seconds = time.perf_counter() - start
+    assert n == 206
+    assert 6_089_746 / seconds > 1_000_000, f"{6_089_746 / seconds / 1e6:.1f} MB/s"
+
+
+# --- plan_ranges, classify -----------------------------------------------------------------
+
+
+def test_plan_ranges():
+    ranges = [(100, 150), (150, 400), (400, 420), (420, 900), (900, 950)]
+    assert plan_ranges(ranges, 200) == [(100, 400), (400, 900), (900, 950)]
+    assert plan_ranges(ranges, 10_000) == [(100, 950)]
+    assert plan_ranges(ranges, 1) == ranges
+    assert plan_ranges([], 5) == []
+    with pytest.raises(BertdataError, match="not contiguous"):
+        plan_ranges([(0, 10), (11, 20)], 5)
+    with pytest.raises(BertdataError, match="positive"):
+        plan_ranges(ranges, 0)
+
+
+@pytest.mark.parametrize(
+    ("page", "reason"),
+    [
+        (Page(1, "A", 0, "Some prose."), None),
+        (Page(1, "A", 0, "#REDIRECT [[B]]", redirect="B"), "redirect"),
+        (Page(1, "A", 0, "  #redirect[[B]]"), "redirect"),
+        (Page(1, "A", 0, "#Redirect [[B]]"), "redirect"),
+        (Page(1, "A", 0, "{{Redirect|the other A}} A is a letter."), None),
+        (Page(1, "Talk:A", 1, "Discussion."), "namespace"),
+        (Page(1, "A", 0, " \n\t"), "empty"),
+    ],
+)
+def test_classify(page, reason):
+    assert classify(page) == reason
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+def test_truncated_bz2_names_file_and_offset(tmp_path):
+    data = SAMPLE_DUMP.read_bytes()
+    bad = tmp_path / "cut.xml.bz2"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(BertdataError) as err:
+        list(iter_pages(bad))
+    message = str(err.value)
+    assert str(bad) in message and "truncated" in message
+    assert f"compressed byte {len(data) // 2}" in message
+
+
+def test_corrupt_bz2_names_file_stream_and_offset(tmp_path):
+    data = bytearray(SAMPLE_DUMP.read_bytes())
+    ranges = stream_ranges(SAMPLE_DUMP, SAMPLE_INDEX)
+    start, end = ranges[2]
+    for i in range(start + 100, start + 140):
+        data[i] ^= 0x5A
+    bad = tmp_path / "corrupt.xml.bz2"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(BertdataError, match=rf"{re.escape(str(bad))}: corrupt bz2 data in the stream "
+                                            rf"starting at byte {start} \(detected by compressed byte \d+\)"):
+        list(iter_pages(bad))
+    # A worker reading only the damaged range reports the same stream.
+    with pytest.raises(BertdataError, match=f"stream starting at byte {start}"):
+        list(iter_pages_in_range(bad, start, end))
+    # Ranges before it are unaffected.
+    assert list(iter_pages_in_range(bad, *ranges[0]))
+
+
+def test_non_mediawiki_xml_refused(tmp_path):
+    rss = tmp_path / "feed.xml"
+    rss.write_text('<?xml version="1.0"?><rss version="2.0"><channel><title>x</title></channel></rss>')
+    for read in (iter_pages, wikidump.read_siteinfo):
+        with pytest.raises(BertdataError, match=rf"{re.escape(str(rss))}: not a MediaWiki XML export \(root element <rss>"):
+            list(read(rss)) if read is iter_pages else read(rss)
+    other_ns = tmp_path / "other.xml"
+    other_ns.write_text('<mediawiki xmlns="http://example.org/"><page/></mediawiki>')
+    with pytest.raises(BertdataError, match="not a MediaWiki XML export"):
+        list(iter_pages(other_ns))
+
+
+def test_malformed_xml_names_line_and_column(tmp_path):
+    xml = bz2.decompress(SAMPLE_DUMP.read_bytes()).decode()
+    broken = xml.replace("</title>", "</titel>", 3)
+    line = broken[: broken.index("</titel>")].count("\n") + 1
+    path = tmp_path / "broken.xml"
+    path.write_text(broken)
+    with pytest.raises(BertdataError, match=rf"{re.escape(str(path))}: malformed XML at line {line}, column \d+: mismatched tag"):
+        list(iter_pages(path))
+    cut = tmp_path / "cut.xml"
+    cut.write_text(xml[: len(xml) // 2])
+    with pytest.raises(BertdataError, match="malformed XML at line .*no element found"):
+        list(iter_pages(cut))
+
+
+def test_other_bad_files(tmp_path):
+    empty = tmp_path / "empty.xml"
+    empty.write_bytes(b"")
+    with pytest.raises(BertdataError, match="empty file"):
+        list(iter_pages(empty))
+    gz = tmp_path / "dump.xml.gz"
+    gz.write_bytes(b"\x1f\x8b\x08\x00rest")
+    with pytest.raises(BertdataError, match="gzip"):
+        list(iter_pages(gz))
+    text = tmp_path / "notes.txt"
+    text.write_text("just some notes\n")
+    with pytest.raises(BertdataError, match="neither XML nor bz2"):
+        list(iter_pages(text))
+    with pytest.raises(BertdataError, match="not found"):
+        list(iter_pages(tmp_path / "missing.xml.bz2"))
+    no_id = tmp_path / "noid.xml"
+    no_id.write_text('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">'
+                     "<page><title>A</title><ns>0</ns></page></mediawiki>")
+    with pytest.raises(BertdataError, match=r"<page> without <id> at line 1"):
+        list(iter_pages(no_id))
+
+
+def test_index_that_does_not_match_the_dump(tmp_path, fragment_multistream):
+    dump, index = fragment_multistream
+    # The sample's index against the (much larger) fragment dump: offsets land mid-stream.
+    with pytest.raises(BertdataError, match="is not the start of a bz2 stream; the multistream index .* does not match"):
+        stream_ranges(dump, SAMPLE_INDEX)
+    # The fragment's index against the (small) sample: offsets past its end.
+    with pytest.raises(BertdataError, match="beyond the end of .*does not match"):
+        stream_ranges(SAMPLE_DUMP, index)
+    garbage = tmp_path / "index.txt"
+    garbage.write_text("600:10:Anarchism\nnot an index line\n")
+    with pytest.raises(BertdataError, match=r"index.txt: line 2 is not `offset:page_id:title`"):
+        stream_ranges(SAMPLE_DUMP, garbage)
+    backwards = tmp_path / "backwards.txt"
+    backwards.write_text("900:10:A\n600:12:B\n")
+    with pytest.raises(BertdataError, match="offsets go backwards"):
+        stream_ranges(SAMPLE_DUMP, backwards)
+
+
+def test_range_not_on_stream_boundaries(fragment_multistream):
+    dump, index = fragment_multistream
+    ranges = stream_ranges(dump, index)
+    with pytest.raises(BertdataError, match="is not the start of a bz2 stream"):
+        list(iter_pages_in_range(dump, ranges[1][0] + 5, ranges[1][1]))
+    with pytest.raises(BertdataError, match=r"truncated bz2 data: the byte range .* inside the stream starting at byte"):
+        list(iter_pages_in_range(dump, ranges[1][0], ranges[1][1] - 10))
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def test_write_multistream_roundtrip_and_refuses_overwrite(tmp_path, sample_pages):
+    info = wikidump.read_siteinfo(SAMPLE_DUMP)
+    odd = Page(5, 'Quotes "&" <tags>', 0, 'Text with "quotes", <ref>x</ref> &amp; ]]>\nend', "R&D", 7, None)
+    pages = [odd] + sample_pages
+    dump, index = tmp_path / "d.xml.bz2", tmp_path / "d-index.txt.bz2"
+    assert wikidump.write_multistream(pages, info, dump, index, pages_per_stream=7) == len(pages)
+    assert list(iter_pages(dump)) == pages
+    first = dump.read_bytes()
+    with pytest.raises(BertdataError, match="already exists"):
+        wikidump.write_multistream(pages, info, dump, index)
+    assert dump.read_bytes() == first
+    wikidump.write_multistream(pages, info, dump, index, pages_per_stream=7, overwrite=True)
+    assert dump.read_bytes() == first  # deterministic
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d-index.txt.bz2", "d.xml.bz2"]  # no temp files
+
+
+def test_highly_compressible_page(tmp_path):
+    """A page whose stream expands far beyond one read: output is drained in bounded pieces."""
+    big = Page(1, "Big", 0, "ab " * 1_500_000)
+    dump, index = tmp_path / "big.xml.bz2", tmp_path / "big-index.txt.bz2"
+    wikidump.write_multistream([big, Page(2, "Small", 0, "x")], {"namespaces": {0: ""}}, dump, index)
+    assert dump.stat().st_size < 10_000
+    assert list(iter_pages(dump)) == [big, Page(2, "Small", 0, "x")]
+    assert [p.page_id for r in stream_ranges(dump, index) for p in iter_pages_in_range(dump, *r)] == [1, 2]
+
+
+def test_scaled_dump_script(tmp_path, sample_pages):
+    out = tmp_path / "scaled-multistream.xml.bz2"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_scaled_dump.py"), str(SAMPLE_DUMP), str(out),
+                           "--factor", "3"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    index = tmp_path / "scaled-multistream-index.txt.bz2"
+    pages = list(iter_pages(out))
+    assert len(pages) == 3 * len(sample_pages)
+    assert len({p.page_id for p in pages}) == len(pages) and len({p.title for p in pages}) == len(pages)
+    assert [p.page_id for p in pages] == sorted(p.page_id for p in pages)
+    assert [p.text for p in pages[: len(sample_pages)]] == [p.text for p in sample_pages]
+    ranges = stream_ranges(out, index)
+    assert [p for r in ranges for p in iter_pages_in_range(out, *r)] == pages
+
+
+# --- the bundled sample --------------------------------------------------------------------
+
+
+def test_sample_is_a_multistream_dump_with_index(sample_pages):
+    info = wikidump.read_siteinfo(SAMPLE_DUMP)
+    assert info["dbname"] == "enwiki" and info["namespaces"][10] == "Template"
+    ranges = stream_ranges(SAMPLE_DUMP, SAMPLE_INDEX)
+    assert len(ranges) >= 4
+    assert [p for r in ranges for p in iter_pages_in_range(SAMPLE_DUMP, *r)] == sample_pages
+    ids = [p.page_id for p in sample_pages]
+    assert ids == sorted(set(ids))
+    assert SAMPLE_DUMP.stat().st_size + SAMPLE_INDEX.stat().st_size + SAMPLE_VOCAB.stat().st_size < 300_000
+
+
+def test_sample_has_the_promised_pages(sample_pages):
+    reasons = Counter(classify(p) for p in sample_pages)
+    assert reasons[None] >= 30
+    assert reasons["redirect"] >= 5
+    assert any(p.redirect is None and classify(p) == "redirect" for p in sample_pages)  # text-only redirect
+    assert {p.title.split(":")[0] for p in sample_pages if p.ns != 0} >= {"Talk", "Wikipedia", "Template"}
+
+
+FEATURES = {
+    "infobox": r"\{\{Infobox",
+    "nested template": r"\{\{[^{}]*\{\{(convert|coord|birth date|lang|nowrap|URL)",
+    "parser function": r"\{\{#(if|expr):",
+    "magic word": r"__NOTOC__|\{\{DEFAULTSORT:|\{\{formatnum:",
+    "table": r"^\{\|",
+    "nested table": r"\n\|[^\n]*\n\{\|",
+    "named ref": r"<ref name=\"?[\w]+\"?>",
+    "self-closing ref": r"<ref name=\"?[\w]+\"? />",
+    "references list": r"\{\{[Rr]eflist\}\}|<references />",
+    "bullet list": r"^\* ",
+    "numbered list": r"^# ",
+    "definition list": r"^; ",
+    "piped link": r"\[\[[^|\]]+\|[^\]]+\]\]",
+    "link trail": r"\]\][a-z]+",
+    "external link": r"\[https?://\S+ [^\]]+\]",
+    "file with linked caption": r"\[\[(File|Image):[^\]]*\[\[[^\]]+\]\][^\]]*\]\]",
+    "category": r"\[\[Category:",
+    "interlanguage link": r"^\[\[(de|fr|nl|es|it):",
+    "html entity": r"&ndash;|&nbsp;",
+    "comment": r"<!--",
+    "math": r"<math>",
+    "blockquote": r"<blockquote>",
+    "bold and italics": r"'''[^']+'''.*''[^']+''",
+    "see also section": r"^== See also ==",
+    "external links section": r"^== External links ==",
+}
+
+
+@pytest.mark.parametrize("feature", FEATURES)
+def test_sample_has_wikitext_feature(sample_pages, feature):
+    pattern = re.compile(FEATURES[feature], re.MULTILINE)
+    assert any(pattern.search(p.text) for p in sample_pages if classify(p) is None), feature
+
+
+def test_sample_articles_are_long_enough(sample_pages):
+    from bertdata.sentences import split_article
+    from bertdata.wikitext import clean
+
+    counts = {p.title: len(split_article(clean(p.text, p.title))) for p in sample_pages if classify(p) is None}
+    assert min(counts.values()) >= 15, counts
+
+
+def test_sample_matches_its_sources():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_sample.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_sample_vocab_is_valid():
+    from bertdata.vocab import SPECIAL_TOKENS, load_vocab
+
+    vocab = load_vocab(SAMPLE_VOCAB)
+    assert vocab.tokens[: len(SPECIAL_TOKENS)] == SPECIAL_TOKENS
+    assert 2000 <= len(vocab) <= 5000
+    assert len(set(vocab.tokens)) == len(vocab)
+    assert {"harbour", "the", "##s"} <= set(vocab.tokens)

@@ -1,0 +1,262 @@
+"""bertdata.wikitext: every markup rule, hostile input, and the real dump fragment."""
+
+from __future__ import annotations
+
+import bz2
+import re
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from bertdata.errors import BertdataError
+from bertdata.wikitext import MalformedPage, PageTooLarge, SkippedPage, clean
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+DUMP = SHARED / "data/wiki/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+# Markup that must never reach a training sentence.
+LEFTOVER = re.compile(
+    r"\{\{|\}\}|\[\[|\]\]|''|<ref|\{\||\|\}|\|-|thumb\||px\||Category:|&nbsp;"
+    r"|<[a-zA-Z/]|&[a-z]+;|&#\d+;"
+)
+
+
+# -- one test per rule ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("wikitext", "expected"),
+    [
+        # templates, nested, parser functions, parameters
+        ("A {{cite web|url=x|title={{lang|fr|y}}}} b.", "A b."),
+        ("A {{#if:{{{1|}}}|yes|{{no|{{deeper}}}}}} b.", "A b."),
+        ("A {{{1|default}}} b.", "A b."),
+        ("{{Infobox person\n| name = X\n| born = {{birth date|1900|1|1}}\n}}\nX was a man.", "X was a man."),
+        ("Stray }} braces.", "Stray braces."),
+        # tables, nested
+        ("Before.\n{| class=wikitable\n|-\n| a || b\n|}\nAfter.", "Before.\nAfter."),
+        ("Before.\n{|\n| {|\n| inner\n|}\n| outer\n|}\nAfter.", "Before.\nAfter."),
+        # references
+        ('Fact.<ref name="a">Source {{cite book|t=x}}</ref> More.<ref name="a" /> End.', "Fact. More. End."),
+        ("Fact<ref group=n>note</ref>.", "Fact."),
+        # comments
+        ("Visible <!-- hidden {{x}} --> text.", "Visible text."),
+        ("Visible.<!-- never closed\nhidden", "Visible."),
+        # non-prose tags with content
+        ("Euler: <math>e^{i\\pi}+1=0</math> holds.", "Euler: holds."),
+        ("A<gallery>\nFile:a.jpg|cap\n</gallery>\nB.", "A\nB."),
+        ("Code:\n<syntaxhighlight lang=c>int x;</syntaxhighlight>\nDone.", "Code:\nDone."),
+        ("X <source lang=py>y = 1</source> z.", "X\nz."),
+        ("X <syntaxhighlight lang=py inline>y</syntaxhighlight> z.", "X z."),
+        ("X\n<pre>raw {{x}}</pre>\nY.", "X\nY."),
+        ("Chart:\n<timeline>j</timeline>\n<imagemap>j</imagemap>\n<score>c d</score>\nEnd.", "Chart:\nEnd."),
+        ("Water is <chem>H2O</chem>.", "Water is."),
+        # formatting tags: keep text, drop tag
+        ("<b>Bold</b> <i>it</i> <small>s</small> x<sup>2</sup> H<sub>2</sub>O", "Bold it s x2 H2O"),
+        ('<span style="color:red">red</span> <div class="c">box</div>', "red\nbox"),
+        ("<blockquote>Quoted words.</blockquote>", "Quoted words."),
+        ("<center>Mid</center> <nowiki>[[not a link]]</nowiki> <code>printf</code>", "Mid not a link printf"),
+        ("Line one<br>line two<br />three.", "Line one line two three."),
+        ("Prose a<b and c>d keeps its brackets.", "Prose a<b and c>d keeps its brackets."),
+        # links
+        ("[[Paris]] and [[Paris, Texas|the other one]].", "Paris and the other one."),
+        ("[[apple]]s and [[cherry|cherrie]]s.", "apples and cherries."),
+        ("[[Pan (god)|]] and [[Paris, Texas|]].", "Pan and Paris."),
+        ("[[:Category:Cats|cat pages]] exist.", "cat pages exist."),
+        ("[[wikt:anarchy|anarchy]] is a word.", "anarchy is a word."),
+        ("[[#History|history]] section.", "history section."),
+        # file links with nested links in the caption
+        ("[[File:A.jpg|thumb|220px|A [[cat]] on a [[mat|rug]].]]\nText.", "Text."),
+        ("[[Image:B.png|left|upright=1.2|[[x|y]] and [[z]]]] Text.", "Text."),
+        ("[[Media:c.ogg|sound]] Text.", "Text."),
+        # categories and interlanguage links
+        ("Text.\n[[Category:Foo]]\n[[category:Bar|sort]]\n[[fr:Texte]]\n[[zh-min-nan:Bûn]]", "Text."),
+        # external links
+        ("See [http://example.com the site] now.", "See the site now."),
+        ("Bare [http://example.com] link.", "Bare link."),
+        ("Proto [//example.com/x relative] link.", "Proto relative link."),
+        # behaviour switches
+        ("__NOTOC__\nText __TOC__ here.__NOEDITSECTION__", "Text here."),
+        # bold and italics
+        ("'''Bold''' ''italic'' '''''both''''' rock 'n' roll", "Bold italic both rock 'n' roll"),
+        ("''{{flag|Azores}}'' (PRT)", "Azores (PRT)"),
+        # entities, also escaped twice in the source
+        ("A&nbsp;B &amp; C &#8211; D &eacute; &amp;nbsp;E &lt;x&gt;", "A B & C \u2013 D \u00e9 E <x>"),
+        # lists and indentation
+        ("* one\n** two\n# three\n#: four\n; term\n: definition", "one\ntwo\nthree\nfour\nterm\ndefinition"),
+        # headings and horizontal rules
+        ("Intro.\n== History ==\nOld.\n=== Early ===\nOlder.\n----\nLast.", "Intro.\nOld.\nOlder.\nLast."),
+        # wrapped lines of one paragraph are joined
+        ("One sentence\ncontinues here.\n\nNew paragraph.", "One sentence continues here.\nNew paragraph."),
+        # whitespace and empty brackets left by removed templates
+        ("Albedo ({{IPAc-en|al|b|i}}; {{lang|la|x}}) is  a   term .", "Albedo (x) is a term."),
+        ("Born ({{IPA|x}}; 1 May 1900) in it.", "Born (1 May 1900) in it."),
+        ("Word ( ; ) and [ ] gone , really ,, yes .", "Word and gone, really, yes."),
+        ("Wait ... what?", "Wait ... what?"),
+        # a few inline templates keep their text
+        (
+            "{{convert|5|km|mi}} and {{convert|6|ft|4|in|cm}} and {{convert|1|to|2|m}}.",
+            "5 km and 6 ft 4 in and 1 to 2 m.",
+        ),
+        (
+            "{{nowrap|no wrap}} {{lang|de|Wort}} {{transl|ar|kitab}} 1{{ndash}}2 {{frac|1|2}}",
+            "no wrap Wort kitab 1\u20132 1/2",
+        ),
+        ("{{as of|2010}}, it grew.", "As of 2010, it grew."),
+    ],
+)
+def test_rule(wikitext: str, expected: str) -> None:
+    assert clean(wikitext) == expected
+
+
+@pytest.mark.parametrize(
+    "heading",
+    ["See also", "References", "Notes", "Further reading", "External links", "Bibliography",
+     "Sources", "Citations", "Footnotes", "NOTES AND REFERENCES", "external links"],
+)
+def test_trailing_apparatus_is_cut(heading: str) -> None:
+    text = f"Prose.\n\n== Life ==\nMore prose.\n\n=={heading}==\n* Some list\n\n== Later ==\nGone too."
+    assert clean(text) == "Prose.\nMore prose."
+
+
+def test_heading_that_merely_mentions_references_is_kept() -> None:
+    assert clean("A.\n== References in popular culture ==\nB.") == "A.\nB."
+
+
+def test_empty_and_markup_only_pages() -> None:
+    assert clean("") == ""
+    assert clean("{{Disambiguation}}\n[[Category:X]]") == ""
+
+
+# -- robustness ----------------------------------------------------------------------
+
+
+def test_unclosed_template_swallows_only_its_paragraph() -> None:
+    text = "Intro.\n\n{{Infobox\n| a = [[b]]\n| c = d\n\nProse after {{cite|x}} it."
+    assert clean(text) == "Intro.\nProse after it."
+
+
+def test_unclosed_table_ends_at_blank_line() -> None:
+    assert clean("Intro.\n{| class=x\n|-\n| cell\n\nProse after.") == "Intro.\nProse after."
+
+
+def test_unclosed_link_and_tag() -> None:
+    assert clean("Good [[link and more\nNext line.") == "Good Next line."
+    assert clean("Fact.<ref>never closed\nMore.") == "Fact.never closed More."
+
+
+@pytest.mark.parametrize("depth", [10_000])
+def test_absurd_template_nesting(depth: int) -> None:
+    start = time.perf_counter()
+    assert clean("A " + "{{x|" * depth + "y" + "}}" * depth + " B.") == "A B."
+    assert clean("A " + "{{x|" * depth + " B.") == "A"
+    assert time.perf_counter() - start < 5
+
+
+def test_absurd_link_nesting_is_refused_or_cleaned() -> None:
+    depth = 10_000
+    with pytest.raises(MalformedPage):
+        clean("[[a|" * depth + "x" + "]]" * depth)
+    assert clean("[[" * depth + "x") == ""
+    assert clean("A." + "]]" * depth) == "A."
+
+
+def test_skip_reasons_are_bertdata_errors() -> None:
+    assert issubclass(PageTooLarge, SkippedPage) and issubclass(MalformedPage, SkippedPage)
+    assert issubclass(SkippedPage, BertdataError)
+    assert PageTooLarge.reason != MalformedPage.reason
+
+
+def test_size_guard() -> None:
+    with pytest.raises(PageTooLarge, match="Big"):
+        clean("x" * 101, title="Big", max_chars=100)
+    assert clean("x" * 100, max_chars=100) == "x" * 100
+
+
+TEN_MB = 10_000_000
+
+
+def _repeat(unit: str) -> str:
+    return unit * (TEN_MB // len(unit))
+STRUCTURE = re.compile(r"\{\{|\}\}|\[\[|\]\]|''|<ref|\{\||\|\}|&nbsp;|&[a-z]+;")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "{{", "}}", "{{{", "{{a|", "[[", "]]", "[[a|", "[[a]] ", "{|\n", "|}\n", "<ref>", "<ref name=x>",
+        "</ref>", "<b", "<!--", "'''", "==", "= x =\n", "[http://a ", "(", "( ,", "&amp;", " ",
+        "\u00a0", "x", "Prose sentence. ", "{{convert|1111111111111111111111111111111111", "{{lang|a |",
+    ],
+)
+def test_ten_megabyte_pathological_page(unit: str) -> None:
+    page = _repeat(unit)
+    with pytest.raises(PageTooLarge):
+        clean(page)
+    start = time.perf_counter()
+    try:
+        out = clean(page, max_chars=None)
+    except MalformedPage:
+        out = ""
+    assert time.perf_counter() - start < 20, unit
+    # `<b` with no `>` is prose to MediaWiki too, so only real markup is checked here.
+    assert not STRUCTURE.search(out), unit
+
+
+# -- the real dump fragment ----------------------------------------------------------
+
+
+def _articles() -> list[tuple[str, str]]:
+    if not DUMP.exists():
+        pytest.skip(f"real dump fragment not found at {DUMP} (needs ../shared next to the repo)")
+    articles = []
+    with bz2.open(DUMP) as f:
+        for _, elem in ET.iterparse(f):
+            if elem.tag.rsplit("}", 1)[-1] != "page":
+                continue
+            ns = elem.findtext("{*}ns")
+            text = elem.findtext("{*}revision/{*}text") or ""
+            if ns == "0" and elem.find("{*}redirect") is None:
+                articles.append((elem.findtext("{*}title"), text))
+            elem.clear()
+    return articles
+
+
+@pytest.fixture(scope="module")
+def cleaned_fragment() -> list[tuple[str, str]]:
+    return [(title, clean(text, title)) for title, text in _articles()]
+
+
+def test_fragment_has_no_markup_in_any_sentence(cleaned_fragment) -> None:
+    from bertdata.sentences import split_article
+
+    n_sentences = 0
+    for title, text in cleaned_fragment:
+        for sentence in split_article(text):
+            n_sentences += 1
+            found = LEFTOVER.search(sentence)
+            assert not found, f"{title}: {found.group()!r} in {sentence!r}"
+            assert "\n" not in sentence and sentence == sentence.strip()
+    assert n_sentences > 15_000
+
+
+def test_fragment_output_is_substantial(cleaned_fragment) -> None:
+    assert len(cleaned_fragment) == 106
+    nonempty = [text for _, text in cleaned_fragment if len(text) > 200]
+    assert len(nonempty) >= 100
+    total = sum(len(text) for _, text in cleaned_fragment)
+    # 5.7 MB of wikitext; prose is roughly half of it once citations and tables go.
+    assert 1_500_000 < total < 4_000_000
+    anarchism = dict(cleaned_fragment)["Anarchism"]
+    assert anarchism.startswith("Anarchism is a political philosophy that advocates self-governed")
+    assert "Further reading" not in anarchism and "Retrieved" not in anarchism
+
+
+def test_fragment_output_is_tidy(cleaned_fragment) -> None:
+    for title, text in cleaned_fragment:
+        for line in text.split("\n"):
+            assert "  " not in line and line == line.strip(), title
+            assert not re.search(r"\(\s*[,;]?\s*\)| [,;](?!\S)", line), (title, line)
