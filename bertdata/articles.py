@@ -32,7 +32,7 @@ def page_document(page: Page, splitter, max_chars: int, counts: Counter) -> Docu
         try:
             text = wikitext.clean(page.text, page.title, max_chars=max_chars)
         except wikitext.SkippedPage as skipped:
-            reason = type(skipped).__name__
+            reason = skipped.reason
         else:
             sentences = tuple(splitter.split_article(text))
             if sentences:
