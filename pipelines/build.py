@@ -31,8 +31,10 @@ from pipelines.runners import make_pipeline, worker_count
 from pipelines.text import Counts, DumpToTextShards, open_raw
 
 MANIFEST = "manifest.json"
-# Compressed bytes per read work item: a few MB keeps each decompress+parse task short.
+# Compressed bytes per read work item: a few MB keeps each decompress+parse task short;
+# small dumps are cut finer so that every worker gets several items.
 WORK_ITEM_BYTES = 4 << 20
+ITEMS_PER_WORKER = 4
 _DUMP_DATE = re.compile(r"-(\d{8}|latest)-")
 
 
@@ -112,13 +114,15 @@ def list_books(folder: str | None) -> list[str]:
     return books
 
 
-def work_items(dump: str, index: str | None) -> list[tuple[int | None, int | None]]:
+def work_items(dump: str, index: str | None, workers: int) -> list[tuple[int | None, int | None]]:
     """Byte ranges of a multistream dump read in parallel, or the whole file as one item."""
     from bertdata.wikidump import plan_ranges, stream_ranges
 
     if index is None:
         return [(None, None)]
-    return plan_ranges(stream_ranges(dump, index, open_raw), WORK_ITEM_BYTES)
+    ranges = stream_ranges(dump, index, open_raw)
+    total = ranges[-1][1] - ranges[0][0]
+    return plan_ranges(ranges, max(1, min(WORK_ITEM_BYTES, total // (ITEMS_PER_WORKER * workers))))
 
 
 # --- what a re-run may reuse ------------------------------------------------------------
@@ -253,7 +257,7 @@ def run_build(cfg: BuildConfig) -> dict:
     if reuse is None:
         _log(f"text stage: {dump_record['name']}{f' + {len(books)} books' if books else ''} -> {text_dir}")
         records = pipeline | "Text" >> DumpToTextShards(
-            dump, work_items(dump, index), books, t, text_dir, dataset)
+            dump, work_items(dump, index, workers), books, t, text_dir, dataset)
     else:
         _log(f"text stage already complete in {text_dir}: reusing {len(reuse) - 1} text shards")
         records = pipeline | "FinishedTextShards" >> beam.Create(reuse)

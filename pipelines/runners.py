@@ -19,6 +19,8 @@ LOCAL_RUNNERS = ("local", "in-memory")
 
 
 def worker_count(cfg: RunnerConfig) -> int:
+    if cfg.runner == "in-memory":
+        return 1
     if cfg.workers:
         return cfg.workers
     # The cores this process may use (taskset, cgroups), not the machine's total.
@@ -26,7 +28,8 @@ def worker_count(cfg: RunnerConfig) -> int:
 
 
 def make_pipeline(cfg: RunnerConfig) -> beam.Pipeline:
-    """A Pipeline for `cfg`: `local` (FnApiRunner, one process per worker), `in-memory`
+    """A Pipeline for `cfg`: `local` (FnApiRunner, one process per worker; in this process
+    when there is one worker), `in-memory`
     (FnApiRunner in this process), `dask` (DaskRunner; pass --dask_client_address=HOST:PORT
     after `--`), or any other Beam runner name with its options after `--`."""
     # Beam's INFO lines (worker start-up, gRPC channels) would bury the build's own output.
@@ -36,8 +39,13 @@ def make_pipeline(cfg: RunnerConfig) -> beam.Pipeline:
     if cfg.runner in LOCAL_RUNNERS:
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-        mode = "multi_processing" if cfg.runner == "local" else "in_memory"
-        options = PipelineOptions(args, direct_running_mode=mode, direct_num_workers=worker_count(cfg))
+        workers = worker_count(cfg)
+        # One worker gains nothing from a subprocess but its start-up and the gRPC hops.
+        if cfg.runner == "local" and workers > 1:
+            options = PipelineOptions(args, direct_running_mode="multi_processing", direct_num_workers=workers)
+        else:
+            # In-process bundles run one at a time: several would run on threads.
+            options = PipelineOptions(args, direct_running_mode="in_memory", direct_num_workers=1)
         return beam.Pipeline(runner=FnApiRunner(), options=options)
     if cfg.runner == "dask":
         from apache_beam.runners.dask.dask_runner import DaskRunner

@@ -24,9 +24,9 @@ from bertdata.wikidump import iter_pages, iter_pages_in_range
 from pipelines import fsio
 
 COUNTS_KEY = ("~counts", -1)
-# Pages per element after reading: big enough to amortise per-element cost, small enough
-# that cleaning spreads across workers even when the dump is a single bz2 stream.
-PAGES_PER_BATCH = 16
+# Pages per element when a single-stream dump is read in one piece: big enough to amortise
+# per-element cost, small enough that cleaning still spreads across workers.
+PAGES_PER_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -41,22 +41,27 @@ def open_raw(path: str):
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
+def _page_batches(dump: str, item: tuple[int | None, int | None]):
+    start, end = item
+    pages = iter_pages(dump, open_raw) if start is None else iter_pages_in_range(dump, start, end, open_raw)
+    batch = []
+    for page in pages:
+        batch.append(page)
+        if len(batch) == PAGES_PER_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 class _ReadPages(beam.DoFn):
+    """A whole single-stream dump -> batches of pages, spread over workers for cleaning."""
+
     def __init__(self, dump: str):
         self.dump = dump
 
     def process(self, item):
-        start, end = item
-        pages = (iter_pages(self.dump, open_raw) if start is None
-                 else iter_pages_in_range(self.dump, start, end, open_raw))
-        batch = []
-        for page in pages:
-            batch.append(page)
-            if len(batch) == PAGES_PER_BATCH:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+        yield from _page_batches(self.dump, item)
 
 
 class _CleanPages(beam.DoFn):
@@ -70,15 +75,33 @@ class _CleanPages(beam.DoFn):
 
     def process(self, batch):
         counts: Counter = Counter()
+        yield from self._clean(batch, counts)
+        yield COUNTS_KEY, Counts(count_dict(counts))
+
+    def _clean(self, batch, counts: Counter):
         for page in batch:
             doc = page_document(page, self.splitter, self.cfg.max_page_chars, counts)
             if doc is not None:
                 yield self._key(str(page.page_id)), doc
-        yield COUNTS_KEY, Counts(count_dict(counts))
 
     def _key(self, doc_key: str) -> tuple[str, int]:
         c = self.cfg
         return assign(doc_key, c.training_shards, c.test_shards, c.test_fraction)
+
+
+class _ReadAndCleanPages(_CleanPages):
+    """A byte range of a multistream dump -> documents, in one step: workers read their
+    own ranges, so raw pages never travel between processes."""
+
+    def __init__(self, cfg: TextConfig, dump: str):
+        super().__init__(cfg)
+        self.dump = dump
+
+    def process(self, item):
+        counts: Counter = Counter()
+        for batch in _page_batches(self.dump, item):
+            yield from self._clean(batch, counts)
+        yield COUNTS_KEY, Counts(count_dict(counts))
 
 
 class _CleanBooks(_CleanPages):
@@ -121,14 +144,16 @@ class DumpToTextShards(beam.PTransform):
         self.cfg, self.folder, self.dataset = cfg, folder, dataset
 
     def expand(self, pbegin):
-        documents = (
-            pbegin
-            | "DumpRanges" >> beam.Create(self.work_items)
-            | "SpreadRanges" >> beam.Reshuffle()
-            | "ReadPages" >> beam.ParDo(_ReadPages(self.dump))
-            | "SpreadPages" >> beam.Reshuffle()
-            | "CleanAndSplit" >> beam.ParDo(_CleanPages(self.cfg))
-        )
+        items = pbegin | "DumpRanges" >> beam.Create(self.work_items) | "SpreadRanges" >> beam.Reshuffle()
+        if self.work_items == [(None, None)]:
+            documents = (
+                items
+                | "ReadPages" >> beam.ParDo(_ReadPages(self.dump))
+                | "SpreadPages" >> beam.Reshuffle()
+                | "CleanAndSplit" >> beam.ParDo(_CleanPages(self.cfg))
+            )
+        else:
+            documents = items | "ReadCleanAndSplit" >> beam.ParDo(_ReadAndCleanPages(self.cfg, self.dump))
         if self.books:
             books = (
                 pbegin
