@@ -184,28 +184,52 @@ def remove_leftovers(folders: list[str], text_dir: str, redo_text: bool) -> None
 # --- manifests ---------------------------------------------------------------------------
 
 
-class _WriteManifests(beam.DoFn):
-    """Receives every record of the run at once and writes each folder's manifest.json."""
+class _Gather(beam.PTransform):
+    """All records of a PCollection as one element: the barrier that ends a stage."""
 
-    def __init__(self, common: dict, text_dir: str, text_options: dict, phases: dict[str, dict],
-                 write_text_manifest: bool):
+    def expand(self, records):
+        return (records
+                | "OneKey" >> beam.Map(lambda r: (None, r))
+                | "GroupAll" >> beam.GroupByKey()
+                | "Values" >> beam.Map(lambda kv: list(kv[1])))
+
+
+def _run_record(common: dict) -> dict:
+    run = {**common[RUN_KEY], "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    run["seconds"] = round(time.time() - run.pop("started_epoch"), 2)
+    return run
+
+
+class _WriteTextManifest(beam.DoFn):
+    """Records the finished text stage, so a re-run resumes after it; passes every record on."""
+
+    def __init__(self, common: dict, text_dir: str, text_options: dict):
         self.common, self.text_dir, self.text_options = common, text_dir, text_options
-        self.phases, self.write_text_manifest = phases, write_text_manifest
 
-    def process(self, kv):
-        _, records = kv
+    def process(self, records):
         counts = merge_counts(r.values for r in records if isinstance(r, Counts))
         texts = sorted((r for r in records if isinstance(r, TextShard)), key=lambda r: (r.split, r.index))
-        hdf5 = [r for r in records if isinstance(r, HDF5Shard)]
         counts["text_shards"] = len(texts)
-        run = {**self.common[RUN_KEY], "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        run["seconds"] = round(time.time() - run.pop("started_epoch"), 2)
         base = {k: v for k, v in self.common.items() if k != RUN_KEY}
-        if self.write_text_manifest:
-            manifest = {**base, "options": self.text_options, "counts": counts, RUN_KEY: run,
-                        "shards": [{**t.manifest_entry(), "split": t.split, "index": t.index, "stem": t.stem}
-                                   for t in texts]}
-            fsio.write_bytes(fsio.join(self.text_dir, MANIFEST), dumps(manifest))
+        manifest = {**base, "options": self.text_options, "counts": counts, RUN_KEY: _run_record(self.common),
+                    "shards": [{**t.manifest_entry(), "split": t.split, "index": t.index, "stem": t.stem}
+                               for t in texts]}
+        fsio.write_bytes(fsio.join(self.text_dir, MANIFEST), dumps(manifest))
+        yield from texts
+        yield Counts(counts)
+
+
+class _WriteHDF5Manifests(beam.DoFn):
+    """Writes each phase folder's manifest.json from all records of the instance stage."""
+
+    def __init__(self, common: dict, phases: dict[str, dict]):
+        self.common, self.phases = common, phases
+
+    def process(self, records):
+        counts = merge_counts(r.values for r in records if isinstance(r, Counts))
+        hdf5 = [r for r in records if isinstance(r, HDF5Shard)]
+        base = {k: v for k, v in self.common.items() if k != RUN_KEY}
+        run = _run_record(self.common)
         for folder, options in self.phases.items():
             shards = sorted((r for r in hdf5 if r.folder == folder), key=lambda r: _natural(r.file))
             phase_counts = {**counts, "hdf5_shards": len(shards), "tokens": sum(r.tokens for r in shards),
@@ -215,7 +239,7 @@ class _WriteManifests(beam.DoFn):
                         "shards": [r.manifest_entry() for r in shards],
                         RUN_KEY: {**run, "reused_shards": sum(r.reused for r in shards)}}
             fsio.write_bytes(fsio.join(folder, MANIFEST), dumps(manifest))
-        yield len(records)
+        yield len(hdf5)
 
 
 def _natural(name: str) -> tuple:
@@ -256,19 +280,18 @@ def run_build(cfg: BuildConfig) -> dict:
     pipeline = make_pipeline(cfg.runner)
     if reuse is None:
         _log(f"text stage: {dump_record['name']}{f' + {len(books)} books' if books else ''} -> {text_dir}")
-        records = pipeline | "Text" >> DumpToTextShards(
-            dump, work_items(dump, index, workers), books, t, text_dir, dataset)
+        records = (pipeline
+                   | "Text" >> DumpToTextShards(dump, work_items(dump, index, workers), books, t, text_dir, dataset)
+                   | "GatherText" >> _Gather()
+                   | "TextManifest" >> beam.ParDo(_WriteTextManifest(common, text_dir, text_options)))
     else:
         _log(f"text stage already complete in {text_dir}: reusing {len(reuse) - 1} text shards")
         records = pipeline | "FinishedTextShards" >> beam.Create(reuse)
     if phases:
-        records = records | "HDF5" >> TextShardsToHDF5(vocab, phases, t.lowercase, cfg.same_seed_per_shard,
-                                                     cfg.force)
-    _ = (records
-         | "AllRecords" >> beam.Map(lambda r: (None, r))
-         | "Gather" >> beam.GroupByKey()
-         | "WriteManifests" >> beam.ParDo(_WriteManifests(common, text_dir, text_options, phase_options,
-                                                          write_text_manifest=reuse is None)))
+        _ = (records
+             | "HDF5" >> TextShardsToHDF5(vocab, phases, t.lowercase, cfg.same_seed_per_shard, cfg.force)
+             | "GatherHDF5" >> _Gather()
+             | "HDF5Manifests" >> beam.ParDo(_WriteHDF5Manifests(common, phase_options)))
     _log(f"running on {cfg.runner.runner} runner, {workers} worker(s)")
     pipeline.run().wait_until_finish()
 

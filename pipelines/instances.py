@@ -25,8 +25,8 @@ class _MakeInstances(beam.DoFn):
         self.tokenizer = WordPiece(self.vocab, self.lowercase)
 
     def process(self, record):
-        yield record  # the manifest step needs every record, text shards included
         if not isinstance(record, TextShard):
+            yield record  # counts travel on to the manifests
             return
         from bertdata.instances import create_instances, generation_attrs, write_instances
         from bertdata.textshard import EmptyShard, read_documents
@@ -78,7 +78,7 @@ def _reusable(path: str, attrs: dict) -> dict | None:
 
 
 class TextShardsToHDF5(beam.PTransform):
-    """TextShard records -> HDF5Shard records, one per phase; every input record passes through."""
+    """TextShard records -> HDF5Shard records, one per phase; Counts records pass through."""
 
     def __init__(self, vocab: Vocab, phases: list[tuple[InstanceConfig, str]], lowercase: bool,
                  same_seed_per_shard: bool, force: bool = False):

@@ -173,3 +173,40 @@ def test_real_fragment_text_stage_has_no_markup(tmp_path):
     assert len(lines) > 15000
     bad = [line for line in lines if MARKUP.search(line)]
     assert not bad, bad[:5]
+
+
+@pytest.mark.slow
+def test_killed_run_leaves_no_partial_files_and_rerun_gives_same_bytes(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import VOCAB
+
+    need_shared(WIKI_FRAGMENT)
+    args = ["build", "--wiki-only", "--dump", str(WIKI_FRAGMENT), "--vocab", str(VOCAB), "--phase", "1",
+            "--workers", "1"]
+    whole = tmp_path / "whole"
+    run_cli(*args, "--output", whole)
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", *args, "--output", str(killed)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while not list(killed.glob(f"{PHASE1}/wikicorpus_en/*.hdf5")):
+        assert proc.poll() is None and time.time() < deadline, "build ended before any hdf5 shard appeared"
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    hdf5 = list(killed.glob(f"{PHASE1}/wikicorpus_en/*.hdf5"))
+    assert 0 < len(hdf5) < len(list(whole.glob(f"{PHASE1}/wikicorpus_en/*.hdf5")))
+    assert not (killed / PHASE1 / "wikicorpus_en" / "manifest.json").exists()
+    for path in hdf5:  # every file under a final name is complete
+        with h5py.File(path, "r") as f:
+            assert f["input_ids"].shape[0] == f["next_sentence_labels"].shape[0] > 0
+            f["input_ids"][...]
+
+    run_cli(*args, "--output", killed)
+    assert tree_digest(killed) == tree_digest(whole)
