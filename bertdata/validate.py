@@ -61,6 +61,17 @@ def _fail(path: str, message: str) -> None:
 
 def validate_shard(path: str, vocab_size: int | None = None) -> ShardStats:
     """Check every invariant of the reference layout; raise ValidationError naming the first broken one."""
+    try:
+        return _validate(path, vocab_size)
+    except ValidationError:
+        raise
+    except BertdataError as err:  # not hdf5 at all, or unreadable
+        raise ValidationError(str(err)) from None
+    except OSError as err:  # hdf5 whose data cannot be read back (truncated, corrupt chunks)
+        raise ValidationError(f"{path}: unreadable data ({err})") from None
+
+
+def _validate(path: str, vocab_size: int | None) -> ShardStats:
     with _open(path) as f:
         missing = [name for name in FIELDS if name not in f]
         if missing:
