@@ -215,3 +215,35 @@ def decode_instance(instance: Instance, tokens: tuple[str, ...] | list[str]) -> 
         else:
             words.append(shown)
     return " ".join(words)
+
+
+# --- Chunk-aware slice access, for tools that stream shards larger than memory (`bertdata shard`) ---
+
+def chunk_rows(writer: ShardWriter) -> dict[str, int]:
+    """Rows per hdf5 chunk of each dataset `writer` is filling. A `write` that ends inside a chunk
+    leaves it in HDF5's chunk cache; once evicted it is compressed, and the next write must read,
+    decompress and recompress it -- so slice writers should write whole chunk rows."""
+    return {name: (writer._file[name].chunks or (max(writer._file[name].shape[0], 1),))[0]
+            for name in FIELDS}
+
+
+def iter_slices(path: str | os.PathLike, rows: int) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """(start, the six arrays of rows start:start+rows), through a whole shard in order, from one open
+    file. Each dataset's chunk cache holds one row of chunks, so a chunk cut by a slice boundary is
+    decompressed once, not once per slice (as with repeated `read_shard` calls), and memory stays
+    at one chunk row per dataset whatever the file size."""
+    info = shard_info(path)
+    with _open(path) as f:
+        datasets = {}
+        for name in FIELDS:
+            meta = f[name]
+            cache = 1 << 20
+            if meta.chunks:
+                per_row = -(-int(np.prod(meta.shape[1:], dtype=np.int64)) // int(np.prod(meta.chunks[1:], dtype=np.int64)))
+                cache = max(cache, 2 * per_row * int(np.prod(meta.chunks)) * meta.dtype.itemsize)
+            dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+            # Slot count: a prime well above the chunks one cache can hold, as HDF5 advises.
+            dapl.set_chunk_cache(100_003, cache, 1.0)
+            datasets[name] = h5py.Dataset(h5py.h5d.open(f.id, name.encode(), dapl=dapl))
+        for start in range(0, info.num_instances, rows):
+            yield start, {name: datasets[name][start:start + rows] for name in FIELDS}

@@ -12,7 +12,7 @@ from bertdata.errors import BertdataError
 from bertdata.tokenize import WordPiece
 
 # Bytes decoded and tokenized at a time: bounds the memory spent on text, whatever the shard size.
-BLOCK_BYTES = 1 << 20
+BLOCK_BYTES = 1 << 18
 ERRORS = ("strict", "replace")
 
 

@@ -1,0 +1,184 @@
+"""MLM/NSP training instances from a tokenized shard, bit-exact with the reference script.
+
+`make_shard` is the whole job for one shard (text files -> hdf5) as a plain, deterministic
+function; `create_instances` and `Instances` are its parts.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bertdata import __version__, kernel
+from bertdata.config import InstanceConfig
+from bertdata.hdf5io import DTYPES, FIELDS, ShardWriter, chunk_rows
+from bertdata.textshard import Documents, read_documents
+from bertdata.tokenize import WordPiece
+from bertdata.vocab import Vocab
+
+
+@dataclass(frozen=True)
+class Instances:
+    """A shard's instances, stored compactly in generation order: each one's segments A and B
+    as offsets into the shard's `tokens`, and its predictions in small dtypes; `order` is the
+    final shuffle (output row r is instance order[r]). `array(name, start, stop)` builds rows
+    of one of the six reference arrays, so no padded array need exist whole."""
+
+    tokens: np.ndarray
+    order: np.ndarray  # [N] int64
+    spans: np.ndarray  # [>=N, 4] int64: a_start, a_stop, b_start, b_stop in tokens
+    random_next: np.ndarray  # [>=N] int8, 1 = B comes from another document
+    positions: np.ndarray  # [>=N, P] masked positions, sorted, 0-padded
+    labels: np.ndarray  # [>=N, P] the original ids at those positions
+    shown: np.ndarray  # [>=N, P] the ids shown there instead ([MASK], kept, or random)
+    max_seq_length: int
+    cls_id: int
+    sep_id: int
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    @property
+    def max_predictions_per_seq(self) -> int:
+        return self.positions.shape[1]
+
+    def array(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Rows start:stop of one of the six reference arrays, in its reference dtype, 0-padded."""
+        rows = self.order[start:stop]
+        shape = (len(rows), self.max_seq_length)
+        if name == "input_ids":
+            out = np.zeros(shape, DTYPES[name])
+            kernel.fill_input_ids(out, rows, self.tokens, self.spans, self.positions, self.shown,
+                                  self.cls_id, self.sep_id)
+        elif name == "input_mask":
+            out = np.zeros(shape, DTYPES[name])
+            kernel.fill_input_mask(out, rows, self.spans)
+        elif name == "segment_ids":
+            out = np.zeros(shape, DTYPES[name])
+            kernel.fill_segment_ids(out, rows, self.spans)
+        elif name == "masked_lm_positions":
+            out = self.positions[rows].astype(DTYPES[name])
+        elif name == "masked_lm_ids":
+            out = self.labels[rows].astype(DTYPES[name])
+        elif name == "next_sentence_labels":
+            out = self.random_next[rows].astype(DTYPES[name])
+        else:
+            raise KeyError(f"no instance array {name!r}; one of {', '.join(FIELDS)}")
+        return out
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """All six reference arrays (needs the memory of all of them at once)."""
+        return {name: self.array(name) for name in FIELDS}
+
+
+def _vocab_words(vocab: Vocab) -> np.ndarray:
+    """Ids of the reference's `vocab_words` list: its vocab is a dict, so a token listed twice
+    appears once, at its first place, and maps to the id of its last line."""
+    ids = vocab.token_to_id
+    return np.fromiter((ids[t] for t in dict.fromkeys(vocab.tokens)), dtype=np.int32)
+
+
+def _num_to_predict(cfg: InstanceConfig) -> np.ndarray:
+    # Python's round (half to even) on Python's float product, as the reference computes it.
+    return np.array([min(cfg.max_predictions_per_seq, max(1, int(round(n * cfg.masked_lm_prob))))
+                     for n in range(cfg.max_seq_length + 1)], dtype=np.int64)
+
+
+def create_instances(documents: Documents, vocab: Vocab, cfg: InstanceConfig,
+                     seed: int | None = None) -> Instances:
+    """The reference's instances for this shard; `seed` overrides `cfg.random_seed`."""
+    seed = cfg.random_seed if seed is None else seed
+    words = _vocab_words(vocab)
+    # The compiled draws are 32-bit: every range drawn from must fit.
+    if max(documents.num_documents, documents.num_sentences, len(words)) >= 1 << 31:
+        raise ValueError("shard too large for one instance run (2**31 documents, sentences or vocab words)")
+    _version, internal, _gauss = random.Random(seed).getstate()
+    state = np.array(internal, dtype=np.int64)
+    # The reference makes about one instance per max_seq_length tokens per dupe, more with
+    # short sequences; a good first guess saves regrowing the arrays in the kernel.
+    per_dupe = documents.num_tokens // (cfg.max_seq_length - 3) * 3 // 2 + documents.num_documents
+    capacity = min(per_dupe, documents.num_sentences) * cfg.dupe_factor + 16
+    pred = (capacity, cfg.max_predictions_per_seq)
+    position_dtype = np.uint16 if cfg.max_seq_length <= 1 << 16 else np.int32
+    order, spans, random_next, positions, labels, shown = kernel.generate(
+        state, documents.tokens, documents.sentence_offsets, documents.doc_offsets,
+        cfg.max_seq_length, cfg.short_seq_prob, cfg.dupe_factor, _num_to_predict(cfg), words,
+        vocab.cls_id, vocab.sep_id, vocab.mask_id,
+        np.zeros((capacity, 4), np.int64), np.zeros(capacity, np.int8), np.zeros(pred, position_dtype),
+        np.zeros(pred, documents.tokens.dtype), np.zeros(pred, documents.tokens.dtype))
+    return Instances(tokens=documents.tokens, order=order, spans=spans, random_next=random_next,
+                     positions=positions, labels=labels, shown=shown,
+                     max_seq_length=cfg.max_seq_length, cls_id=vocab.cls_id, sep_id=vocab.sep_id)
+
+
+def generation_attrs(vocab: Vocab, cfg: InstanceConfig, lowercase: bool, seed: int) -> dict[str, Any]:
+    """What made a shard, stored as hdf5 file attributes (readers of the six datasets ignore them)."""
+    return {
+        "random_seed": seed,
+        "max_seq_length": cfg.max_seq_length,
+        "max_predictions_per_seq": cfg.max_predictions_per_seq,
+        "masked_lm_prob": cfg.masked_lm_prob,
+        "short_seq_prob": cfg.short_seq_prob,
+        "dupe_factor": cfg.dupe_factor,
+        "lower_case": lowercase,
+        "vocab_sha256": vocab.sha256,
+        "vocab_size": len(vocab),
+        "bertdata_version": __version__,
+    }
+
+
+# Rows materialised per write: about this many bytes at a time, rounded to whole chunk rows
+# so each chunk is compressed once, as in a single write.
+WRITE_BLOCK_BYTES = 4 << 20
+
+
+def write_instances(path: str | os.PathLike, instances: Instances,
+                    attrs: Mapping[str, Any] | None = None) -> None:
+    """Write the six datasets atomically, building a few MB of rows at a time."""
+    n, seq, pred = len(instances), instances.max_seq_length, instances.max_predictions_per_seq
+    widths = {"masked_lm_positions": pred, "masked_lm_ids": pred, "next_sentence_labels": 1}
+    # hdf5io.write_shard's order, so both ways of writing give the same bytes.
+    order = ("input_ids", "masked_lm_positions", *(f for f in FIELDS if f not in ("input_ids", "masked_lm_positions")))
+    with ShardWriter(path, n, seq, pred, attrs) as writer:
+        chunks = chunk_rows(writer)
+        for name in order if n else ():  # the datasets of an empty shard stay empty
+            row_bytes = DTYPES[name].itemsize * widths.get(name, seq)
+            block = chunks[name] * max(1, WRITE_BLOCK_BYTES // (chunks[name] * row_bytes))
+            for start in range(0, n, block):
+                writer.write(name, start, instances.array(name, start, start + block))
+
+
+def make_shard(inputs: str | os.PathLike | Sequence[str | os.PathLike], output: str | os.PathLike,
+               vocab: Vocab, cfg: InstanceConfig, lowercase: bool = True, errors: str = "strict",
+               seed: int | None = None, tokenizer: WordPiece | None = None,
+               progress=None) -> dict[str, Any]:
+    """Text shard (one or more files) -> hdf5 shard at `output`, written atomically.
+
+    `tokenizer` may be passed to reuse one across shards (it must match `vocab`/`lowercase`);
+    `progress(n)` is called with each block of bytes read. Returns counts and stage times.
+    """
+    seed = cfg.random_seed if seed is None else seed
+    t0 = time.perf_counter()
+    if tokenizer is not None and (tokenizer.vocab.sha256 != vocab.sha256 or tokenizer.lowercase != lowercase):
+        raise ValueError("tokenizer was built for another vocab or casing")
+    # A tokenizer made here (and its piece cache) is dropped before the instance arrays are made.
+    documents = read_documents(inputs, tokenizer or WordPiece(vocab, lowercase=lowercase),
+                               errors=errors, progress=progress)
+    t1 = time.perf_counter()
+    instances = create_instances(documents, vocab, cfg, seed=seed)
+    t2 = time.perf_counter()
+    write_instances(output, instances, generation_attrs(vocab, cfg, lowercase, seed))
+    t3 = time.perf_counter()
+    return {
+        "documents": documents.num_documents,
+        "sentences": documents.num_sentences,
+        "tokens": documents.num_tokens,
+        "instances": len(instances),
+        "seconds": {"tokenize": t1 - t0, "instances": t2 - t1, "write": t3 - t2},
+    }

@@ -1,0 +1,459 @@
+"""The compiled instance kernel against a plain-Python port of the reference algorithm,
+text shard reading, and `bertdata instances` on bad input."""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertdata import cli
+from bertdata.config import InstanceConfig
+from bertdata.errors import BertdataError
+from bertdata.hdf5io import FIELDS, read_shard, shard_attrs
+from bertdata.instances import create_instances, make_shard
+from bertdata.textshard import Documents, read_documents
+from bertdata.tokenize import WordPiece
+from bertdata.vocab import Vocab, load_vocab
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+VOCAB = SHARED / "data" / "vocab" / "bert-base-uncased-vocab.txt"
+SHARD_A = SHARED / "data" / "parity" / "shard_A.txt"
+needs_shared = pytest.mark.skipif(not VOCAB.exists(), reason=f"shared test data not found at {SHARED}")
+
+
+# --- the reference algorithm, written straight from docs/reference-algorithm.md ---------------
+
+def reference_instances(documents, vocab_tokens, cfg, seed):
+    """documents: lists of sentences, each a list of token strings. Returns the six arrays."""
+    rng = random.Random(seed)
+    vocab = OrderedDict()
+    for index, token in enumerate(vocab_tokens):
+        vocab[token] = index
+    vocab_words = list(vocab.keys())
+    documents = [d for d in documents if d]
+    rng.shuffle(documents)
+    instances = []
+    for _ in range(cfg.dupe_factor):
+        for d in range(len(documents)):
+            instances.extend(_from_document(documents, d, cfg, vocab_words, rng))
+    rng.shuffle(instances)
+
+    n, seq, pred = len(instances), cfg.max_seq_length, cfg.max_predictions_per_seq
+    out = {
+        "input_ids": np.zeros((n, seq), "i4"), "input_mask": np.zeros((n, seq), "i1"),
+        "segment_ids": np.zeros((n, seq), "i1"), "masked_lm_positions": np.zeros((n, pred), "i4"),
+        "masked_lm_ids": np.zeros((n, pred), "i4"), "next_sentence_labels": np.zeros(n, "i1"),
+    }
+    for row, (tokens, segments, is_random_next, positions, labels) in enumerate(instances):
+        out["input_ids"][row, :len(tokens)] = [vocab[t] for t in tokens]
+        out["input_mask"][row, :len(tokens)] = 1
+        out["segment_ids"][row, :len(tokens)] = segments
+        out["masked_lm_positions"][row, :len(positions)] = positions
+        out["masked_lm_ids"][row, :len(labels)] = [vocab[t] for t in labels]
+        out["next_sentence_labels"][row] = int(is_random_next)
+    return out
+
+
+def _from_document(documents, d, cfg, vocab_words, rng):
+    document = documents[d]
+    max_num_tokens = cfg.max_seq_length - 3
+    target = max_num_tokens
+    if rng.random() < cfg.short_seq_prob:
+        target = rng.randint(2, max_num_tokens)
+    instances, chunk, length, i = [], [], 0, 0
+    while i < len(document):
+        chunk.append(document[i])
+        length += len(document[i])
+        if i == len(document) - 1 or length >= target:
+            if chunk:
+                a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+                tokens_a = [t for sentence in chunk[:a_end] for t in sentence]
+                tokens_b = []
+                if len(chunk) == 1 or rng.random() < 0.5:
+                    is_random_next = True
+                    target_b = target - len(tokens_a)
+                    for _ in range(10):
+                        r = rng.randint(0, len(documents) - 1)
+                        if r != d:
+                            break
+                    if r == d:
+                        is_random_next = False
+                    other = documents[r]
+                    for j in range(rng.randint(0, len(other) - 1), len(other)):
+                        tokens_b.extend(other[j])
+                        if len(tokens_b) >= target_b:
+                            break
+                    i -= len(chunk) - a_end
+                else:
+                    is_random_next = False
+                    tokens_b = [t for sentence in chunk[a_end:] for t in sentence]
+                while len(tokens_a) + len(tokens_b) > max_num_tokens:
+                    longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+                    if rng.random() < 0.5:
+                        del longer[0]
+                    else:
+                        longer.pop()
+                tokens = ["[CLS]", *tokens_a, "[SEP]", *tokens_b, "[SEP]"]
+                segments = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+                tokens, positions, labels = _mask(tokens, cfg, vocab_words, rng)
+                instances.append((tokens, segments, is_random_next, positions, labels))
+            chunk, length = [], 0
+        i += 1
+    return instances
+
+
+def _mask(tokens, cfg, vocab_words, rng):
+    candidates = [k for k, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
+    rng.shuffle(candidates)
+    n = min(cfg.max_predictions_per_seq, max(1, int(round(len(tokens) * cfg.masked_lm_prob))))
+    output = list(tokens)
+    masked = []
+    for k in candidates:
+        if len(masked) >= n:
+            break
+        if rng.random() < 0.8:
+            output[k] = "[MASK]"
+        elif rng.random() < 0.5:
+            output[k] = tokens[k]
+        else:
+            output[k] = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+        masked.append((k, tokens[k]))
+    masked.sort()
+    return output, [k for k, _ in masked], [t for _, t in masked]
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+def small_vocab(extra=()):
+    tokens = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(60)), *extra)
+    return Vocab(path="<test>", tokens=tokens, sha256="0" * 64)
+
+
+def documents_from_ids(docs, dtype=np.uint16):
+    sentences = [s for doc in docs for s in doc]
+    lengths = [len(s) for s in sentences]
+    return Documents(
+        paths=("<test>",),
+        tokens=np.array([t for s in sentences for t in s], dtype=dtype),
+        sentence_offsets=np.concatenate(([0], np.cumsum(lengths))).astype(np.int64),
+        doc_offsets=np.concatenate(([0], np.cumsum([len(d) for d in docs]))).astype(np.int64),
+    )
+
+
+def random_docs(rng, num_docs, max_sentences, max_len, vocab_size, special_every=0):
+    docs = []
+    for _ in range(num_docs):
+        doc = []
+        for _ in range(rng.randint(1, max_sentences)):
+            sentence = [rng.randrange(5, vocab_size) for _ in range(rng.randint(1, max_len))]
+            if special_every and rng.random() < special_every:
+                sentence[rng.randrange(len(sentence))] = rng.choice((2, 3))  # a typed "[CLS]"/"[SEP]"
+            doc.append(sentence)
+        docs.append(doc)
+    return docs
+
+
+def assert_same(got, expected):
+    for name in FIELDS:
+        array = got.array(name) if hasattr(got, "array") else got[name]
+        assert array.dtype == expected[name].dtype, name
+        assert array.shape == expected[name].shape, name
+        assert np.array_equal(array, expected[name]), name
+
+
+def check_against_reference(docs_ids, vocab, cfg, seed):
+    expected = reference_instances([[[vocab.tokens[t] for t in s] for s in d] for d in docs_ids],
+                                   vocab.tokens, cfg, seed)
+    assert_same(create_instances(documents_from_ids(docs_ids), vocab, cfg, seed=seed), expected)
+    return expected
+
+
+# --- kernel == reference port --------------------------------------------------------------------
+
+SMALL = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, masked_lm_prob=0.2,
+                       short_seq_prob=0.5, dupe_factor=3)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 12345, 2**40 + 3])
+def test_kernel_matches_reference_on_synthetic_shards(seed):
+    vocab = small_vocab()
+    docs = random_docs(random.Random(seed), num_docs=25, max_sentences=12, max_len=30, vocab_size=len(vocab))
+    expected = check_against_reference(docs, vocab, SMALL, seed)
+    assert len(expected["next_sentence_labels"]) > 50
+    assert expected["next_sentence_labels"].any() and not expected["next_sentence_labels"].all()
+
+
+@pytest.mark.parametrize("cfg", [
+    InstanceConfig(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2),
+    InstanceConfig(max_seq_length=40, max_predictions_per_seq=5, masked_lm_prob=0.1,
+                   short_seq_prob=0.0, dupe_factor=2),  # round(25 * 0.1) etc.: half to even
+    InstanceConfig(max_seq_length=5, max_predictions_per_seq=2, masked_lm_prob=0.5,
+                   short_seq_prob=1.0, dupe_factor=2),  # smallest sequences: truncation everywhere
+    InstanceConfig(max_seq_length=256, max_predictions_per_seq=40, masked_lm_prob=0.99,
+                   short_seq_prob=0.3, dupe_factor=1),
+])
+def test_kernel_matches_reference_across_parameters(cfg):
+    vocab = small_vocab()
+    docs = random_docs(random.Random(3), num_docs=15, max_sentences=20, max_len=60, vocab_size=len(vocab))
+    check_against_reference(docs, vocab, cfg, seed=42)
+
+
+def test_one_document_shard():
+    vocab = small_vocab()
+    docs = random_docs(random.Random(5), num_docs=1, max_sentences=30, max_len=20, vocab_size=len(vocab))
+    expected = check_against_reference(docs, vocab, SMALL, seed=9)
+    assert not expected["next_sentence_labels"].any()  # B always comes from the one document
+
+
+def test_tiny_documents():
+    vocab = small_vocab()
+    docs = [[[10]], [[11], [12]], [[13]], [[14, 15]], [[16], [17], [18]]]
+    check_against_reference(docs, vocab, SMALL, seed=1)
+    check_against_reference([[[20]]], vocab, SMALL, seed=2)
+
+
+def test_typed_special_tokens_are_never_masked():
+    vocab = small_vocab()
+    docs = random_docs(random.Random(8), num_docs=10, max_sentences=8, max_len=25,
+                       vocab_size=len(vocab), special_every=0.5)
+    expected = check_against_reference(docs, vocab, SMALL, seed=4)
+    positions = expected["masked_lm_positions"]
+    originals = np.take_along_axis(expected["input_ids"], positions, 1)
+    assert not np.isin(expected["masked_lm_ids"][positions > 0], (2, 3)).any()
+    assert originals.shape == positions.shape
+
+
+def test_vocab_with_repeated_token_follows_reference_dict():
+    # The reference's vocab is a dict: a repeated token is one random word, with its last id.
+    vocab = small_vocab(extra=("w3", "w7", "zz"))
+    docs = random_docs(random.Random(2), num_docs=12, max_sentences=10, max_len=20, vocab_size=len(vocab))
+    # A tokenizer only ever emits a repeated token's last id.
+    docs = [[[vocab.token_to_id[vocab.tokens[t]] for t in s] for s in d] for d in docs]
+    cfg = InstanceConfig(max_seq_length=64, max_predictions_per_seq=20, masked_lm_prob=0.9, dupe_factor=4)
+    check_against_reference(docs, vocab, cfg, seed=11)
+
+
+def test_int32_tokens_for_large_vocab():
+    vocab = Vocab(path="<big>", tokens=("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                         *(f"t{i}" for i in range(70000))), sha256="1" * 64)
+    docs = random_docs(random.Random(4), num_docs=8, max_sentences=6, max_len=30, vocab_size=len(vocab))
+    expected = reference_instances([[[vocab.tokens[t] for t in s] for s in d] for d in docs],
+                                   vocab.tokens, SMALL, 6)
+    assert_same(create_instances(documents_from_ids(docs, np.int32), vocab, SMALL, seed=6), expected)
+
+
+def test_instances_are_deterministic():
+    vocab = small_vocab()
+    docs = documents_from_ids(random_docs(random.Random(1), 10, 8, 20, len(vocab)))
+    a, b = (create_instances(docs, vocab, SMALL, seed=5) for _ in range(2))
+    assert_same(a, b.arrays())
+    c = create_instances(docs, vocab, SMALL, seed=6)
+    assert not np.array_equal(a.array("input_ids"), c.array("input_ids"))
+
+
+@needs_shared
+@pytest.mark.slow
+def test_shard_a_slice_at_seq_512_matches_reference():
+    vocab = load_vocab(VOCAB)
+    lines = SHARD_A.read_text(encoding="utf-8").split("\n\n")[:12]
+    wp = WordPiece(vocab)
+    docs = []
+    for block in lines:
+        sentences = [line.strip() for line in block.split("\n") if line.strip()]
+        ids, lengths = wp.encode_lines(sentences)
+        offsets = np.concatenate(([0], np.cumsum(lengths)))
+        doc = [ids[offsets[k]:offsets[k + 1]].tolist() for k in range(len(sentences)) if lengths[k]]
+        if doc:
+            docs.append(doc)
+    cfg = InstanceConfig(max_seq_length=512, max_predictions_per_seq=80, dupe_factor=2, random_seed=777)
+    expected = reference_instances([[[vocab.tokens[t] for t in s] for s in d] for d in docs],
+                                   vocab.tokens, cfg, 777)
+    assert_same(create_instances(documents_from_ids(docs), vocab, cfg), expected)
+
+
+# --- text shards -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def wordpiece():
+    if not VOCAB.exists():
+        pytest.skip(f"shared test data not found at {SHARED}")
+    return WordPiece(load_vocab(VOCAB))
+
+
+def _sentences(docs: Documents, wp: WordPiece):
+    out = []
+    for d in range(docs.num_documents):
+        doc = []
+        for s in range(docs.doc_offsets[d], docs.doc_offsets[d + 1]):
+            ids = docs.tokens[docs.sentence_offsets[s]:docs.sentence_offsets[s + 1]]
+            doc.append(" ".join(wp.vocab.tokens[i] for i in ids))
+        out.append(doc)
+    return out
+
+
+def test_read_documents_structure(tmp_path, wordpiece):
+    path = tmp_path / "shard.txt"
+    # CRLF and lone CR end lines too; a blank (whitespace-only) line ends a document; a line
+    # with no tokens (a zero-width space) is dropped without ending one.
+    path.write_bytes("\n\n  one two  \r\nthree\r\n \t \nfour\rfive\n\u200b\nsix\n\n\n".encode())
+    docs = read_documents(path, wordpiece)
+    assert _sentences(docs, wordpiece) == [["one two", "three"], ["four", "five", "six"]]
+    assert docs.tokens.dtype == np.uint16
+    assert docs.num_tokens == 6 and docs.num_sentences == 5
+
+
+def test_documents_continue_across_files(tmp_path, wordpiece):
+    (tmp_path / "a.txt").write_text("alpha\n\nbeta\n")
+    (tmp_path / "b.txt").write_text("gamma\n\ndelta")
+    docs = read_documents([tmp_path / "a.txt", tmp_path / "b.txt"], wordpiece)
+    assert _sentences(docs, wordpiece) == [["alpha"], ["beta", "gamma"], ["delta"]]
+
+
+def test_small_blocks_give_the_same_documents(tmp_path, wordpiece, monkeypatch):
+    from bertdata import textshard
+
+    path = tmp_path / "shard.txt"
+    path.write_text("".join(f"sentence number {i} here\r\n" + ("\n" if i % 5 == 4 else "") for i in range(60)))
+    whole = read_documents(path, wordpiece)
+    monkeypatch.setattr(textshard, "BLOCK_BYTES", 7)
+    small = read_documents(path, wordpiece)
+    assert _sentences(small, wordpiece) == _sentences(whole, wordpiece)
+    assert whole.num_documents == 12
+
+
+def test_non_utf8_names_line_and_offset(tmp_path, wordpiece):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"fine line\nsecond\nbad \xff byte\n")
+    with pytest.raises(BertdataError, match=r"bad.txt: not UTF-8 at line 3 \(byte offset 21.*--errors replace"):
+        read_documents(path, wordpiece)
+    docs = read_documents(path, wordpiece, errors="replace")
+    assert _sentences(docs, wordpiece) == [["fine line", "second", "bad byte"]]
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n  \n", "\u200b\n".encode()])
+def test_empty_shard(tmp_path, wordpiece, content):
+    path = tmp_path / "empty.txt"
+    path.write_bytes(content)
+    with pytest.raises(BertdataError, match="empty.txt: empty shard"):
+        read_documents(path, wordpiece)
+
+
+def test_missing_and_directory_inputs(tmp_path, wordpiece):
+    with pytest.raises(BertdataError, match="nope.txt: no such file"):
+        read_documents(tmp_path / "nope.txt", wordpiece)
+    with pytest.raises(BertdataError, match="is a directory"):
+        read_documents(tmp_path, wordpiece)
+
+
+# --- make_shard and the command line -------------------------------------------------------------
+
+def test_make_shard_matches_reference_and_records_parameters(tmp_path, wordpiece):
+    text = "\n\n".join("\n".join(f"sentence {d} {s} " + "word " * (s % 7 + 1) for s in range(d % 6 + 1))
+                       for d in range(30))
+    (tmp_path / "shard.txt").write_text(text)
+    cfg = InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2, random_seed=3)
+    stats = make_shard(tmp_path / "shard.txt", tmp_path / "out.hdf5", wordpiece.vocab, cfg, tokenizer=wordpiece)
+    docs = read_documents(tmp_path / "shard.txt", wordpiece)
+    expected = reference_instances(
+        [[text_sentence.split(" ") for text_sentence in doc] for doc in _sentences(docs, wordpiece)],
+        wordpiece.vocab.tokens, cfg, 3)
+    assert_same(read_shard(tmp_path / "out.hdf5"), expected)
+    assert stats["instances"] == len(expected["next_sentence_labels"]) and stats["documents"] == 30
+    attrs = shard_attrs(tmp_path / "out.hdf5")
+    assert attrs["random_seed"] == 3 and attrs["max_seq_length"] == 32 and attrs["dupe_factor"] == 2
+    assert attrs["vocab_sha256"] == wordpiece.vocab.sha256 and attrs["lower_case"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.hdf5", "shard.txt"]
+
+
+def run_cli(*argv):
+    return cli.main(["instances", *map(str, argv)])
+
+
+@needs_shared
+def test_cli_writes_summary_and_refuses_to_overwrite(tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("one sentence here.\nanother one.\n\nsecond document.\n")
+    out = tmp_path / "out.hdf5"
+    assert run_cli(tmp_path / "in.txt", "--output", out, "--vocab", VOCAB) == 0
+    summary = capsys.readouterr().out
+    assert "instances" in summary and " s" in summary
+    before = out.read_bytes()
+    assert run_cli(tmp_path / "in.txt", "--output", out, "--vocab", VOCAB, "--random-seed", "1") == 2
+    assert "already exists" in capsys.readouterr().err and out.read_bytes() == before
+    assert run_cli(tmp_path / "in.txt", "--output", out, "--vocab", VOCAB, "--force", "--random-seed", "1") == 0
+    assert out.read_bytes() != before
+
+
+@needs_shared
+@pytest.mark.parametrize("case", ["missing_input", "empty", "non_utf8", "missing_dir", "seq", "pred", "prob",
+                                  "short", "dupe", "seed", "directory_input"])
+def test_cli_bad_input_exit_2_and_no_output(tmp_path, capsys, case):
+    good = tmp_path / "in.txt"
+    good.write_text("a sentence.\n\nanother document.\n")
+    inputs, output, flags = [good], tmp_path / "out.hdf5", []
+    if case == "missing_input":
+        inputs = [tmp_path / "missing.txt"]
+    elif case == "empty":
+        (tmp_path / "empty.txt").write_text("\n\n")
+        inputs = [tmp_path / "empty.txt"]
+    elif case == "non_utf8":
+        (tmp_path / "bad.txt").write_bytes(b"ok\n\xc3\x28 broken\n")
+        inputs = [tmp_path / "bad.txt"]
+    elif case == "missing_dir":
+        output = tmp_path / "no" / "such" / "out.hdf5"
+    elif case == "directory_input":
+        inputs = [tmp_path]
+    else:
+        flags = {"seq": ["--max-seq-length", "4"], "pred": ["--max-predictions-per-seq", "0"],
+                 "prob": ["--masked-lm-prob", "1.5"], "short": ["--short-seq-prob", "-0.1"],
+                 "dupe": ["--dupe-factor", "0"], "seed": ["--random-seed", "-1"]}[case]
+    assert run_cli(*inputs, "--output", output, "--vocab", VOCAB, *flags) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bertdata instances: error: "), err
+    if case == "non_utf8":
+        assert "line 2" in err[0] and "byte offset 3" in err[0] and "--errors replace" in err[0]
+    assert not output.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@needs_shared
+def test_cli_errors_replace(tmp_path):
+    (tmp_path / "bad.txt").write_bytes(b"ok fine\n\xc3\x28 broken\n")
+    assert run_cli(tmp_path / "bad.txt", "--output", tmp_path / "out.hdf5", "--vocab", VOCAB,
+                   "--errors", "replace", "--dupe-factor", "2") == 0
+    assert len(read_shard(tmp_path / "out.hdf5")["next_sentence_labels"]) > 0
+
+
+def test_kernel_regrows_its_arrays(monkeypatch):
+    from bertdata import instances, kernel
+
+    vocab = small_vocab()
+    docs = documents_from_ids(random_docs(random.Random(6), 12, 10, 25, len(vocab)))
+    expected = create_instances(docs, vocab, SMALL, seed=3)
+    generate = kernel.generate
+
+    def tiny_arrays(*args):
+        *head, spans, nsp, positions, labels, shown = args
+        return generate(*head, spans[:1].copy(), nsp[:1].copy(), positions[:1].copy(),
+                        labels[:1].copy(), shown[:1].copy())
+
+    monkeypatch.setattr(kernel, "generate", tiny_arrays)
+    regrown = instances.create_instances(docs, vocab, SMALL, seed=3)
+    assert len(regrown) == len(expected) > 20
+    assert_same(regrown, expected.arrays())
+
+
+def test_sliced_write_gives_the_same_file_as_one_write(tmp_path, monkeypatch):
+    from bertdata import instances as module
+    from bertdata.hdf5io import write_shard
+
+    vocab = small_vocab()
+    docs = documents_from_ids(random_docs(random.Random(9), 60, 12, 30, len(vocab)))
+    inst = create_instances(docs, vocab, SMALL, seed=1)
+    write_shard(tmp_path / "whole.hdf5", inst.arrays(), {"a": 1})
+    monkeypatch.setattr(module, "WRITE_BLOCK_BYTES", 1)  # one chunk row per write
+    module.write_instances(tmp_path / "sliced.hdf5", inst, {"a": 1})
+    assert (tmp_path / "sliced.hdf5").read_bytes() == (tmp_path / "whole.hdf5").read_bytes()

@@ -1,0 +1,70 @@
+"""Bit-exact parity with the reference script's own outputs in ../shared/data/parity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertdata import cli
+from bertdata.config import InstanceConfig
+from bertdata.hdf5io import DTYPES, FIELDS, read_shard, shard_attrs
+from bertdata.instances import create_instances
+from bertdata.textshard import read_documents
+from bertdata.tokenize import WordPiece
+from bertdata.vocab import load_vocab
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+PARITY = SHARED / "data" / "parity"
+VOCAB = SHARED / "data" / "vocab" / "bert-base-uncased-vocab.txt"
+pytestmark = pytest.mark.skipif(not (PARITY / "shard_A.txt").exists(),
+                                reason=f"parity vectors not found at {PARITY} (../shared beside the project)")
+
+VECTORS = {
+    "A_s12345_128_20_p15_d5.hdf5": InstanceConfig(max_seq_length=128, max_predictions_per_seq=20,
+                                                  masked_lm_prob=0.15, dupe_factor=5, random_seed=12345),
+    "A_s12345_512_80_p15_d2.hdf5": InstanceConfig(max_seq_length=512, max_predictions_per_seq=80,
+                                                  masked_lm_prob=0.15, dupe_factor=2, random_seed=12345),
+}
+
+
+def assert_identical(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    assert set(got) >= set(FIELDS)
+    for name in FIELDS:
+        assert got[name].dtype == expected[name].dtype == DTYPES[name], name
+        assert got[name].shape == expected[name].shape, name
+        mismatched = np.flatnonzero((got[name] != expected[name]).reshape(len(got[name]), -1).any(1))
+        assert not len(mismatched), f"{name}: {len(mismatched)} rows differ, first row {mismatched[:1]}"
+
+
+@pytest.mark.parametrize("vector", sorted(VECTORS))
+def test_cli_output_equals_reference(tmp_path, vector):
+    cfg = VECTORS[vector]
+    out = tmp_path / vector
+    code = cli.main([
+        "instances", str(PARITY / "shard_A.txt"), "--output", str(out), "--vocab", str(VOCAB),
+        "--max-seq-length", str(cfg.max_seq_length), "--max-predictions-per-seq", str(cfg.max_predictions_per_seq),
+        "--masked-lm-prob", str(cfg.masked_lm_prob), "--short-seq-prob", str(cfg.short_seq_prob),
+        "--dupe-factor", str(cfg.dupe_factor), "--random-seed", str(cfg.random_seed),
+    ])
+    assert code == 0
+    assert_identical(read_shard(out), read_shard(PARITY / vector))
+    attrs = shard_attrs(out)
+    assert attrs["max_seq_length"] == cfg.max_seq_length and attrs["random_seed"] == cfg.random_seed
+
+
+def test_api_equals_reference_for_both_vectors():
+    vocab = load_vocab(VOCAB)
+    documents = read_documents(PARITY / "shard_A.txt", WordPiece(vocab))
+    for vector, cfg in VECTORS.items():
+        instances = create_instances(documents, vocab, cfg)
+        assert_identical(instances.arrays(), read_shard(PARITY / vector))
+
+
+def test_another_seed_differs():
+    vocab = load_vocab(VOCAB)
+    documents = read_documents(PARITY / "shard_A.txt", WordPiece(vocab))
+    other = create_instances(documents, vocab, VECTORS["A_s12345_128_20_p15_d5.hdf5"], seed=1)
+    reference = read_shard(PARITY / "A_s12345_128_20_p15_d5.hdf5")
+    assert not np.array_equal(other.array("masked_lm_positions")[:100], reference["masked_lm_positions"][:100])
