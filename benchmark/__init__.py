@@ -1,0 +1,1 @@
+"""BERT pretraining throughput benchmark on the hdf5 shards (needs torch: `pip install 'bertdata[bench]'`)."""

@@ -1,0 +1,365 @@
+"""Pretrain BERT on the shards for a fixed number of steps and time it, as NGC's benchmark mode does.
+
+One optimizer step = `accumulation` micro-batches of `batch_size` per rank, gradients
+all-reduced once (on the last micro-batch), then LAMB. Each step ends with a device
+synchronisation so its wall time is the GPU's, not the launch queue's; the first
+`warmup_steps` (cuDNN/cuBLAS heuristics, torch.compile, loader start-up) are not timed.
+
+Multi-GPU: `gpus > 1` re-runs this module under torchrun, one process per GPU. Under any
+torchrun (several nodes, or CPU processes) the world comes from its environment variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from benchmark import report
+from benchmark.data import ShardInfo, build_loader, rank_units, survey
+from benchmark.lamb import OPTIMIZERS, build_optimizer
+from benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops
+from bertdata.errors import BertdataError
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "amp")
+AUTOCAST_DTYPE = {"fp16": torch.float16, "amp": torch.float16, "bf16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    data: str
+    model: str = "base"
+    bert_config: str | None = None  # a reference bert_config.json; overrides `model`
+    batch_size: int = 96  # sequences per rank per micro-batch
+    precision: str | None = None  # None: amp on CUDA, fp32 on CPU
+    global_batch: int | None = None  # sequences per optimizer step, all ranks; sets accumulation
+    accumulation: int | None = None  # micro-batches per optimizer step (default 1)
+    steps: int = 30
+    warmup_steps: int = 10
+    gpus: int = 1
+    compile: bool = False
+    device: str | None = None  # None: cuda if available
+    loader_only: bool = False
+    workers: int = 4
+    lr: float = 6e-3
+    optimizer: str = "lamb"
+    seed: int = 12345
+
+    def __post_init__(self) -> None:
+        positive = {"--batch-size": self.batch_size, "--steps": self.steps, "--gpus": self.gpus,
+                    "--global-batch": self.global_batch, "--accumulation": self.accumulation}
+        for flag, value in positive.items():
+            if value is not None and value < 1:
+                raise BertdataError(f"{flag} must be at least 1 (got {value})")
+        for flag, value in {"--warmup-steps": self.warmup_steps, "--workers": self.workers}.items():
+            if value < 0:
+                raise BertdataError(f"{flag} must be >= 0 (got {value})")
+        if self.global_batch is not None and self.accumulation is not None:
+            raise BertdataError("give --global-batch or --accumulation, not both")
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise BertdataError(f"--precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
+        if self.optimizer not in OPTIMIZERS:
+            raise BertdataError(f"--optimizer must be one of {', '.join(OPTIMIZERS)} (got {self.optimizer!r})")
+        if self.device not in (None, "cuda", "cpu"):
+            raise BertdataError(f"--device must be cuda or cpu (got {self.device!r})")
+        if self.model not in PRESETS:
+            raise BertdataError(f"--model must be one of {', '.join(PRESETS)} (got {self.model!r})")
+        if not self.lr > 0:
+            raise BertdataError(f"--lr must be positive (got {self.lr})")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything resolved and checked before any work starts."""
+
+    device: torch.device
+    precision: str
+    rank: int
+    local_rank: int
+    world: int
+    accumulation: int
+    global_batch: int
+    shards: list[ShardInfo]
+    model: BertConfig
+
+    @property
+    def seq_len(self) -> int:
+        return self.shards[0].seq_len
+
+    @property
+    def max_predictions(self) -> int:
+        return self.shards[0].max_predictions
+
+
+def world_from_env() -> tuple[int, int, int]:
+    """(rank, local_rank, world) as torchrun sets them; (0, 0, 1) outside torchrun."""
+    return (int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0)),
+            int(os.environ.get("WORLD_SIZE", 1)))
+
+
+def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
+    rank, local_rank, env_world = world_from_env()
+    world = world or env_world
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise BertdataError("--device cuda but CUDA is not available (no GPU, or a CPU-only torch build)")
+    device_type = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device("cuda", local_rank) if device_type == "cuda" else torch.device("cpu")
+    precision = cfg.precision or ("amp" if device_type == "cuda" else "fp32")
+    model = BertConfig.from_json(cfg.bert_config) if cfg.bert_config else BertConfig.preset(cfg.model)
+    shards = survey(cfg.data)
+    if shards[0].seq_len > model.max_position:
+        raise BertdataError(f"{shards[0].path}: sequence length {shards[0].seq_len} exceeds the model's "
+                            f"max_position {model.max_position}")
+    per_step = cfg.batch_size * world
+    if cfg.global_batch is not None:
+        if cfg.global_batch % per_step:
+            raise BertdataError(
+                f"--batch-size {cfg.batch_size} x {world} rank(s) = {per_step} does not divide "
+                f"--global-batch {cfg.global_batch}")
+        accumulation = cfg.global_batch // per_step
+    else:
+        accumulation = cfg.accumulation or 1
+    for r in range(world):
+        rank_units(shards, r, world)  # every rank must get rows
+    return Plan(device, precision, rank, local_rank, world, accumulation, per_step * accumulation,
+                shards, model)
+
+
+def set_matmul_precision(precision: str) -> None:
+    # The one switch every torch version honours; fp32 means full IEEE, also on Ampere+.
+    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def init_distributed(plan: Plan) -> None:
+    if plan.world > 1 and not dist.is_initialized():
+        if plan.device.type == "cuda":
+            torch.cuda.set_device(plan.device)
+        dist.init_process_group("nccl" if plan.device.type == "cuda" else "gloo",
+                                device_id=plan.device if plan.device.type == "cuda" else None)
+
+
+def all_reduce(values: list[float], op, device: torch.device) -> list[float]:
+    if not dist.is_initialized():
+        return values
+    # gloo reduces CPU tensors, nccl CUDA ones.
+    t = torch.tensor(values, dtype=torch.float64, device=device if device.type == "cuda" else "cpu")
+    dist.all_reduce(t, op=op)
+    return t.tolist()
+
+
+def params_digest(model: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def to_device(batch: tuple[torch.Tensor, ...], device: torch.device) -> list[torch.Tensor]:
+    return [t.to(device, non_blocking=True) for t in batch]
+
+
+def _time_steps(plan: Plan, cfg: BenchConfig, label: str, step_fn) -> tuple[list[float], list[float], list]:
+    """Run warm-up + timed steps; `step_fn()` returns (loader wait, step output)."""
+    times, waits, outputs = [], [], []
+    with tqdm(total=cfg.warmup_steps + cfg.steps, desc=label, unit="step", file=sys.stderr,
+              disable=plan.rank != 0, leave=False) as bar:
+        for step in range(cfg.warmup_steps + cfg.steps):
+            start = time.perf_counter()
+            wait, out = step_fn()
+            synchronize(plan.device)
+            elapsed = time.perf_counter() - start
+            outputs.append(out)
+            if step >= cfg.warmup_steps:
+                times.append(elapsed)
+                waits.append(wait)
+            bar.update()
+    return times, waits, outputs
+
+
+def _slowest(times: list[float], waits: list[float], device: torch.device) -> tuple[list[float], list[float]]:
+    """Per-step figures of the slowest rank: the step finishes when the last rank does."""
+    n = len(times)
+    reduced = all_reduce(times + waits, dist.ReduceOp.MAX, device)
+    return reduced[:n], reduced[n:]
+
+
+def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], waits: list[float]) -> dict:
+    times, waits = _slowest(times, waits, plan.device)
+    return dict(
+        mode=mode, model=cfg.bert_config or cfg.model, device_type=plan.device.type,
+        device_name=device_name(plan.device), world=plan.world, precision=plan.precision,
+        batch_size=cfg.batch_size, accumulation=plan.accumulation, global_batch=plan.global_batch,
+        seq_len=plan.seq_len, max_predictions=plan.max_predictions, compile=cfg.compile,
+        optimizer=cfg.optimizer, lr=cfg.lr, workers=cfg.workers, timed_steps=cfg.steps,
+        warmup_steps=cfg.warmup_steps, shards=len(plan.shards),
+        sequences=int(all_reduce([cfg.steps * plan.accumulation * cfg.batch_size], dist.ReduceOp.SUM,
+                                 plan.device)[0]),
+        step_times_s=times, loader_wait_s=waits, torch_version=torch.__version__,
+    )
+
+
+def measure_loader(cfg: BenchConfig, plan: Plan) -> dict:
+    """The input pipeline alone: disk -> worker -> pinned memory -> device, no model."""
+    loader = build_loader(plan.shards, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
+                          pin_memory=plan.device.type == "cuda")
+    batches = iter(loader)
+
+    def step():
+        wait = 0.0
+        for _ in range(plan.accumulation):
+            start = time.perf_counter()
+            to_device(next(batches), plan.device)
+            wait += time.perf_counter() - start
+        return wait, None
+
+    times, waits, _ = _time_steps(plan, cfg, "loader", step)
+    return report.summarize(_raw_record(cfg, plan, "loader", times, waits))
+
+
+def train(cfg: BenchConfig, plan: Plan) -> dict:
+    set_matmul_precision(plan.precision)
+    torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+    model = BertForPretraining(plan.model).to(plan.device)
+    torch.manual_seed(cfg.seed + plan.rank)  # but each rank its own dropout masks
+    ddp = None
+    net: torch.nn.Module = model
+    if plan.world > 1:
+        ddp = DistributedDataParallel(model, device_ids=[plan.device] if plan.device.type == "cuda" else None,
+                                      gradient_as_bucket_view=True)
+        net = ddp
+    if cfg.compile:
+        # DDP first, then compile: dynamo splits the graph at DDP's bucket boundaries so
+        # all-reduce still overlaps the backward pass.
+        net = torch.compile(net)
+    optimizer = build_optimizer(cfg.optimizer, model, cfg.lr, plan.device)
+    autocast_dtype = AUTOCAST_DTYPE.get(plan.precision)
+    # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range.
+    scaler = torch.amp.GradScaler(plan.device.type, enabled=autocast_dtype is torch.float16)
+    loader = build_loader(plan.shards, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
+                          pin_memory=plan.device.type == "cuda")
+    batches = iter(loader)
+
+    def step():
+        wait, masked = 0.0, 0
+        loss_sum = torch.zeros((), device=plan.device)
+        for micro in range(plan.accumulation):
+            start = time.perf_counter()
+            batch = next(batches)
+            wait += time.perf_counter() - start
+            masked += int((batch[3] != -1).sum())  # on the host copy: no device sync
+            batch = to_device(batch, plan.device)
+            last = micro == plan.accumulation - 1
+            with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
+                with torch.autocast(plan.device.type, dtype=autocast_dtype or torch.float32,
+                                    enabled=autocast_dtype is not None):
+                    loss = net(*batch, max_predictions=plan.max_predictions)
+                scaler.scale(loss / plan.accumulation).backward()
+            loss_sum += loss.detach()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        return wait, (loss_sum / plan.accumulation, masked)
+
+    label = f"BERT-{cfg.model} {plan.precision} bs{cfg.batch_size}"
+    times, waits, outputs = _time_steps(plan, cfg, label, step)
+    losses = [float(loss) for loss, _ in outputs]
+    timed_masked = sum(masked for _, masked in outputs[cfg.warmup_steps:])
+    raw = _raw_record(cfg, plan, "train", times, waits)
+    digests = [params_digest(model)]
+    if dist.is_initialized():
+        digests = [None] * plan.world
+        dist.all_gather_object(digests, params_digest(model))
+    total_masked = all_reduce([timed_masked], dist.ReduceOp.SUM, plan.device)[0]
+    raw.update(
+        params=sum(p.numel() for p in model.parameters()),
+        flops=training_flops(plan.model, plan.seq_len, raw["sequences"], total_masked),
+        masked_tokens=int(total_masked),
+        losses=losses, final_loss=losses[-1],
+        param_sha256=digests, replicas_identical=len(set(digests)) == 1,
+    )
+    return report.summarize(raw)
+
+
+def run(cfg: BenchConfig) -> dict:
+    """One benchmark run in this process (one rank of it under torchrun); the same record on every rank."""
+    plan = make_plan(cfg)
+    init_distributed(plan)
+    return measure_loader(cfg, plan) if cfg.loader_only else train(cfg, plan)
+
+
+def execute(configs: list[BenchConfig], json_path: str | None = None) -> int:
+    """Validate every run, then run them here -- or under torchrun when `gpus > 1` -- and report."""
+    gpus = configs[0].gpus
+    inside_torchrun = "WORLD_SIZE" in os.environ
+    if gpus > 1 and inside_torchrun:
+        raise BertdataError("--gpus starts torchrun itself; under torchrun leave it out")
+    if gpus > 1 and torch.cuda.device_count() < gpus:
+        raise BertdataError(f"--gpus {gpus} but only {torch.cuda.device_count()} CUDA device(s) are visible")
+    for cfg in configs:
+        make_plan(cfg, world=gpus if gpus > 1 else None)
+    if gpus > 1:
+        return relaunch(configs, json_path)
+    records = []
+    try:
+        for cfg in configs:
+            records.append(run(cfg))
+            if world_from_env()[0] == 0:
+                print("\n".join(report.summary_lines(records[-1])), flush=True)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if world_from_env()[0] == 0:
+        print()
+        print(report.markdown_table(records))
+        if json_path:
+            report.write_json(records, json_path)
+        print(report.dllogger_line(records[-1]))
+    return 0
+
+
+def relaunch(configs: list[BenchConfig], json_path: str | None) -> int:
+    payload = json.dumps([dataclasses.asdict(dataclasses.replace(c, gpus=1)) for c in configs])
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc_per_node={configs[0].gpus}", "-m", "benchmark.train", "--configs", payload]
+    if json_path:
+        command += ["--json", json_path]
+    return subprocess.run(command).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of each torchrun worker started by `relaunch`."""
+    parser = argparse.ArgumentParser(prog="python -m benchmark.train")
+    parser.add_argument("--configs", required=True, help="JSON list of BenchConfig fields")
+    parser.add_argument("--json", help="write the records here (rank 0)")
+    args = parser.parse_args(argv)
+    try:
+        return execute([BenchConfig(**c) for c in json.loads(args.configs)], args.json)
+    except BertdataError as err:
+        print(f"bertdata bench: error: {err}", file=sys.stderr)
+        return err.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""`bertdata bench`: pretrain BERT on the shards and report throughput like the NGC tables."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = """\
+Pretrain BERT (masked LM + next sentence, LAMB) on hdf5 shards for a fixed number
+of steps and report throughput as NVIDIA's NGC tables do: sequences/s for all GPUs
+together, plus tokens/s, step time p50/p95, time spent waiting on the input
+pipeline and model FLOPs utilisation. Reads every file in --data whose name
+contains 'training' (the NGC rule), so our shards and the reference's alike.
+
+One optimizer step = --accumulation micro-batches of --batch-size per GPU; the
+gradient all-reduce runs once, on the last micro-batch. --global-batch 67584
+reproduces the NGC phase-1 setup (accumulation = 67584 / (batch x GPUs)).
+The first --warmup-steps are not timed; every timed step ends with a device sync.
+
+precisions:
+  fp32   full IEEE fp32 matmuls (TF32 off, also on Ampere and later)
+  tf32   fp32 with TensorFloat-32 matmuls (Ampere and later)
+  amp    fp16 autocast + dynamic loss scaling (GradScaler): NGC's "AMP"
+  fp16   the same as amp (NGC's flag for it is --fp16)
+  bf16   bf16 autocast, no loss scaling needed
+  default: amp on CUDA, fp32 on CPU
+
+multi-GPU and multi-node:
+  --gpus N re-runs the benchmark under torchrun with N processes on this machine
+  (DDP over NCCL). For several machines, or for CPU processes (DDP over gloo),
+  start torchrun yourself and leave --gpus out; every node runs:
+    torchrun --nnodes 4 --node_rank R --nproc_per_node 8 \\
+             --master_addr HOST0 --master_port 29500 \\
+             -m bertdata.cli bench --data DIR --global-batch 67584
+  or with elastic rendezvous instead of --node_rank/--master_*:
+    torchrun --nnodes 4 --nproc_per_node 8 --rdzv_backend c10d \\
+             --rdzv_endpoint HOST0:29500 --rdzv_id bert -m bertdata.cli bench ...
+
+examples:
+  bertdata bench --data parts --precision bf16 --batch-size 256 --compile
+  bertdata bench --data parts --gpus 8 --batch-size 128 --global-batch 67584
+  bertdata bench --data parts --matrix --json matrix.json
+  bertdata bench --data parts --loader-only --batch-size 256
+  bertdata bench --data parts --model tiny --device cpu --batch-size 8 --steps 5
+
+Needs torch: pip install 'bertdata[bench]'.
+"""
+
+DEFAULT_MATRIX_BATCH = (96, 128)  # the published V100 and A100 batch sizes
+DEFAULT_MATRIX_PRECISION = ("fp32", "tf32", "amp", "bf16")
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+
+
+def _str_list(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(","))
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="train BERT on shards and report sequences/s",
+                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, metavar="DIR", help="folder of shards (files named *training*)")
+    p.add_argument("--model", default="base", help="base, large or tiny (default: base)")
+    p.add_argument("--bert-config", metavar="FILE", help="a reference bert_config.json (overrides --model)")
+    p.add_argument("--batch-size", type=_int_list, metavar="N", help="sequences per GPU per micro-batch "
+                   "(default 96; with --matrix a comma list, default 96,128)")
+    p.add_argument("--precision", type=_str_list, metavar="P", help="fp32, tf32, fp16, bf16 or amp "
+                   "(with --matrix a comma list, default fp32,tf32,amp,bf16)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--global-batch", type=int, metavar="N", help="sequences per optimizer step, all GPUs")
+    group.add_argument("--accumulation", type=int, metavar="K", help="micro-batches per optimizer step (default 1)")
+    p.add_argument("--steps", type=int, default=30, help="timed optimizer steps (default 30)")
+    p.add_argument("--warmup-steps", type=int, default=10, help="untimed steps first (default 10)")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs on this machine; >1 relaunches under torchrun")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda if available")
+    p.add_argument("--loader-only", action="store_true",
+                   help="time the input pipeline alone: disk to device, no model")
+    p.add_argument("--matrix", action="store_true", help="one run per batch size x precision, like the table")
+    p.add_argument("--workers", type=int, default=4, help="loader worker processes per GPU (default 4)")
+    p.add_argument("--lr", type=float, default=6e-3, help="learning rate, constant: throughput does not depend on the schedule (default 6e-3, NGC phase 1)")
+    p.add_argument("--optimizer", choices=("lamb", "adamw"), default="lamb")
+    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--json", metavar="PATH", help="write the run records as JSON")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
+    p.set_defaults(run=run)
+
+
+def configs_from_args(args: argparse.Namespace, config_cls) -> list:
+    from bertdata.errors import BertdataError
+
+    batch_sizes = args.batch_size or (DEFAULT_MATRIX_BATCH if args.matrix else (96,))
+    precisions = args.precision or (DEFAULT_MATRIX_PRECISION if args.matrix else (None,))
+    if not args.matrix and (len(batch_sizes) > 1 or len(precisions) > 1):
+        raise BertdataError("several --batch-size or --precision values need --matrix")
+    if args.matrix and args.loader_only:
+        raise BertdataError("--matrix and --loader-only do not combine")
+    common = dict(data=args.data, model=args.model, bert_config=args.bert_config,
+                  global_batch=args.global_batch, accumulation=args.accumulation, steps=args.steps,
+                  warmup_steps=args.warmup_steps, gpus=args.gpus, compile=args.compile,
+                  device=args.device, loader_only=args.loader_only, workers=args.workers, lr=args.lr,
+                  optimizer=args.optimizer, seed=args.seed)
+    return [config_cls(batch_size=b, precision=p, **common) for b in batch_sizes for p in precisions]
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertdata.errors import BertdataError
+    from bertdata.fsutil import check_output_path
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise BertdataError("needs torch: install the bench extra: pip install 'bertdata[bench]'") from None
+    from benchmark.train import BenchConfig, execute
+
+    configs = configs_from_args(args, BenchConfig)
+    if args.json:
+        check_output_path(args.json, force=args.force)
+    return execute(configs, args.json)

@@ -1,0 +1,395 @@
+"""`bertdata bench`: model, LAMB, input pipeline, training loop, report and CLI, on CPU."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the bench extra (torch) is not installed")
+
+from benchmark import report  # noqa: E402
+from benchmark.data import (  # noqa: E402
+    ShardStream, Unit, divide, mlm_labels, rank_units, survey,
+)
+from benchmark.lamb import Lamb, build_optimizer, param_groups  # noqa: E402
+from benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops  # noqa: E402
+from benchmark.train import BenchConfig, execute, make_plan, run  # noqa: E402
+from bertdata.cli import main as cli_main  # noqa: E402
+from bertdata.errors import BertdataError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PARITY = REPO.parent / "shared" / "data" / "parity"
+SHARD_128 = PARITY / "A_s12345_128_20_p15_d5.hdf5"
+SHARD_512 = PARITY / "A_s12345_512_80_p15_d2.hdf5"
+needs_parity = pytest.mark.skipif(not SHARD_128.exists(), reason=f"shared parity shards absent ({PARITY})")
+
+
+def training_dir(tmp_path: Path, *shards: Path) -> Path:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for i, shard in enumerate(shards):
+        (folder / f"parity_training_{i}.hdf5").symlink_to(shard)
+    return folder
+
+
+def write_shard(path: Path, n: int, seq_len: int = 16, preds: int = 3) -> None:
+    """A small shard in the reference layout; row i has input_ids[i, 1] == i + 1000."""
+    ids = np.full((n, seq_len), 5, dtype="i4")
+    ids[:, 1] = np.arange(n) + 1000
+    positions = np.zeros((n, preds), dtype="i4")
+    positions[:, 0], positions[:, 1] = 2, 4
+    with h5py.File(path, "w") as f:
+        f["input_ids"] = ids
+        f["input_mask"] = np.ones((n, seq_len), dtype="i1")
+        f["segment_ids"] = np.zeros((n, seq_len), dtype="i1")
+        f["masked_lm_positions"] = positions
+        f["masked_lm_ids"] = np.where(positions > 0, 7, 0).astype("i4")
+        f["next_sentence_labels"] = (np.arange(n) % 2).astype("i1")
+
+
+def tiny_cfg(data: Path, **kw) -> BenchConfig:
+    base = dict(data=str(data), model="tiny", device="cpu", batch_size=8, steps=3, warmup_steps=1,
+                workers=0, precision="fp32")
+    return BenchConfig(**{**base, **kw})
+
+
+# ---------------------------------------------------------------- model
+
+def test_base_has_bert_base_parameter_count():
+    # HF BertForPreTraining(bert-base-uncased) has 110,106,428; padding the vocab 30522 -> 30528
+    # adds 6 embedding rows and 6 decoder biases.
+    model = BertForPretraining(PRESETS["base"])
+    assert sum(p.numel() for p in model.parameters()) == 110_106_428 + 6 * 768 + 6
+    assert model.word_embeddings.weight.shape[0] == 30528
+
+
+def test_flops_formula_matches_the_weights_actually_used():
+    cfg = PRESETS["tiny"]
+    model = BertForPretraining(cfg)
+    encoder = sum(m.weight.numel() for layer in model.layers for m in layer.modules()
+                  if isinstance(m, torch.nn.Linear))
+    head = model.mlm_transform.weight.numel() + model.word_embeddings.weight.numel()
+    seq, seqs, masked = 128, 10, 190
+    attention = 6 * cfg.layers * 2 * seq * cfg.hidden * seq * seqs
+    assert training_flops(cfg, seq, seqs, masked) == 6 * encoder * seq * seqs + 6 * head * masked + attention
+
+
+def test_from_json_reads_the_reference_bert_config(tmp_path):
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps({
+        "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 4096,
+        "max_position_embeddings": 512, "num_attention_heads": 16, "num_hidden_layers": 24,
+        "type_vocab_size": 2, "vocab_size": 30522}))
+    assert BertConfig.from_json(path) == PRESETS["large"]
+    path.write_text(json.dumps({"hidden_size": 100, "num_attention_heads": 12}))
+    with pytest.raises(BertdataError, match="not a multiple of 12"):
+        BertConfig.from_json(path)
+    path.write_text(json.dumps({"hidden_size": "768"}))
+    with pytest.raises(BertdataError, match="hidden_size must be int"):
+        BertConfig.from_json(path)
+
+
+def test_mlm_head_runs_on_masked_positions_only_and_equals_full_vocab_loss():
+    torch.manual_seed(0)
+    cfg = PRESETS["tiny"]
+    model = BertForPretraining(cfg).eval()
+    b, seq, preds = 4, 32, 5
+    ids = torch.randint(0, cfg.vocab_size, (b, seq))
+    mask = torch.ones(b, seq, dtype=torch.long)
+    mask[1, 20:] = 0
+    labels = torch.full((b, seq), -1)
+    labels[0, [3, 9, 17]] = torch.tensor([11, 12, 13])
+    labels[1, [1, 2, 3, 4, 19]] = torch.tensor([5, 6, 7, 8, 9])
+    labels[3, [30]] = 42
+    nsp = torch.tensor([0, 1, 1, 0])
+    seen = []
+    model.mlm_transform.register_forward_hook(lambda m, inp, out: seen.append(inp[0].shape))
+    loss = model(ids, torch.zeros_like(ids), mask, labels, nsp, max_predictions=preds)
+    assert seen == [torch.Size([b, preds, cfg.hidden])]  # not [b, seq, hidden]
+
+    with torch.no_grad():
+        hidden = model.encode(ids, torch.zeros_like(ids), mask)
+        full = model.mlm_logits(hidden)  # [b, seq, vocab]: every position
+        mlm = torch.nn.functional.cross_entropy(full.reshape(-1, full.shape[-1]), labels.reshape(-1),
+                                                ignore_index=-1)
+        nsp_loss = torch.nn.functional.cross_entropy(model.nsp(torch.tanh(model.pooler(hidden[:, 0]))), nsp)
+    assert loss.item() == pytest.approx((mlm + nsp_loss).item(), rel=1e-5)
+
+
+# ---------------------------------------------------------------- LAMB
+
+def reference_lamb(params, grads_per_step, lr, wd_flags, betas=(0.9, 0.999), eps=1e-6, wd=0.01,
+                   max_norm=1.0):
+    """apex FusedLAMB semantics, one parameter at a time in float64."""
+    params = [p.double().clone() for p in params]
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    for t, grads in enumerate(grads_per_step, start=1):
+        grads = [g.double() for g in grads]
+        norm = math.sqrt(sum(float((g * g).sum()) for g in grads))
+        clip = max(norm / max_norm, 1.0)
+        for i, (p, g) in enumerate(zip(params, grads)):
+            g = g / clip
+            m[i] = betas[0] * m[i] + (1 - betas[0]) * g
+            v[i] = betas[1] * v[i] + (1 - betas[1]) * g * g
+            m_hat = m[i] / (1 - betas[0] ** t)
+            v_hat = v[i] / (1 - betas[1] ** t)
+            update = m_hat / (v_hat.sqrt() + eps)
+            ratio = 1.0
+            if wd_flags[i]:
+                update = update + wd * p
+                w_norm, u_norm = float(p.norm()), float(update.norm())
+                ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
+            params[i] = p - lr * ratio * update
+    return params
+
+
+def test_lamb_matches_a_per_parameter_reference():
+    gen = torch.Generator().manual_seed(3)
+    shapes = [(7, 5), (5,), (3, 4, 2), (6,), (4, 4)]
+    decay = [True, False, True, False, True]
+    init = [torch.randn(s, generator=gen) for s in shapes]
+    init[4].zero_()  # zero weight norm: trust ratio falls back to 1
+    steps = [[torch.randn(s, generator=gen) * 3 for s in shapes] for _ in range(4)]  # clipped: norm > 1
+    params = [torch.nn.Parameter(p.clone()) for p in init]
+    opt = Lamb([{"params": [p for p, d in zip(params, decay) if d], "weight_decay": 0.01},
+                {"params": [p for p, d in zip(params, decay) if not d], "weight_decay": 0.0}], lr=0.05)
+    for grads in steps:
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        opt.step()
+    expected = reference_lamb(init, steps, lr=0.05, wd_flags=decay)
+    for got, want in zip(params, expected):
+        torch.testing.assert_close(got.detach().double(), want, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(params[0].detach(), init[0])
+
+
+def test_no_decay_groups_hold_biases_and_layernorms():
+    model = BertForPretraining(PRESETS["tiny"])
+    decay, plain = param_groups(model, 0.01)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert all(names[id(p)].endswith("bias") or "norm" in names[id(p)] for p in plain["params"])
+    assert all(p.dim() == 2 for p in decay["params"])
+    assert len(decay["params"]) + len(plain["params"]) == len(list(model.parameters()))
+    assert isinstance(build_optimizer("adamw", model, 1e-3, torch.device("cpu")), torch.optim.AdamW)
+
+
+# ---------------------------------------------------------------- data
+
+def test_labels_follow_the_reference_rule():
+    positions = np.array([[1, 4, 0, 6], [2, 3, 5, 7], [0, 0, 0, 0]])
+    ids = np.array([[10, 40, 99, 60], [20, 30, 50, 70], [1, 2, 3, 4]])
+    labels = mlm_labels(positions, ids, 8)
+    expected = np.full((3, 8), -1)
+    for row in range(3):
+        end = list(positions[row]).index(0) if 0 in positions[row] else 4
+        expected[row, positions[row, :end]] = ids[row, :end]  # NGC: the list ends at the first 0
+    assert (labels == expected).all()
+    assert labels[0, 6] == -1  # a position after the terminating 0 is ignored
+
+
+def test_work_is_divided_exactly_among_ranks_and_workers():
+    def rows(units):
+        return [(u.path, r) for u in units for r in range(u.start, u.rows, u.stride)]
+
+    for files, world, workers in [(5, 2, 2), (1, 2, 3), (3, 4, 1), (2, 2, 4)]:
+        units = [Unit(f"f{i}", 0, 1, 11 + i) for i in range(files)]
+        seen = [row for rank in range(world) for w in range(workers)
+                for row in rows(divide(divide(units, world, rank), workers, w))]
+        assert sorted(seen) == sorted(rows(units))  # every row once, none twice
+    assert [u.path for u in divide([Unit(f"f{i}", 0, 1, 3) for i in range(5)], 2, 1)] == ["f1", "f3"]
+
+
+def test_stream_is_endless_and_batches_span_files(tmp_path):
+    write_shard(tmp_path / "a_training.hdf5", 7)
+    write_shard(tmp_path / "b_training.hdf5", 3)
+    (tmp_path / "notes.hdf5").write_bytes(b"not a training file, ignored")
+    infos = survey(tmp_path)
+    assert [Path(i.path).name for i in infos] == ["a_training.hdf5", "b_training.hdf5"]
+    stream = iter(ShardStream(rank_units(infos, 0, 1), batch_size=4, seed=1))
+    batches = [next(stream) for _ in range(5)]  # 20 rows = two passes over the 10
+    row_ids = torch.cat([b[0][:, 1] for b in batches]).tolist()
+    assert sorted(row_ids) == sorted(list(range(1000, 1007)) * 2 + list(range(1000, 1003)) * 2)
+    input_ids, segment_ids, input_mask, labels, nsp = batches[0]
+    assert labels.shape == (4, 16) and labels.dtype == torch.int64
+    assert (labels[:, [2, 4]] == 7).all() and (labels[:, [0, 1, 3, 5]] == -1).all()
+    assert nsp.shape == (4,)
+
+
+@needs_parity
+def test_labels_on_the_reference_shard(tmp_path):
+    infos = survey(training_dir(tmp_path, SHARD_128))
+    batch = next(iter(ShardStream(rank_units(infos, 0, 1), batch_size=64, seed=0)))
+    labels = batch[3]
+    with h5py.File(SHARD_128) as f:
+        listed = (f["masked_lm_positions"][()] != 0).sum(1)
+    # round(15% of 128) = 19 predictions for a full sequence, fewer for short ones
+    counts = (labels != -1).sum(1)
+    assert counts.min() >= 1 and counts.max() == listed.max() == 19 and counts.float().mean() > 15
+    assert ((labels == -1) | (batch[2] == 1)).all()  # labels only on real tokens
+
+
+# ---------------------------------------------------------------- training
+
+@needs_parity
+def test_tiny_model_learns_and_throughput_is_counted_over_measured_time(tmp_path):
+    data = training_dir(tmp_path, SHARD_128)
+    cfg = tiny_cfg(data, batch_size=4, steps=6, warmup_steps=1, lr=2e-2, accumulation=2)
+    start = time.perf_counter()
+    record = run(cfg)
+    wall = time.perf_counter() - start
+    losses = record["losses"]
+    assert len(losses) == 7
+    assert np.mean(losses[-3:]) < losses[0] - 0.1
+    assert record["sequences"] == 6 * 2 * 4
+    assert record["elapsed_s"] == pytest.approx(sum(record["step_times_s"]))
+    assert record["elapsed_s"] < wall
+    assert record["sequences_per_second"] == pytest.approx(record["sequences"] / record["elapsed_s"])
+    assert record["tokens_per_second"] == pytest.approx(record["sequences_per_second"] * 128)
+    assert record["step_time_p50_s"] <= record["step_time_p95_s"]
+    assert 0 <= record["loader_wait_share"] < 1
+    assert record["global_batch"] == 8 and record["replicas_identical"]
+    assert record["masked_tokens"] > 15 * record["sequences"]
+    assert record["mfu"] is None  # no known peak for a CPU
+    assert report.dllogger_line(record).startswith("training_sequences_per_second : ")
+
+
+@needs_parity
+def test_cli_loader_only_writes_json_and_dllogger_line(tmp_path, capsys):
+    data = training_dir(tmp_path, SHARD_128)
+    out = tmp_path / "loader.json"
+    argv = ["bench", "--data", str(data), "--loader-only", "--device", "cpu", "--batch-size", "32",
+            "--steps", "4", "--warmup-steps", "1", "--workers", "2", "--json", str(out)]
+    assert cli_main(argv) == 0
+    [record] = json.loads(out.read_text())
+    assert record["mode"] == "loader" and record["sequences"] == 4 * 32
+    assert record["sequences_per_second"] == pytest.approx(record["sequences"] / record["elapsed_s"])
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("training_sequences_per_second : ")
+    assert cli_main(argv) == 2  # the JSON exists now: never overwritten without --force
+    assert "already exists" in capsys.readouterr().err
+
+
+@needs_parity
+def test_matrix_runs_every_cell_and_tabulates_them(tmp_path, capsys):
+    data = training_dir(tmp_path, SHARD_128)
+    out = tmp_path / "matrix.json"
+    assert cli_main(["bench", "--data", str(data), "--model", "tiny", "--device", "cpu", "--matrix",
+                     "--batch-size", "2,4", "--precision", "bf16,amp", "--steps", "1",
+                     "--warmup-steps", "0", "--workers", "0", "--json", str(out)]) == 0
+    records = json.loads(out.read_text())
+    assert [(r["batch_size"], r["precision"]) for r in records] == [
+        (2, "bf16"), (2, "amp"), (4, "bf16"), (4, "amp")]
+    assert all(math.isfinite(r["final_loss"]) for r in records)
+    table = capsys.readouterr().out
+    assert "| 1 | 158.6 | 639.2 | 873.7 | 1542.3 |" in table
+    assert table.count("(this run)") == 4
+
+
+@pytest.mark.slow
+@needs_parity
+def test_gpus_relaunch_under_torchrun_keeps_ddp_replicas_identical(tmp_path, monkeypatch):
+    # --gpus 2 re-runs under torchrun; pretending two devices are visible lets the same path
+    # run here as two CPU processes (gloo), which is what torchrun gives them without CUDA.
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.chdir(REPO)
+    data = training_dir(tmp_path, SHARD_128)
+    out = tmp_path / "ddp.json"
+    cfg = tiny_cfg(data, gpus=2, batch_size=4, accumulation=2, steps=3, warmup_steps=0)
+    assert execute([cfg], str(out)) == 0
+    [record] = json.loads(out.read_text())
+    assert record["world"] == 2 and record["global_batch"] == 16 and record["sequences"] == 48
+    # Each rank saw different rows; identical weights prove the gradients were all-reduced.
+    assert len(record["param_sha256"]) == 2 and record["replicas_identical"]
+    assert record["losses"][-1] < record["losses"][0]
+
+
+# ---------------------------------------------------------------- bad input, before any work
+
+def test_no_shards(tmp_path):
+    (tmp_path / "validation_0.hdf5").write_bytes(b"")
+    with pytest.raises(BertdataError, match="no shards"):
+        make_plan(tiny_cfg(tmp_path))
+    with pytest.raises(BertdataError, match="must be a folder"):
+        make_plan(tiny_cfg(tmp_path / "missing"))
+
+
+def test_unreadable_and_mixed_shards(tmp_path):
+    (tmp_path / "x_training.hdf5").write_bytes(b"garbage")
+    with pytest.raises(BertdataError, match="x_training.hdf5: cannot read as hdf5"):
+        make_plan(tiny_cfg(tmp_path))
+    os.remove(tmp_path / "x_training.hdf5")
+    write_shard(tmp_path / "a_training.hdf5", 4, seq_len=16)
+    write_shard(tmp_path / "b_training.hdf5", 4, seq_len=32)
+    with pytest.raises(BertdataError, match="one phase per folder"):
+        make_plan(tiny_cfg(tmp_path))
+
+
+@needs_parity
+def test_sequence_longer_than_the_model(tmp_path):
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps({"hidden_size": 128, "num_attention_heads": 2, "num_hidden_layers": 2,
+                                  "intermediate_size": 512, "max_position_embeddings": 256}))
+    data = training_dir(tmp_path, SHARD_512)
+    with pytest.raises(BertdataError, match="sequence length 512 exceeds the model's max_position 256"):
+        make_plan(tiny_cfg(data, bert_config=str(config)))
+
+
+def test_batch_size_must_divide_global_batch(tmp_path):
+    write_shard(tmp_path / "a_training.hdf5", 40)
+    with pytest.raises(BertdataError, match="does not divide --global-batch 100"):
+        make_plan(tiny_cfg(tmp_path, batch_size=8, global_batch=100))
+    assert make_plan(tiny_cfg(tmp_path, batch_size=8, global_batch=96)).accumulation == 12
+    with pytest.raises(BertdataError, match="not both"):
+        tiny_cfg(tmp_path, global_batch=96, accumulation=2)
+
+
+def test_every_rank_needs_rows(tmp_path):
+    write_shard(tmp_path / "a_training.hdf5", 3)
+    assert make_plan(tiny_cfg(tmp_path), world=3).world == 3
+    with pytest.raises(BertdataError, match="3 instances cannot feed 4 ranks"):
+        make_plan(tiny_cfg(tmp_path), world=4)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the errors of a machine without CUDA")
+def test_cuda_absent_and_too_many_gpus(tmp_path, capsys):
+    write_shard(tmp_path / "a_training.hdf5", 40)
+    with pytest.raises(BertdataError, match="--device cuda but CUDA is not available"):
+        make_plan(tiny_cfg(tmp_path, device="cuda"))
+    with pytest.raises(BertdataError, match="--gpus 2 but only 0 CUDA device"):
+        execute([tiny_cfg(tmp_path, gpus=2)])
+    assert cli_main(["bench", "--data", str(tmp_path), "--gpus", "2"]) == 2
+    assert "bertdata bench: error: --gpus 2 but only 0" in capsys.readouterr().err
+
+
+def test_missing_torch_names_the_extra(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    assert cli_main(["bench", "--data", str(tmp_path)]) == 2
+    assert "pip install 'bertdata[bench]'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- report
+
+def test_report_mfu_and_table_for_a_gpu_record():
+    raw = dict(mode="train", model="base", device_type="cuda", device_name="NVIDIA A100-SXM4-80GB",
+               world=8, precision="amp", batch_size=128, accumulation=66, global_batch=67584, seq_len=128,
+               sequences=2000, step_times_s=[0.5, 0.5, 1.0], loader_wait_s=[0.1, 0.0, 0.0],
+               flops=8 * 312e12 * 2.0 * 0.5)
+    record = report.summarize(raw)
+    assert record["sequences_per_second"] == 1000.0
+    assert record["loader_wait_share"] == pytest.approx(0.05)
+    assert record["peak_tflops"] == 312.0 and record["mfu"] == pytest.approx(0.5)
+    assert report.peak_tflops("NVIDIA H200", "bf16") == 989.4
+    assert report.peak_tflops("NVIDIA H100 PCIe", "tf32") == 378.0
+    assert report.peak_tflops("Tesla V100-SXM2-16GB", "bf16") is None
+    table = report.markdown_table([record])
+    assert "| 8 | 1232.1 | 5055.6 | 6846.0 | 12075.6 | 1000.0 |" in table
+    assert "0.08x A100 AMP bs128" in table
