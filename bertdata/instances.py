@@ -77,13 +77,6 @@ class Instances:
         return {name: self.array(name) for name in FIELDS}
 
 
-def _vocab_words(vocab: Vocab) -> np.ndarray:
-    """Ids of the reference's `vocab_words` list: its vocab is a dict, so a token listed twice
-    appears once, at its first place, and maps to the id of its last line."""
-    ids = vocab.token_to_id
-    return np.fromiter((ids[t] for t in dict.fromkeys(vocab.tokens)), dtype=np.int32)
-
-
 def _num_to_predict(cfg: InstanceConfig) -> np.ndarray:
     # Python's round (half to even) on Python's float product, as the reference computes it.
     return np.array([min(cfg.max_predictions_per_seq, max(1, int(round(n * cfg.masked_lm_prob))))
@@ -94,7 +87,7 @@ def create_instances(documents: Documents, vocab: Vocab, cfg: InstanceConfig,
                      seed: int | None = None) -> Instances:
     """The reference's instances for this shard; `seed` overrides `cfg.random_seed`."""
     seed = cfg.random_seed if seed is None else seed
-    words = _vocab_words(vocab)
+    words = vocab.word_ids
     # The compiled draws are 32-bit: every range drawn from must fit.
     if max(documents.num_documents, documents.num_sentences, len(words)) >= 1 << 31:
         raise ValueError("shard too large for one instance run (2**31 documents, sentences or vocab words)")

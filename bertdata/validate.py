@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.hdf5io import DTYPES, FIELDS, _open
+from bertdata.hdf5io import DTYPES, FIELDS, _open, file_attrs
 
 BATCH = 8192
 
@@ -89,8 +89,8 @@ def _validate(path: str, vocab_size: int | None) -> ShardStats:
         for name, shape in expected.items():
             if f[name].shape != shape:
                 _fail(path, f"dataset {name} has shape {f[name].shape}, expected {shape}")
-        if vocab_size is None and "vocab_size" in f.attrs:
-            vocab_size = int(f.attrs["vocab_size"])
+        if vocab_size is None:
+            vocab_size = file_attrs(f).get("vocab_size")
         stats = ShardStats(path, instances=n, max_seq_length=seq)
         for start in range(0, n, BATCH):
             batch = {name: f[name][start:start + BATCH] for name in FIELDS}

@@ -30,6 +30,16 @@ class Vocab:
     def token_to_id(self) -> dict[str, int]:
         return {token: i for i, token in enumerate(self.tokens)}
 
+    @cached_property
+    def word_ids(self) -> "np.ndarray":
+        """The reference's `vocab_words` as ids: its vocab is a dict, so a token listed twice
+        appears once, at its first place, with the id of its last line. Random replacement
+        tokens are drawn from this list."""
+        import numpy as np
+
+        ids = self.token_to_id
+        return np.fromiter((ids[t] for t in dict.fromkeys(self.tokens)), dtype=np.int32)
+
     @property
     def pad_id(self) -> int:
         return self.token_to_id["[PAD]"]

@@ -1,0 +1,72 @@
+"""hdf5io: the reference layout, read back by plain h5py; atomic, deterministic writes."""
+
+from __future__ import annotations
+
+import hashlib
+
+import h5py
+import numpy as np
+import pytest
+
+from bertdata.hdf5io import DTYPES, FIELDS, ShardWriter, chunk_rows, read_shard, shard_attrs, write_shard
+
+
+def random_shard(n: int, seq: int = 128, preds: int = 20, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(3, seq + 1, n)
+    mask = (np.arange(seq) < lengths[:, None]).astype("i1")
+    return {
+        "input_ids": (rng.integers(1, 30522, (n, seq)) * mask).astype("i4"),
+        "input_mask": mask,
+        "segment_ids": ((np.arange(seq) > lengths[:, None] // 2) * mask).astype("i1"),
+        "masked_lm_positions": np.sort(rng.integers(1, 3, (n, preds)), axis=1).astype("i4"),
+        "masked_lm_ids": rng.integers(0, 30522, (n, preds)).astype("i4"),
+        "next_sentence_labels": rng.integers(0, 2, n).astype("i1"),
+    }
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 773, 1546, 5000])
+def test_round_trip_through_plain_h5py(tmp_path, n):
+    arrays = random_shard(n)
+    path = tmp_path / "s.hdf5"
+    write_shard(path, arrays, {"random_seed": 5, "lower_case": True, "masked_lm_prob": 0.15})
+    with h5py.File(path, "r") as f:
+        for name in FIELDS:
+            assert f[name].dtype == DTYPES[name]
+            assert np.array_equal(f[name][...], arrays[name])
+            if n:
+                assert (f[name].compression, f[name].compression_opts) == ("gzip", 4)
+    assert shard_attrs(path) == {"random_seed": 5, "lower_case": True, "masked_lm_prob": 0.15}
+
+
+def test_unaligned_slices_match_whole_writes(tmp_path):
+    arrays = random_shard(3000)
+    with ShardWriter(tmp_path / "sliced.hdf5", 3000, 128, 20) as writer:
+        for name in FIELDS:
+            for start in range(0, 3000, 999):  # deliberately not on chunk boundaries
+                writer.write(name, start, arrays[name][start:start + 999])
+    back = read_shard(tmp_path / "sliced.hdf5")
+    assert all(np.array_equal(back[k], arrays[k]) for k in FIELDS)
+
+
+def test_chunk_aligned_slices_give_the_bytes_of_one_write(tmp_path):
+    arrays = random_shard(5000)
+    write_shard(tmp_path / "whole.hdf5", arrays)
+    with ShardWriter(tmp_path / "rows.hdf5", 5000, 128, 20) as writer:
+        rows = chunk_rows(writer)
+        # write_shard's order: the two largest datasets first, then the rest.
+        order = ["input_ids", "masked_lm_positions"] + [f for f in FIELDS if f not in ("input_ids", "masked_lm_positions")]
+        for name in order:
+            step = rows[name] * 2
+            for start in range(0, 5000, step):
+                writer.write(name, start, arrays[name][start:start + step])
+    digest = [hashlib.sha256((tmp_path / f).read_bytes()).hexdigest() for f in ("whole.hdf5", "rows.hdf5")]
+    assert digest[0] == digest[1]
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+    arrays = random_shard(10)
+    arrays["input_mask"] = arrays["input_mask"][:5]
+    with pytest.raises(ValueError):
+        write_shard(tmp_path / "s.hdf5", arrays)
+    assert list(tmp_path.iterdir()) == []
