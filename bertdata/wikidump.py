@@ -22,7 +22,9 @@ import bz2
 import contextlib
 import io
 import os
+import queue
 import re
+import threading
 import xml.parsers.expat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -154,6 +156,54 @@ def _bz2_chunks(f: BinaryIO, name: str, start: int, end: int | None, hint: str =
         )
 
 
+_PREFETCH_CHUNKS = 8
+_DONE = object()
+
+
+def _prefetched(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """`chunks`, produced on a helper thread a few chunks ahead of the consumer.
+
+    bz2 decompression releases the GIL, so it overlaps with parsing and cleaning on
+    another core: about a third of a single worker's reading time. At most
+    _PREFETCH_CHUNKS chunks (1 MB each) wait in between. Closing this generator stops
+    the thread before returning, so the caller may close the file right after.
+    """
+    ahead: queue.Queue = queue.Queue(_PREFETCH_CHUNKS)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        ahead.put(chunk, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            item = _DONE
+        except BaseException as err:  # handed to the consumer, which re-raises it
+            item = err
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    thread = threading.Thread(target=produce, name="bz2-prefetch", daemon=True)
+    thread.start()
+    try:
+        while (item := ahead.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
 def _raw_chunks(f: BinaryIO) -> Iterator[bytes]:
     while chunk := f.read(_READ_SIZE):
         yield chunk
@@ -166,7 +216,7 @@ def _xml_chunks(f: BinaryIO, name: str) -> Iterator[bytes]:
         raise BertdataError(f"{name}: empty file, not a MediaWiki dump")
     f.seek(0)
     if head.startswith(_BZ2_MAGIC):
-        return _bz2_chunks(f, name, 0, None)
+        return _prefetched(_bz2_chunks(f, name, 0, None))
     if head.startswith(b"\x1f\x8b"):
         raise BertdataError(f"{name}: gzip-compressed dumps are not supported; use the .bz2 or plain .xml dump")
     if not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") and head.strip():
@@ -319,8 +369,8 @@ def _iter_parsed(chunks: Iterable[bytes], parser: _DumpParser) -> Iterator[Page]
 def iter_pages(path: str | os.PathLike, opener: Opener = _open_local) -> Iterator[Page]:
     """Every page of a dump (`.xml`, `.bz2` single- or multistream), in file order; filter with `classify`."""
     name = os.fspath(path)
-    with _opened(name, opener) as f:
-        yield from _iter_parsed(_xml_chunks(f, name), _DumpParser(name))
+    with _opened(name, opener) as f, contextlib.closing(_xml_chunks(f, name)) as chunks:
+        yield from _iter_parsed(chunks, _DumpParser(name))
 
 
 def read_siteinfo(path: str | os.PathLike, opener: Opener = _open_local) -> dict:
@@ -446,20 +496,21 @@ def iter_pages_in_range(
     with _opened(name, opener) as f:
         _check_stream_start(f, start, name)
         f.seek(start)
-        chunks = _bz2_chunks(f, name, start, end, hint)
-        first = b""
-        for chunk in chunks:
-            first += chunk
-            if len(first) >= 64:
-                break
-        parser = _DumpParser(name, where)
-        if not first.lstrip().startswith((b"<mediawiki", b"<?xml")):
-            parser.feed(EXPORT_ROOT.encode())
-        parser.feed(first)
-        yield from parser.drain()
-        for chunk in chunks:
-            parser.feed(chunk)
+        # Closed before the file is, so the prefetch thread never reads a closed file.
+        with contextlib.closing(_prefetched(_bz2_chunks(f, name, start, end, hint))) as chunks:
+            first = b""
+            for chunk in chunks:
+                first += chunk
+                if len(first) >= 64:
+                    break
+            parser = _DumpParser(name, where)
+            if not first.lstrip().startswith((b"<mediawiki", b"<?xml")):
+                parser.feed(EXPORT_ROOT.encode())
+            parser.feed(first)
             yield from parser.drain()
+            for chunk in chunks:
+                parser.feed(chunk)
+                yield from parser.drain()
         if not parser.root_closed:
             if parser.stack != ["mediawiki"]:
                 raise BertdataError(f"{name}: byte range [{start}, {end}) ends inside <{parser.stack[-1]}>{hint}")
