@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: an unpinned torch would pull a CUDA build of several GB.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-fast perf bench-perf clean
+.PHONY: demo test test-fast perf perf-text perf-build perf-shard clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,18 @@ test: $(VENV)/.installed-dev
 test-fast: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -m "not slow"
 
+# Benchmarks (they need ../shared): figures, not pass/fail.
 perf: $(VENV)/.installed-dev
 	$(BIN)/python scripts/perf_instances.py
+
+perf-text: $(VENV)/.installed-dev
+	$(BIN)/python scripts/perf_text.py
+
+perf-build: $(VENV)/.installed-dev
+	$(BIN)/python scripts/perf_build.py
+
+perf-shard: $(VENV)/.installed-dev
+	$(BIN)/python scripts/perf_shard.py
 
 clean:
 	rm -rf $(VENV) demo-data perf build *.egg-info
