@@ -38,10 +38,10 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def timed_build(dump: Path, workers: int, out: Path) -> dict:
+def timed_build(dump: Path, workers: int, out: Path, *extra: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", str(dump), "--vocab", str(VOCAB),
-           "--phase", "1", "--workers", str(workers), "--output", str(out)]
+           "--phase", "1", "--workers", str(workers), "--output", str(out), *extra]
     start = time.perf_counter()
     proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     peak = 0
@@ -51,9 +51,10 @@ def timed_build(dump: Path, workers: int, out: Path) -> dict:
     seconds = time.perf_counter() - start
     if proc.returncode:
         raise SystemExit(f"build failed ({proc.returncode}): {' '.join(cmd)}")
-    manifest = json.loads(next(out.glob("hdf5_*/wikicorpus_en/manifest.json")).read_text())
-    return {"seconds": seconds, "peak_mb": peak / 2**20, "instances": manifest["counts"]["instances"],
-            "articles": manifest["counts"]["articles"]}
+    manifests = sorted(out.glob("*/wikicorpus_en/manifest.json"))  # hdf5_* sorts before sharded_*
+    counts = json.loads(manifests[0].read_text())["counts"]
+    return {"seconds": seconds, "peak_mb": peak / 2**20, "instances": counts.get("instances", 0),
+            "articles": counts["articles"], "text_mb": counts["text_chars"] / 1e6}
 
 
 def main() -> None:
@@ -70,6 +71,12 @@ def main() -> None:
             subprocess.run([sys.executable, str(ROOT / "scripts" / "make_scaled_dump.py"), str(FRAGMENT), str(dump),
                             "--factor", str(factor)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         dumps[factor] = dump
+    xml_mb = 6.09  # the fragment's XML
+    for workers in (1, 2):
+        r = timed_build(FRAGMENT, workers, WORK / f"text-w{workers}", "--stop-after", "text")
+        print(f"text stage only, real fragment (single bz2 stream), {workers} worker(s): {r['seconds']:.1f} s, "
+              f"{r['articles'] / r['seconds']:.0f} articles/s, {xml_mb / r['seconds']:.2f} MB XML/s, "
+              f"{r['text_mb'] / r['seconds']:.2f} MB text/s (start-up included)", flush=True)
     results = {}
     for factor, workers in ((1, 1), (4, 1), (4, 2), (1, 2)):
         r = timed_build(dumps[factor], workers, WORK / f"out-x{factor}-w{workers}")
