@@ -1,0 +1,78 @@
+"""`bertdata shard`: re-partition hdf5 shards into N balanced, globally shuffled parts."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = """\
+Re-partition hdf5 BERT shards into N parts whose sizes differ by at most one
+instance, with the instances of all inputs shuffled together, so every part
+mixes every input. Parts keep the reference layout (six gzip-4 datasets) and
+are named <name>_training_<i>.hdf5 (i = 0..N-1; <name>_test_<i>.hdf5 with
+--split test), which is what the NGC trainer picks up from a folder.
+
+INPUT is an hdf5 shard or a folder searched recursively for *_training_*
+files (--split test: *_test_*; --split all: every .hdf5). Inputs must agree
+on max_seq_length, max_predictions_per_seq and, where recorded, the vocab.
+The order of the result depends only on the inputs (sorted by path) and
+--seed: same inputs, same seed -> byte-identical parts, whatever --workers.
+
+Memory stays flat whatever the input size: instances are first scattered at
+random into temporary bucket files (at most ~48 MB each) in a hidden folder
+inside --output, then each bucket is shuffled in memory and streamed into the
+parts. That folder needs free disk of about the inputs' uncompressed size
+(roughly 3x their hdf5 size) and is removed at the end, also on error or
+Ctrl-C. Parts appear only when all are complete, with manifest.json (inputs
+and parts with sha256, instance counts, options). A folder that already holds
+parts or a manifest is replaced only with --force, which also removes old
+parts the new set does not overwrite.
+
+examples:
+  bertdata shard data/hdf5_lower_case_1_seq_len_128_*/wikicorpus_en --output parts --parts 256
+  # the NGC 100-part benchmark sample: 100 parts from 5% of the instances
+  bertdata shard data/hdf5_.../wikicorpus_en --output parts --parts 100 --sample 0.05
+  bertdata shard a_training_0.hdf5 b_training_0.hdf5 --output mixed --parts 4 --name mixed
+  bertdata shard data/hdf5_.../wikicorpus_en --split test --output parts --parts 8 --workers 4
+"""
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "shard", help="re-partition hdf5 shards into N balanced, globally shuffled parts",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="hdf5 shards or folders of them")
+    p.add_argument("--output", required=True, metavar="DIR", help="folder for the parts (created if missing)")
+    p.add_argument("--parts", required=True, type=int, metavar="N", help="number of parts to write")
+    p.add_argument("--split", choices=("training", "test", "all"), default="training",
+                   help="which files to take from folders, by name (default: training)")
+    p.add_argument("--name", metavar="NAME",
+                   help="part name prefix (default: the inputs' common dataset name, e.g. wikicorpus_en, "
+                        "else 'shards')")
+    p.add_argument("--seed", type=int, default=12345, help="shuffle and sampling seed (default: 12345)")
+    subset = p.add_mutually_exclusive_group()
+    subset.add_argument("--sample", type=float, metavar="FRACTION",
+                        help="keep a uniform random FRACTION (0 < F <= 1) of the instances")
+    subset.add_argument("--max-instances", type=int, metavar="K",
+                        help="keep a uniform random K instances (all, if there are fewer)")
+    p.add_argument("--force", action="store_true",
+                   help="replace parts and manifest already in --output")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="processes shuffling buckets and compressing parts (default: 1); "
+                        "the output does not depend on it")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertdata.config import ShardConfig
+    from bertdata.repartition import repartition
+
+    config = ShardConfig(
+        inputs=tuple(args.inputs), output=args.output, parts=args.parts, split=args.split,
+        name=args.name, seed=args.seed, sample=args.sample, max_instances=args.max_instances,
+        force=args.force, workers=args.workers,
+    )
+    result = repartition(config)
+    for path in result.removed:
+        print(f"removed old part {path}")
+    print(f"bertdata shard: {result.summary()}")
+    return 0

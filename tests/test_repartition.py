@@ -1,0 +1,371 @@
+"""`bertdata shard`: balanced, globally shuffled, deterministic re-partitioning of hdf5 shards."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from bertdata import repartition as rp
+from bertdata.cli import main
+from bertdata.config import ShardConfig
+from bertdata.errors import BertdataError
+from bertdata.hdf5io import DTYPES, FIELDS, file_attrs, shard_info, write_shard
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+PARITY = SHARED / "data" / "parity"
+REAL_128 = PARITY / "A_s12345_128_20_p15_d5.hdf5"
+REAL_512 = PARITY / "A_s12345_512_80_p15_d2.hdf5"
+needs_real = pytest.mark.skipif(not REAL_128.exists() or not REAL_512.exists(),
+                                reason=f"real parity shards not found under {PARITY} (../shared is absent)")
+
+GEN_ATTRS = {"seed": 7, "max_seq_length": 16, "max_predictions_per_seq": 4, "masked_lm_prob": 0.15,
+             "vocab_sha256": "ab" * 32, "lower_case": True}
+
+
+def random_shard(path: Path, n: int, rng: np.random.Generator, seq: int = 16, preds: int = 4,
+                 attrs: dict | None = None) -> Path:
+    """A shard of random (distinct with overwhelming probability) rows."""
+    arrays = {
+        "input_ids": rng.integers(0, 30522, (n, seq)),
+        "input_mask": rng.integers(0, 2, (n, seq)),
+        "segment_ids": rng.integers(0, 2, (n, seq)),
+        "masked_lm_positions": rng.integers(0, seq, (n, preds)),
+        "masked_lm_ids": rng.integers(0, 30522, (n, preds)),
+        "next_sentence_labels": rng.integers(0, 2, n),
+    }
+    write_shard(path, arrays, {**GEN_ATTRS, "max_seq_length": seq, "max_predictions_per_seq": preds,
+                               **(attrs or {})})
+    return path
+
+
+def read_all(path: Path) -> dict[str, np.ndarray]:
+    with h5py.File(path, "r") as f:
+        return {name: f[name][...] for name in FIELDS}
+
+
+def row_hashes(path: Path) -> list[str]:
+    """One digest per instance over all six fields."""
+    a = read_all(path)
+    return [hashlib.sha256(b"".join(a[name][i].tobytes() for name in FIELDS)).hexdigest()
+            for i in range(len(a["input_ids"]))]
+
+
+def multiset(paths) -> Counter:
+    counts: Counter = Counter()
+    for path in paths:
+        counts.update(row_hashes(path))
+    return counts
+
+
+def shard(*inputs, output, parts, **options) -> rp.ShardResult:
+    return rp.repartition(ShardConfig(inputs=tuple(str(i) for i in inputs), output=str(output),
+                                      parts=parts, **options))
+
+
+def file_bytes(paths) -> list[bytes]:
+    return [Path(p).read_bytes() for p in paths]
+
+
+@pytest.fixture
+def inputs(tmp_path) -> list[Path]:
+    """Three inputs of different sizes and distinct content, named like a build's shards."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    return [random_shard(folder / f"wikicorpus_en_training_{i}.hdf5", n, rng)
+            for i, n in enumerate((700, 1100, 901))]
+
+
+def test_balanced_parts_hold_exactly_the_input_instances(inputs, tmp_path):
+    result = shard(inputs[0].parent, output=tmp_path / "out", parts=7)
+    sizes = [h5py.File(p, "r")["input_ids"].shape[0] for p in result.parts]
+    assert sum(sizes) == 2701 and max(sizes) - min(sizes) <= 1
+    assert [Path(p).name for p in result.parts] == [f"wikicorpus_en_training_{i}.hdf5" for i in range(7)]
+    assert multiset(result.parts) == multiset(inputs)
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")], "temporary files left"
+
+
+def test_parts_are_shuffled_and_mix_every_input(inputs, tmp_path):
+    result = shard(*inputs, output=tmp_path / "out", parts=4)
+    owner = {h: i for i, path in enumerate(inputs) for h in row_hashes(path)}
+    for part in result.parts:
+        sources = [owner[h] for h in row_hashes(part)]
+        assert set(sources) == {0, 1, 2}
+        # Shuffled, not concatenated: input order changes often along a part.
+        assert sum(a != b for a, b in zip(sources, sources[1:])) > len(sources) / 3
+
+
+def test_parts_readable_by_plain_h5py_in_reference_layout(inputs, tmp_path):
+    result = shard(*inputs, output=tmp_path / "out", parts=3, seed=99)
+    for index, part in enumerate(result.parts):
+        with h5py.File(part, "r") as f:
+            assert sorted(f) == sorted(FIELDS)
+            for name in FIELDS:
+                assert f[name].dtype == DTYPES[name]
+                assert f[name].compression == "gzip" and f[name].compression_opts == 4
+            assert f["input_ids"].shape[1] == 16 and f["masked_lm_ids"].shape[1] == 4
+            attrs = file_attrs(f)
+        assert attrs["part_index"] == index and attrs["num_parts"] == 3 and attrs["shard_seed"] == 99
+        assert attrs["vocab_sha256"] == GEN_ATTRS["vocab_sha256"] and attrs["seed"] == 7
+
+
+def test_attrs_that_disagree_are_dropped(tmp_path):
+    rng = np.random.default_rng(1)
+    a = random_shard(tmp_path / "x_training_0.hdf5", 50, rng, attrs={"seed": 1})
+    b = random_shard(tmp_path / "x_training_1.hdf5", 50, rng, attrs={"seed": 2})
+    result = shard(a, b, output=tmp_path / "out", parts=2)
+    attrs = shard_info(result.parts[0]).attrs
+    assert "seed" not in attrs and attrs["masked_lm_prob"] == pytest.approx(0.15)
+
+
+def test_same_inputs_and_seed_give_byte_identical_parts(inputs, tmp_path):
+    first = shard(inputs[0].parent, output=tmp_path / "a", parts=3)
+    # Inputs named in another order, as files: the order is a function of the sorted inputs.
+    second = shard(*reversed(inputs), output=tmp_path / "b", parts=3)
+    assert file_bytes(first.parts) == file_bytes(second.parts)
+    other_seed = shard(*inputs, output=tmp_path / "c", parts=3, seed=1)
+    assert file_bytes(other_seed.parts) != file_bytes(first.parts)
+    assert multiset(other_seed.parts) == multiset(first.parts)
+
+
+def test_order_does_not_depend_on_slice_or_flush_sizes(inputs, tmp_path, monkeypatch):
+    reference = shard(*inputs, output=tmp_path / "a", parts=3)
+    monkeypatch.setattr(rp, "SLICE_BYTES", 97 * rp.record_dtype(16, 4).itemsize)
+    monkeypatch.setattr(rp, "FLUSH_BYTES", 1)
+    again = shard(*inputs, output=tmp_path / "b", parts=3)
+    assert file_bytes(reference.parts) == file_bytes(again.parts)
+
+
+@pytest.mark.slow
+def test_many_buckets_and_blocks_same_bytes_with_any_worker_count(inputs, tmp_path, monkeypatch):
+    # Small buckets and blocks make parts span buckets and slices span blocks. Both constants
+    # are used by the main process only, so the spawned workers need not see the patch.
+    monkeypatch.setattr(rp, "BUCKET_BYTES", 300 * rp.record_dtype(16, 4).itemsize)
+    monkeypatch.setattr(rp, "BLOCK", 256)
+    one = shard(*inputs, output=tmp_path / "w1", parts=5)
+    manifest = json.loads((tmp_path / "w1" / "manifest.json").read_text())
+    assert manifest["buckets"] == 10
+    assert multiset(one.parts) == multiset(inputs)
+    three = shard(*inputs, output=tmp_path / "w3", parts=5, workers=3)
+    assert file_bytes(one.parts) == file_bytes(three.parts)
+    sampled = [shard(*inputs, output=tmp_path / f"s{w}", parts=5, workers=w, sample=0.5) for w in (1, 2)]
+    assert file_bytes(sampled[0].parts) == file_bytes(sampled[1].parts)
+
+
+def test_sample_and_max_instances_take_a_uniform_subset(inputs, tmp_path):
+    everything = multiset(inputs)
+    result = shard(*inputs, output=tmp_path / "s", parts=4, sample=0.25)
+    taken = multiset(result.parts)
+    assert sum(taken.values()) == round(0.25 * 2701)
+    assert not taken - everything
+    owner = {h: i for i, path in enumerate(inputs) for h in row_hashes(path)}
+    per_input = Counter(owner[h] for h in taken)
+    # Proportional to input size (700, 1100, 901), not the first file first.
+    assert all(abs(per_input[i] - n / 4) < n / 8 for i, n in enumerate((700, 1100, 901)))
+
+    capped = shard(*inputs, output=tmp_path / "m", parts=3, max_instances=1000)
+    assert sum(multiset(capped.parts).values()) == 1000 and not multiset(capped.parts) - everything
+    again = shard(*inputs, output=tmp_path / "m2", parts=3, max_instances=1000)
+    assert file_bytes(capped.parts) == file_bytes(again.parts)
+    other = shard(*inputs, output=tmp_path / "m3", parts=3, max_instances=1000, seed=5)
+    assert multiset(other.parts) != multiset(capped.parts)
+    assert sum(multiset(shard(*inputs, output=tmp_path / "all", parts=2, max_instances=10**6).parts).values()) == 2701
+
+
+@pytest.mark.parametrize("what,change", [
+    ("max_seq_length", {"seq": 32}),
+    ("max_predictions_per_seq", {"preds": 5}),
+    ("vocab_sha256", {"attrs": {"vocab_sha256": "cd" * 32}}),
+])
+def test_inputs_that_disagree_are_refused_naming_both(tmp_path, what, change):
+    rng = np.random.default_rng(2)
+    a = random_shard(tmp_path / "x_training_0.hdf5", 20, rng)
+    b = random_shard(tmp_path / "x_training_1.hdf5", 20, rng, **change)
+    with pytest.raises(BertdataError, match=what) as err:
+        shard(a, b, output=tmp_path / "out", parts=2)
+    assert str(a) in str(err.value) and str(b) in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_vocab_recorded_by_one_input_only_is_no_conflict(tmp_path):
+    rng = np.random.default_rng(3)
+    a = random_shard(tmp_path / "x_training_0.hdf5", 20, rng)
+    b = tmp_path / "x_training_1.hdf5"
+    write_shard(b, {k: v for k, v in read_all(random_shard(tmp_path / "y.hdf5", 20, rng)).items()})
+    result = shard(a, b, output=tmp_path / "out", parts=2)
+    assert "vocab_sha256" not in shard_info(result.parts[0]).attrs
+
+
+def test_existing_parts_need_force_and_force_leaves_a_consistent_folder(inputs, tmp_path):
+    out = tmp_path / "out"
+    shard(*inputs, output=out, parts=5)
+    before = file_bytes(sorted(out.glob("*.hdf5")))
+    with pytest.raises(BertdataError, match="--force"):
+        shard(*inputs, output=out, parts=2)
+    assert file_bytes(sorted(out.glob("*.hdf5"))) == before
+    result = shard(*inputs, output=out, parts=2, force=True)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json", "wikicorpus_en_training_0.hdf5", "wikicorpus_en_training_1.hdf5"]
+    assert len(result.removed) == 3
+    # A renamed set replaces the old one (listed in the old manifest) as well.
+    shard(*inputs, output=out, parts=2, force=True, name="mix")
+    assert sorted(p.name for p in out.glob("*.hdf5")) == ["mix_training_0.hdf5", "mix_training_1.hdf5"]
+    # A manifest alone also counts as earlier output.
+    for part in out.glob("*.hdf5"):
+        part.unlink()
+    with pytest.raises(BertdataError, match="manifest"):
+        shard(*inputs, output=out, parts=2)
+
+
+def test_manifest_records_inputs_options_and_parts(inputs, tmp_path):
+    result = shard(*inputs, output=tmp_path / "out", parts=3, sample=0.5)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert [i["instances"] for i in manifest["inputs"]] == [700, 1100, 901]
+    assert manifest["inputs"][0]["sha256"] == hashlib.sha256(inputs[0].read_bytes()).hexdigest()
+    assert manifest["options"]["sample"] == 0.5 and manifest["options"]["parts"] == 3
+    assert manifest["instances_in"] == 2701 and manifest["instances_out"] == round(0.5 * 2701)
+    for entry, part in zip(manifest["parts"], result.parts):
+        assert entry["sha256"] == hashlib.sha256(Path(part).read_bytes()).hexdigest()
+        assert entry["instances"] == h5py.File(part, "r")["input_ids"].shape[0]
+
+
+def test_split_selects_files_and_names_parts(tmp_path):
+    rng = np.random.default_rng(4)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    train = random_shard(folder / "books_training_0.hdf5", 30, rng)
+    test = random_shard(folder / "books_test_0.hdf5", 20, rng)
+    result = shard(folder, output=tmp_path / "tr", parts=2)
+    assert multiset(result.parts) == multiset([train])
+    result = shard(folder, output=tmp_path / "te", parts=2, split="test")
+    assert [Path(p).name for p in result.parts] == ["books_test_0.hdf5", "books_test_1.hdf5"]
+    assert multiset(result.parts) == multiset([test])
+    result = shard(folder, output=tmp_path / "all", parts=2, split="all")
+    assert multiset(result.parts) == multiset([train, test])
+    other = random_shard(tmp_path / "other.hdf5", 10, rng)
+    assert Path(shard(train, other, output=tmp_path / "mixed", parts=1).parts[0]).name == "shards_training_0.hdf5"
+
+
+def test_earlier_parts_inside_an_input_folder_are_not_read_again(inputs, tmp_path):
+    out = inputs[0].parent / "parts"
+    shard(inputs[0].parent, output=out, parts=2)
+    again = shard(inputs[0].parent, output=out, parts=3, force=True)
+    assert multiset(again.parts) == multiset(inputs)
+    with pytest.raises(BertdataError, match="inside the output folder"):
+        shard(out / "wikicorpus_en_training_0.hdf5", output=out, parts=1, force=True)
+
+
+def test_interrupted_run_leaves_no_temporary_files_and_no_parts(inputs, tmp_path, monkeypatch):
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rp, "write_part", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        shard(*inputs, output=tmp_path / "out", parts=2)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--parts", "0"], "--parts must be at least 1"),
+    (["--parts", "2702"], "more than the 2,701 instances"),
+    (["--parts", "100", "--sample", "0.01"], "--sample keeps 27"),
+    (["--parts", "2", "--sample", "0"], r"--sample must be in \(0, 1\]"),
+    (["--parts", "2", "--sample", "1.5"], r"--sample must be in \(0, 1\]"),
+    (["--parts", "2", "--split", "test"], "no \\*_test_\\* hdf5 files found"),
+])
+def test_cli_errors_exit_2(inputs, tmp_path, capsys, argv, message):
+    assert main(["shard", str(inputs[0].parent), "--output", str(tmp_path / "out"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert "bertdata shard: error:" in err
+    assert __import__("re").search(message, err), err
+
+
+def test_cli_writes_parts_and_prints_a_summary(inputs, tmp_path, capsys):
+    assert main(["shard", str(inputs[0].parent), "--output", str(tmp_path / "out"), "--parts", "2",
+                 "--max-instances", "500", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "2,701 instances in, 500 out, 2 parts" in out and "MB/s" in out
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.hdf5")) == [
+        "wikicorpus_en_training_0.hdf5", "wikicorpus_en_training_1.hdf5"]
+
+
+@needs_real
+@pytest.mark.parametrize("real,parts", [(REAL_128, 5), (REAL_512, 3)])
+def test_real_shards_keep_every_instance(tmp_path, real, parts):
+    result = shard(real, output=tmp_path / "out", parts=parts)
+    assert multiset(result.parts) == multiset([real])
+    sizes = [h5py.File(p, "r")["input_ids"].shape[0] for p in result.parts]
+    assert max(sizes) - min(sizes) <= 1
+    with h5py.File(real, "r") as ref, h5py.File(result.parts[0], "r") as part:
+        for name in FIELDS:
+            assert part[name].dtype == ref[name].dtype and part[name].compression == ref[name].compression
+            assert part[name].shape[1:] == ref[name].shape[1:]
+    # The reference writes no attributes, so only the part's own are recorded.
+    assert set(shard_info(result.parts[0]).attrs) == {"shard_seed", "part_index", "num_parts"}
+
+
+@needs_real
+def test_real_shards_of_different_lengths_are_refused(tmp_path):
+    with pytest.raises(BertdataError, match="max_seq_length") as err:
+        shard(REAL_128, REAL_512, output=tmp_path / "out", parts=2)
+    assert str(REAL_128) in str(err.value) and str(REAL_512) in str(err.value)
+
+
+@needs_real
+def test_real_and_synthetic_shards_mix(tmp_path):
+    rng = np.random.default_rng(5)
+    synthetic = random_shard(tmp_path / "syn_training_0.hdf5", 500, rng, seq=128, preds=20)
+    result = shard(REAL_128, synthetic, output=tmp_path / "out", parts=4, sample=0.5)
+    taken = multiset(result.parts)
+    assert sum(taken.values()) == round(0.5 * 12855) and not taken - multiset([REAL_128, synthetic])
+    names = [os.path.basename(p) for p in result.parts]
+    assert names == [f"shards_training_{i}.hdf5" for i in range(4)]
+
+
+def test_other_integer_dtypes_are_cast_and_bad_ones_refused_without_leftovers(tmp_path):
+    rng = np.random.default_rng(6)
+    good = random_shard(tmp_path / "x_training_0.hdf5", 40, rng)
+    wide = tmp_path / "x_training_1.hdf5"
+    arrays = read_all(random_shard(tmp_path / "src.hdf5", 40, rng))
+    with h5py.File(wide, "w") as f:
+        for name in FIELDS:
+            f.create_dataset(name, data=arrays[name].astype(np.int64))
+    result = shard(good, wide, output=tmp_path / "ok", parts=2)
+    assert multiset(result.parts) == multiset([good, tmp_path / "src.hdf5"])
+
+    with h5py.File(wide, "r+") as f:
+        f["input_mask"][0, 0] = 300  # does not fit int8
+    with pytest.raises(BertdataError, match=f"{wide}: dataset input_mask has values outside int8"):
+        shard(good, wide, output=tmp_path / "bad", parts=2)
+    with h5py.File(wide, "r+") as f:
+        f["input_mask"][0, 0] = 1
+        del f["segment_ids"]
+        f.create_dataset("segment_ids", data=arrays["segment_ids"].astype(np.float32))
+    with pytest.raises(BertdataError, match="segment_ids has dtype float32"):
+        shard(good, wide, output=tmp_path / "bad", parts=2)
+    assert list((tmp_path / "bad").iterdir()) == []
+
+
+def test_corrupt_input_data_is_a_clear_error(inputs, tmp_path):
+    broken = tmp_path / "broken_training_0.hdf5"
+    data = bytearray(inputs[1].read_bytes())
+    # Zero a stretch in the middle of the file: compressed chunks, not the metadata up front.
+    middle = len(data) // 2
+    data[middle:middle + 4096] = bytes(4096)
+    broken.write_bytes(bytes(data))
+    with pytest.raises(BertdataError, match=f"{broken}: unreadable data"):
+        shard(inputs[0], broken, output=tmp_path / "out", parts=2)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_output_folder_that_is_the_input_folder_is_explained(inputs, tmp_path):
+    shard(inputs[0].parent, output=tmp_path / "parts", parts=2)
+    with pytest.raises(BertdataError, match="2 inside the output folder are not read"):
+        shard(tmp_path / "parts", output=tmp_path / "parts", parts=2, force=True)
