@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 from bertdata import __version__
@@ -38,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Libraries' warnings (Beam's about optional cloud clients, say) are not the user's business;
+    # commands print what matters themselves.
+    logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

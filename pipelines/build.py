@@ -6,7 +6,9 @@ The launcher resolves inputs, decides what a re-run can reuse, runs ONE Beam pip
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -248,6 +250,56 @@ def _natural(name: str) -> tuple:
 
 # --- the run -----------------------------------------------------------------------------
 
+# How a BertdataError raised in a worker reads once Beam has wrapped it, in this process or
+# as the text of a remote traceback: "bertdata.wikidump.BertdataError: MESSAGE [while running ...]".
+_REMOTE_ERROR = re.compile(r"^(bertdata(?:\.\w+)*)\.(\w+): (.+?)(?: \[while running '[^']*'\])*$", re.M)
+
+
+def user_error(err: BaseException) -> str | None:
+    """The message of the BertdataError behind a pipeline failure, if that is what it was."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, BertdataError):  # raised in this process; Beam appends the step's name
+            return re.sub(r"( \[while running '[^']*'\])+$", "", str(err))
+        for module, name, message in _REMOTE_ERROR.findall(str(err)):
+            with contextlib.suppress(ImportError):
+                cls = getattr(importlib.import_module(module), name, None)
+                if isinstance(cls, type) and issubclass(cls, BertdataError):
+                    return message
+        err = err.__cause__ or err.__context__
+    return None
+
+
+@contextlib.contextmanager
+def beam_output_to(log_path: str):
+    """Send stderr -- Beam's and its worker processes', which inherit it -- to `log_path`,
+    so the console shows the build's own lines; the log keeps the details."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 2)
+    os.close(log)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def run_pipeline(pipeline: beam.Pipeline, output: str) -> None:
+    log_path = os.path.join(output if fsio.is_local(output) else ".", "build.log")
+    os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    try:
+        with beam_output_to(log_path):
+            pipeline.run().wait_until_finish()
+    except Exception as err:
+        message = user_error(err)
+        if message is None:
+            raise
+        raise BertdataError(f"{message} (Beam's log: {log_path})") from None
+
 
 def run_build(cfg: BuildConfig) -> dict:
     started = time.time()
@@ -292,8 +344,8 @@ def run_build(cfg: BuildConfig) -> dict:
              | "HDF5" >> TextShardsToHDF5(vocab, phases, t.lowercase, cfg.same_seed_per_shard, cfg.force)
              | "GatherHDF5" >> _Gather()
              | "HDF5Manifests" >> beam.ParDo(_WriteHDF5Manifests(common, phase_options)))
-    _log(f"running on {cfg.runner.runner} runner, {workers} worker(s)")
-    pipeline.run().wait_until_finish()
+    _log(f"running on {cfg.runner.runner} runner, {workers} worker(s); Beam's own output goes to build.log")
+    run_pipeline(pipeline, cfg.output)
 
     summary = {"seconds": time.time() - started, "text": _read_json(fsio.join(text_dir, MANIFEST)),
                "phases": {folder: _read_json(fsio.join(folder, MANIFEST)) for _, folder in phases}}

@@ -21,10 +21,10 @@ MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|''|<ref|\{\||\|\}|\|-|thumb\||px\||Cat
 
 
 def tree_digest(root: Path) -> dict[str, str]:
-    """sha256 of every data file under root (manifests compared without their run record)."""
+    """sha256 of every data file under root (manifests without their run record; no log)."""
     out = {}
     for path in sorted(root.rglob("*")):
-        if path.is_file():
+        if path.is_file() and path.name != "build.log":
             if path.name == "manifest.json":
                 manifest = json.loads(path.read_text())
                 manifest.pop("run")
@@ -210,3 +210,24 @@ def test_killed_run_leaves_no_partial_files_and_rerun_gives_same_bytes(tmp_path)
 
     run_cli(*args, "--output", killed)
     assert tree_digest(killed) == tree_digest(whole)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_truncated_dump_is_one_clear_line(tmp_path, workers):
+    need_shared(WIKI_FRAGMENT)
+    dump = tmp_path / "cut.xml.bz2"
+    dump.write_bytes(WIKI_FRAGMENT.read_bytes()[:900_000])
+    proc = run_cli("build", "--wiki-only", "--dump", dump, "--vocab", _sample_vocab(), "--output", tmp_path / "o",
+                   "--workers", workers, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert f"error: {dump}: truncated bz2 data" in proc.stderr and "byte 900000" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not list((tmp_path / "o").rglob("*.txt")) and not list((tmp_path / "o").rglob("manifest.json"))
+
+
+def test_xml_that_is_not_a_mediawiki_export(tmp_path):
+    dump = tmp_path / "feed.xml"
+    dump.write_text('<?xml version="1.0"?><rss><channel><title>x</title></channel></rss>')
+    proc = run_cli("build", "--wiki-only", "--dump", dump, "--vocab", _sample_vocab(), "--output", tmp_path / "o",
+                   "--workers", "1", check=False)
+    assert proc.returncode == 2 and str(dump) in proc.stderr and "Traceback" not in proc.stderr
