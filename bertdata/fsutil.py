@@ -26,6 +26,20 @@ def check_output_path(path: str | os.PathLike, force: bool = False) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def input_errors(path: str | os.PathLike, what: str) -> Iterator[None]:
+    """Turn an OS error while opening or reading `path` into one line that says what the
+    file was meant to be (`what`: "vocab file", "dump file", ...)."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise BertdataError(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise BertdataError(f"{path}: is a directory, not a {what}") from None
+    except OSError as err:
+        raise BertdataError(f"{path}: cannot read {what} ({err.strerror or err})") from None
+
+
 def temp_name(path: str | os.PathLike) -> Path:
     """A hidden name beside `path`, unique per writer, so a crash never leaves `path` half-written."""
     path = Path(path)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertdata.errors import BertdataError
+from bertdata.fsutil import input_errors
 from bertdata.tokenize import WordPiece
 
 # Bytes decoded and tokenized at a time: bounds the memory spent on text, whatever the shard size.
@@ -99,25 +100,15 @@ def _names(paths: tuple[str, ...]) -> str:
 def _blocks(path: str, errors: str, progress: Callable[[int], object] | None):
     """The file's text in blocks of whole lines, universal newlines turned into \\n;
     no trailing newline, so the last line of a block is a real line."""
-    try:
+    with input_errors(path, "text shard"):
         f = open(path, "rb")  # noqa: SIM115 -- closed in the finally below
-    except FileNotFoundError:
-        raise BertdataError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise BertdataError(f"{path}: is a directory, not a text shard") from None
-    except OSError as err:
-        raise BertdataError(f"{path}: cannot read ({err.strerror})") from None
     try:
         offset = 0  # byte offset of the block in the file
         line = 1  # line number of the block's first line
         carry = b""
         while True:
-            try:
+            with input_errors(path, "text shard"):
                 chunk = f.read(BLOCK_BYTES)
-            except IsADirectoryError:
-                raise BertdataError(f"{path}: is a directory, not a text shard") from None
-            except OSError as err:
-                raise BertdataError(f"{path}: cannot read ({err.strerror})") from None
             data = carry + chunk
             if not data:
                 return

@@ -9,6 +9,7 @@ from functools import cached_property
 from pathlib import Path
 
 from bertdata.errors import BertdataError
+from bertdata.fsutil import input_errors
 
 DEFAULT_VOCAB_URL = "https://huggingface.co/bert-base-uncased/resolve/main/vocab.txt"
 DEFAULT_VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
@@ -70,14 +71,8 @@ def cache_dir() -> Path:
 def load_vocab(path: str | os.PathLike) -> Vocab:
     """Read and validate a vocab file: UTF-8, one token per line, BERT's special tokens present."""
     path = os.fspath(path)
-    try:
+    with input_errors(path, "vocab file"):
         data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise BertdataError(f"{path}: vocab file not found") from None
-    except IsADirectoryError:
-        raise BertdataError(f"{path}: is a directory, not a vocab file") from None
-    except OSError as err:
-        raise BertdataError(f"{path}: cannot read vocab file ({err.strerror})") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

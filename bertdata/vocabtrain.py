@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from bertdata.config import VocabConfig
 from bertdata.errors import BertdataError
-from bertdata.fsutil import atomic_path, check_output_path, temp_name
+from bertdata.fsutil import atomic_path, check_output_path, input_errors, temp_name
 from bertdata.tokenize import MAX_CHARS_PER_WORD
 from bertdata.vocab import SPECIAL_TOKENS
 
@@ -128,21 +128,16 @@ def train_wordpiece(files: list[str], alphabet: list[str], config: VocabConfig) 
 def _count_text_file(path: str, counter: CharacterCounter) -> None:
     """Read one sentence file through the counter, checking it is readable UTF-8 text."""
     try:
-        size = os.path.getsize(path)
-        with open(path, encoding="utf-8") as f, tqdm(
-            total=size, unit="B", unit_scale=True, desc=f"reading {os.path.basename(path)}", leave=False
-        ) as bar:
-            while lines := f.readlines(1 << 20):
-                counter.add_lines(lines)
-                bar.update(sum(map(len, lines)))
-    except FileNotFoundError:
-        raise BertdataError(f"{path}: input file not found") from None
-    except IsADirectoryError:
-        raise BertdataError(f"{path}: is a directory; give text files (one sentence per line)") from None
+        with input_errors(path, "input file"):
+            size = os.path.getsize(path)
+            with open(path, encoding="utf-8") as f, tqdm(
+                total=size, unit="B", unit_scale=True, desc=f"reading {os.path.basename(path)}", leave=False
+            ) as bar:
+                while lines := f.readlines(1 << 20):
+                    counter.add_lines(lines)
+                    bar.update(sum(map(len, lines)))
     except UnicodeDecodeError as err:
         raise BertdataError(f"{path}: not UTF-8 text (bad byte at offset {err.start} of a read block)") from None
-    except OSError as err:
-        raise BertdataError(f"{path}: cannot read ({err.strerror or err})") from None
 
 
 def dump_sentences(dump: str, counts: Counter) -> Iterator[tuple[str, ...]]:

@@ -34,7 +34,7 @@ from typing import BinaryIO
 from xml.sax.saxutils import escape, quoteattr
 
 from bertdata.errors import BertdataError
-from bertdata.fsutil import atomic_path, check_output_path
+from bertdata.fsutil import atomic_path, check_output_path, input_errors
 
 Opener = Callable[[str], BinaryIO]
 
@@ -92,14 +92,8 @@ def _open_local(path: str) -> BinaryIO:
 
 @contextlib.contextmanager
 def _opened(path: str, opener: Opener) -> Iterator[BinaryIO]:
-    try:
+    with input_errors(path, "dump file"):
         f = opener(path)
-    except FileNotFoundError:
-        raise BertdataError(f"{path}: dump file not found") from None
-    except IsADirectoryError:
-        raise BertdataError(f"{path}: is a directory, not a dump file") from None
-    except OSError as err:
-        raise BertdataError(f"{path}: cannot open ({err.strerror or err})") from None
     with f:
         yield f
 

@@ -343,7 +343,7 @@ def test_empty_shard(tmp_path, wordpiece, content):
 
 
 def test_missing_and_directory_inputs(tmp_path, wordpiece):
-    with pytest.raises(BertdataError, match="nope.txt: no such file"):
+    with pytest.raises(BertdataError, match="nope.txt: text shard not found"):
         read_documents(tmp_path / "nope.txt", wordpiece)
     with pytest.raises(BertdataError, match="is a directory"):
         read_documents(tmp_path, wordpiece)
