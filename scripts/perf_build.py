@@ -60,6 +60,7 @@ def timed_build(dump: Path, workers: int, out: Path, *extra: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", action="store_true", help="keep perf/build afterwards")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per configuration; the fastest is reported")
     args = parser.parse_args()
     if not FRAGMENT.exists():
         raise SystemExit(f"{FRAGMENT} is absent: this benchmark needs ../shared")
@@ -73,13 +74,17 @@ def main() -> None:
         dumps[factor] = dump
     xml_mb = 6.09  # the fragment's XML
     for workers in (1, 2):
-        r = timed_build(FRAGMENT, workers, WORK / f"text-w{workers}", "--stop-after", "text")
+        r = min((timed_build(FRAGMENT, workers, WORK / f"text-w{workers}", "--stop-after", "text")
+                 for _ in range(args.repeats)), key=lambda run: run["seconds"])
         print(f"text stage only, real fragment (single bz2 stream), {workers} worker(s): {r['seconds']:.1f} s, "
               f"{r['articles'] / r['seconds']:.0f} articles/s, {xml_mb / r['seconds']:.2f} MB XML/s, "
               f"{r['text_mb'] / r['seconds']:.2f} MB text/s (start-up included)", flush=True)
     results = {}
     for factor, workers in ((1, 1), (4, 1), (4, 2), (1, 2)):
-        r = timed_build(dumps[factor], workers, WORK / f"out-x{factor}-w{workers}")
+        # Best of three: this machine is shared and run times vary by +-20% from one run to the next.
+        runs = [timed_build(dumps[factor], workers, WORK / f"out-x{factor}-w{workers}") for _ in range(args.repeats)]
+        r = min(runs, key=lambda run: run["seconds"])
+        r["peak_mb"] = max(run["peak_mb"] for run in runs)
         results[(factor, workers)] = r
         mb = dumps[factor].stat().st_size / 1e6
         print(f"{factor}x dump ({mb:.1f} MB bz2, {r['articles']} articles), {workers} worker(s): "
