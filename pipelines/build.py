@@ -53,7 +53,7 @@ def resolve_inputs(cfg: BuildConfig) -> tuple[str, str | None, dict, Vocab]:
 
     if cfg.sample:
         dump, index, sample_vocab = (str(p) for p in wikidump.sample_paths())
-        vocab = resolve_vocab(cfg.vocab) if cfg.vocab else load_vocab(sample_vocab)
+        vocab = load_vocab(cfg.vocab or sample_vocab)
         return dump, index, _dump_record(dump, index), vocab
     vocab = resolve_vocab(cfg.vocab)
     if cfg.dump is None:
