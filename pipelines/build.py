@@ -7,6 +7,7 @@ The launcher resolves inputs, decides what a re-run can reuse, runs ONE Beam pip
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import importlib
 import json
@@ -255,20 +256,43 @@ def _natural(name: str) -> tuple:
 _REMOTE_ERROR = re.compile(r"^(bertdata(?:\.\w+)*)\.(\w+): (.+?)(?: \[while running '[^']*'\])*$", re.M)
 
 
+# A write that failed for lack of room or rights, as a remote traceback states it.
+_OUTPUT_ERROR = re.compile(r"(?:OSError|PermissionError): \[Errno (\d+)\] ([^\n\[]+)")
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
 def user_error(err: BaseException) -> str | None:
-    """The message of the BertdataError behind a pipeline failure, if that is what it was."""
+    """The message behind a pipeline failure the user can fix (a BertdataError, or a full or
+    read-only output disk), if that is what it was."""
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
         if isinstance(err, BertdataError):  # raised in this process; Beam appends the step's name
             return re.sub(r"( \[while running '[^']*'\])+$", "", str(err))
+        if isinstance(err, OSError) and err.errno in _OUTPUT_ERRNOS:
+            return f"cannot write output: {err.strerror}: {err.filename}"
         for module, name, message in _REMOTE_ERROR.findall(str(err)):
             with contextlib.suppress(ImportError):
                 cls = getattr(importlib.import_module(module), name, None)
                 if isinstance(cls, type) and issubclass(cls, BertdataError):
                     return message
+        for number, message in _OUTPUT_ERROR.findall(str(err)):
+            if int(number) in _OUTPUT_ERRNOS:
+                return f"cannot write output: {message.strip()}"
         err = err.__cause__ or err.__context__
     return None
+
+
+def check_output(output: str) -> None:
+    """Fail before any work when the output folder cannot be created or written."""
+    if not fsio.is_local(output):
+        return
+    try:
+        os.makedirs(output, exist_ok=True)
+    except OSError as err:
+        raise BertdataError(f"{output}: cannot create the output folder ({err.strerror})") from None
+    if not os.access(output, os.W_OK | os.X_OK):
+        raise BertdataError(f"{output}: output folder is not writable")
 
 
 @contextlib.contextmanager
@@ -303,6 +327,7 @@ def run_pipeline(pipeline: beam.Pipeline, output: str) -> None:
 
 def run_build(cfg: BuildConfig) -> dict:
     started = time.time()
+    check_output(cfg.output)
     dump, index, dump_record, vocab = resolve_inputs(cfg)
     _log(f"dump {dump_record['name']} ({dump_record['bytes'] / 1e6:.1f} MB, sha1 {dump_record['sha1'][:12]}…), "
          f"vocab {vocab.path} ({len(vocab)} tokens)")

@@ -231,3 +231,19 @@ def test_xml_that_is_not_a_mediawiki_export(tmp_path):
     proc = run_cli("build", "--wiki-only", "--dump", dump, "--vocab", _sample_vocab(), "--output", tmp_path / "o",
                    "--workers", "1", check=False)
     assert proc.returncode == 2 and str(dump) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_output_that_cannot_be_a_folder_fails_before_any_work(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    proc = run_cli("build", "--wiki-only", "--sample", "--output", blocker / "out", check=False)
+    assert proc.returncode == 2 and "cannot create the output folder" in proc.stderr
+
+
+def test_full_disk_inside_a_worker_reads_as_one_line():
+    from pipelines.build import user_error
+
+    remote = RuntimeError("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+                          "OSError: [Errno 28] No space left on device: '/data/x.hdf5' [while running 'HDF5/Make']")
+    assert user_error(remote) == "cannot write output: No space left on device: '/data/x.hdf5'"
+    assert user_error(RuntimeError("ValueError: something else")) is None
