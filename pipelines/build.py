@@ -28,7 +28,7 @@ from bertdata.layout import BOOKS_WIKI_DATASET, WIKI_DATASET, hdf5_folder, text_
 from bertdata.manifest import RUN_KEY, HDF5Shard, dumps, library_versions
 from bertdata.sharding import TextShard
 from bertdata.vocab import Vocab, load_vocab, resolve_vocab
-from pipelines import fsio
+from pipelines import fsio, progress
 from pipelines.instances import TextShardsToHDF5
 from pipelines.runners import make_pipeline, worker_count
 from pipelines.text import Counts, DumpToTextShards, open_raw
@@ -182,6 +182,7 @@ def remove_leftovers(folders: list[str], text_dir: str, redo_text: bool) -> None
         doomed += fsio.match(fsio.join(text_dir, "*.txt")) + fsio.match(fsio.join(text_dir, MANIFEST))
     if doomed:
         fsio.FileSystems.delete(doomed)
+    progress.clear_markers(text_dir)
 
 
 # --- manifests ---------------------------------------------------------------------------
@@ -218,6 +219,7 @@ class _WriteTextManifest(beam.DoFn):
                     "shards": [{**t.manifest_entry(), "split": t.split, "index": t.index, "stem": t.stem}
                                for t in texts]}
         fsio.write_bytes(fsio.join(self.text_dir, MANIFEST), dumps(manifest))
+        progress.clear_markers(self.text_dir)
         yield from texts
         yield Counts(counts)
 
@@ -298,25 +300,28 @@ def check_output(output: str) -> None:
 @contextlib.contextmanager
 def beam_output_to(log_path: str):
     """Send stderr -- Beam's and its worker processes', which inherit it -- to `log_path`,
-    so the console shows the build's own lines; the log keeps the details."""
+    so the console shows the build's own lines; the log keeps the details. Yields the console."""
     sys.stderr.flush()
     saved = os.dup(2)
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 2)
     os.close(log)
+    console = os.fdopen(os.dup(saved), "w")
     try:
-        yield
+        yield console  # the terminal, for progress bars
     finally:
+        console.close()
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
 
 
-def run_pipeline(pipeline: beam.Pipeline, output: str) -> None:
+def run_pipeline(pipeline: beam.Pipeline, output: str, text_dir: str, ranges: int | None,
+                 phase_dirs: list[str]) -> None:
     log_path = os.path.join(output if fsio.is_local(output) else ".", "build.log")
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     try:
-        with beam_output_to(log_path):
+        with beam_output_to(log_path) as console, progress.Watcher(console, text_dir, ranges, phase_dirs):
             pipeline.run().wait_until_finish()
     except Exception as err:
         message = user_error(err)
@@ -355,10 +360,12 @@ def run_build(cfg: BuildConfig) -> dict:
                      for p, folder in phases}
 
     pipeline = make_pipeline(cfg.runner)
+    items = None
     if reuse is None:
         _log(f"text stage: {dump_record['name']}{f' + {len(books)} books' if books else ''} -> {text_dir}")
+        items = work_items(dump, index, workers)
         records = (pipeline
-                   | "Text" >> DumpToTextShards(dump, work_items(dump, index, workers), books, t, text_dir, dataset)
+                   | "Text" >> DumpToTextShards(dump, items, books, t, text_dir, dataset)
                    | "GatherText" >> _Gather()
                    | "TextManifest" >> beam.ParDo(_WriteTextManifest(common, text_dir, text_options)))
     else:
@@ -370,7 +377,8 @@ def run_build(cfg: BuildConfig) -> dict:
              | "GatherHDF5" >> _Gather()
              | "HDF5Manifests" >> beam.ParDo(_WriteHDF5Manifests(common, phase_options)))
     _log(f"running on {cfg.runner.runner} runner, {workers} worker(s); Beam's own output goes to build.log")
-    run_pipeline(pipeline, cfg.output)
+    run_pipeline(pipeline, cfg.output, text_dir, len(items) if items and items[0][0] is not None else None,
+                 [d for _, d in phases])
 
     summary = {"seconds": time.time() - started, "text": _read_json(fsio.join(text_dir, MANIFEST)),
                "phases": {folder: _read_json(fsio.join(folder, MANIFEST)) for _, folder in phases}}

@@ -21,7 +21,7 @@ from bertdata.config import TextConfig
 from bertdata.layout import shard_stem
 from bertdata.sharding import assign, render_shard
 from bertdata.wikidump import iter_pages, iter_pages_in_range
-from pipelines import fsio
+from pipelines import fsio, progress
 
 COUNTS_KEY = ("~counts", -1)
 # Pages per element when a single-stream dump is read in one piece: big enough to amortise
@@ -93,15 +93,16 @@ class _ReadAndCleanPages(_CleanPages):
     """A byte range of a multistream dump -> documents, in one step: workers read their
     own ranges, so raw pages never travel between processes."""
 
-    def __init__(self, cfg: TextConfig, dump: str):
+    def __init__(self, cfg: TextConfig, dump: str, folder: str):
         super().__init__(cfg)
-        self.dump = dump
+        self.dump, self.folder = dump, folder
 
     def process(self, item):
         counts: Counter = Counter()
         for batch in _page_batches(self.dump, item):
             yield from self._clean(batch, counts)
         yield COUNTS_KEY, Counts(count_dict(counts))
+        progress.mark_done(self.folder, item)
 
 
 class _CleanBooks(_CleanPages):
@@ -153,7 +154,7 @@ class DumpToTextShards(beam.PTransform):
                 | "CleanAndSplit" >> beam.ParDo(_CleanPages(self.cfg))
             )
         else:
-            documents = items | "ReadCleanAndSplit" >> beam.ParDo(_ReadAndCleanPages(self.cfg, self.dump))
+            documents = items | "ReadCleanAndSplit" >> beam.ParDo(_ReadAndCleanPages(self.cfg, self.dump, self.folder))
         if self.books:
             books = (
                 pbegin

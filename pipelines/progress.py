@@ -1,0 +1,71 @@
+"""Progress of a running build, read from what the pipeline has written so far.
+
+Beam's runners report progress in runner-specific ways (or not at all), so workers leave
+an empty marker file per finished dump range, and the launcher counts markers, text
+shards and hdf5 shards through FileSystems: the same bars on every runner.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from tqdm import tqdm
+
+from pipelines import fsio
+
+MARKERS = ".progress"
+POLL_SECONDS = 1.0
+
+
+def mark_done(text_dir: str, item: tuple) -> None:
+    fsio.write_bytes(fsio.join(text_dir, MARKERS, "-".join(map(str, item))), b"")
+
+
+def clear_markers(text_dir: str) -> None:
+    markers = fsio.match(fsio.join(text_dir, MARKERS, "*"))
+    if markers:
+        fsio.FileSystems.delete(markers)
+    folder = fsio.join(text_dir, MARKERS)
+    if fsio.is_local(folder) and fsio.exists(folder):
+        fsio.FileSystems.delete([folder])
+
+
+class Watcher:
+    """Bars for the dump ranges read and the hdf5 shards written, updated from a thread."""
+
+    def __init__(self, console, text_dir: str, ranges: int | None, phase_dirs: list[str]):
+        self.console, self.text_dir, self.ranges, self.phase_dirs = console, text_dir, ranges, phase_dirs
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="build-progress", daemon=True)
+
+    def __enter__(self) -> "Watcher":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _bar(self, total: int, desc: str, unit: str) -> tqdm:
+        return tqdm(total=total, desc=desc, unit=unit, file=self.console, disable=None, leave=False)
+
+    def _watch(self) -> None:
+        ranges = self._bar(self.ranges, "reading and cleaning the dump", "range") if self.ranges else None
+        shards = None
+        while not self._stop.wait(POLL_SECONDS):
+            if ranges is not None:
+                ranges.update(len(fsio.match(fsio.join(self.text_dir, MARKERS, "*"))) - ranges.n)
+            if self.phase_dirs and shards is None and fsio.exists(fsio.join(self.text_dir, "manifest.json")):
+                manifest = json.loads(fsio.read_bytes(fsio.join(self.text_dir, "manifest.json")))
+                if ranges is not None:  # the text stage is over
+                    ranges.update(ranges.total - ranges.n)
+                    ranges.close()
+                    ranges = None
+                shards = self._bar(len(manifest["shards"]) * len(self.phase_dirs), "writing hdf5 shards", "shard")
+            if shards is not None:
+                done = sum(len(fsio.match(fsio.join(d, "*.hdf5"))) for d in self.phase_dirs)
+                shards.update(min(done, shards.total) - shards.n)
+        for bar in (ranges, shards):
+            if bar is not None:
+                bar.close()
