@@ -23,7 +23,9 @@ def test_parity_files_validate_with_statistics():
     assert (int(instances), int(seq)) == (12355, 128)
     assert 100 < float(real) <= 128 and 15 < float(masked) <= 20
     assert 40 < float(random_next.rstrip("%")) < 60
-    assert "[MASK]→" in proc.stdout and "total (2 valid files)" in proc.stdout
+    assert "[MASK]→" in proc.stdout
+    assert "total of 1 valid file(s) with sequence length 128" in proc.stdout
+    assert "total of 1 valid file(s) with sequence length 512" in proc.stdout
 
 
 @pytest.fixture

@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
         raise BertdataError("--show must be >= 0")
     vocab = resolve_vocab(args.vocab) if (args.vocab or args.show) else None
     shards = find_shards(args.paths)
-    total = ShardStats("total")
+    totals: dict[int, ShardStats] = {}  # by sequence length: phase 1 and 2 do not average together
+    counts: dict[int, int] = {}
     failures = []
     header = f"{'instances':>10} {'seq':>4} {'real tok':>8} {'short':>6} {'masked':>6} {'random next':>11}  file"
     print(header)
@@ -53,14 +54,16 @@ def run(args: argparse.Namespace) -> int:
             failures.append(str(err))
             print(f"{'INVALID':>10} {'':>4} {'':>8} {'':>6} {'':>6} {'':>11}  {path}")
             continue
-        total.add(stats)
+        totals.setdefault(stats.max_seq_length, ShardStats("total")).add(stats)
+        counts[stats.max_seq_length] = counts.get(stats.max_seq_length, 0) + 1
         _print_row(stats, path)
         if args.show and vocab is not None:
             for i, inst in enumerate(itertools.islice(iter_instances(path), args.show)):
                 label = "random next" if inst.next_sentence_label else "actual next"
                 print(f"  #{i} ({label}): {decode_instance(inst, vocab.tokens)}")
-    if len(shards) > 1:
-        _print_row(total, f"total ({len(shards) - len(failures)} valid files)")
+    for seq, total in sorted(totals.items()):
+        if len(shards) > 1:
+            _print_row(total, f"total of {counts[seq]} valid file(s) with sequence length {seq}")
     for failure in failures:
         print(f"bertdata inspect: invalid shard: {failure}")
     return 1 if failures else 0
