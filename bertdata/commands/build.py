@@ -15,7 +15,7 @@ Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
      (phase 1) and ..._seq_len_512_max_pred_80_... (phase 2)
 
 Each folder gets a manifest.json (versions, dump checksum, options, counts, each
-shard's sha256). Re-running the same command resumes: finished stages and shards
+shard's sha256); Beam's own output goes to OUTPUT/build.log. Re-running the same command resumes: finished stages and shards
 are kept, missing ones are made; --force redoes everything. Outputs are
 byte-identical for the same inputs and seed whatever the runner or worker count.
 
@@ -77,7 +77,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run_.add_argument("--stop-after", choices=("download", "text"), help="stop after this stage")
     run_.add_argument("--force", action="store_true", help="redo every stage and shard")
     run_.add_argument("--runner", default="local", metavar="NAME", help="local (default), in-memory, dask, or a Beam runner")
-    run_.add_argument("--workers", type=int, default=0, metavar="N", help="local worker processes (default: one per core)")
+    run_.add_argument("--workers", type=int, default=0, metavar="N",
+                      help="local worker processes (default: one per core; 1 runs in this process)")
     p.add_argument("beam_args", nargs="*", metavar="-- BEAM_OPTION", help="Beam pipeline options, after --")
     p.set_defaults(run=run)
 
