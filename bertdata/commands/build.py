@@ -15,9 +15,10 @@ Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
      (phase 1) and ..._seq_len_512_max_pred_80_... (phase 2)
 
 Each folder gets a manifest.json (versions, dump checksum, options, counts, each
-shard's sha256); Beam's own output goes to OUTPUT/build.log. Re-running the same command resumes: finished stages and shards
-are kept, missing ones are made; --force redoes everything. Outputs are
-byte-identical for the same inputs and seed whatever the runner or worker count.
+shard's sha256); Beam's own output goes to OUTPUT/build.log. Re-running the same
+command resumes: finished stages and shards are kept, missing ones are made;
+--force redoes everything. Outputs are byte-identical for the same inputs and
+seed whatever the runner or worker count.
 
 Each shard's seed is derived from --random-seed and the shard's name;
 --same-seed-per-shard reproduces the reference, where every shard uses the seed.
