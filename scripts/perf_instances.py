@@ -3,7 +3,7 @@
 Builds an ~11 MB text shard from ../shared/data/parity/shard_A.txt (ten copies; every copy
 after the first has the words of each sentence shuffled with a fixed seed, so no line
 repeats), then runs `bertdata instances` on it pinned to one core (taskset -c 0), seq 128 /
-dupe 5, twice: the first run may include numba's one-time compile into its cache. Prints wall
+dupe 5, twice (the faster run counts; the machine is shared and noisy). Prints wall
 seconds, the command's peak RSS, instances/s, MB of text/s, the ratio to the reference
 (27.4 s, 740 MB on this shard) and where the time goes (tokenize / instances / write).
 
@@ -95,8 +95,7 @@ def main() -> int:
         wall, cpu, rss, stdout, stderr = run_once(shard, workdir / "perf_out.hdf5", vocab if vocab.exists() else None)
         instances = int(re.search(r"([\d,]+) instances", stdout).group(1).replace(",", ""))
         stages = re.search(r"stages: (.*)", stderr)
-        note = " (may include numba's one-time compile)" if run == 1 else ""
-        print(f"run {run}{note}: {wall:.2f} s wall ({cpu:.2f} s CPU), peak RSS {rss:.0f} MB, "
+        print(f"run {run}: {wall:.2f} s wall ({cpu:.2f} s CPU), peak RSS {rss:.0f} MB, "
               f"{instances / wall:,.0f} instances/s, {mb / wall:.2f} MB text/s")
         print(f"  stages: {stages.group(1) if stages else 'n/a'}; the rest is interpreter start and imports")
         best = (wall, rss) if best is None or wall < best[0] else best

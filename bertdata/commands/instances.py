@@ -19,9 +19,9 @@ random.Random(seed). Several INPUT files make one shard, read in order.
 The file is written under a temporary name and renamed when complete; an
 existing --output is kept unless --force. Parameters are stored as attributes.
 
-The first run compiles the instance kernel (numba, about 20 s) into a cache;
-later runs skip that. BERTDATA_PROFILE=1 prints the seconds spent tokenizing,
-making instances and writing.
+The instance loop is a small C extension (bertdata._fast) that replays CPython's
+random stream. BERTDATA_PROFILE=1 prints the seconds spent tokenizing, making
+instances and writing.
 
 examples:
   bertdata instances wikicorpus_en_training_0.txt --output wikicorpus_en_training_0.hdf5
