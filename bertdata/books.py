@@ -40,4 +40,4 @@ def book_document(path: str, data: bytes, splitter, counts: Counter) -> Document
         return None
     counts["book_sentences"] += len(sentences)
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
-    return Document((BOOKS_SOURCE, name), tuple(sentences))
+    return Document.of((BOOKS_SOURCE, name), sentences)

@@ -53,7 +53,8 @@ class TextShard:
 def render_shard(documents: list, stem: str, split: str, index: int, path: str) -> tuple[bytes, TextShard]:
     """The bytes of a text shard from its documents (any order: sorted here by key) and its record."""
     ordered = sorted(documents, key=lambda d: d.key)
-    data = format_documents(list(d.sentences) for d in ordered).encode("utf-8")
-    record = TextShard(split, index, stem, path, len(ordered), sum(len(d.sentences) for d in ordered),
+    texts = [d.sentences for d in ordered]
+    data = format_documents(texts).encode("utf-8")
+    record = TextShard(split, index, stem, path, len(ordered), sum(map(len, texts)),
                        len(data), hashlib.sha256(data).hexdigest())
     return data, record
