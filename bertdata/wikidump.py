@@ -165,26 +165,25 @@ def _prefetched(chunks: Iterator[bytes]) -> Iterator[bytes]:
     ahead: queue.Queue = queue.Queue(_PREFETCH_CHUNKS)
     stop = threading.Event()
 
+    def offer(item) -> bool:
+        """Hand `item` to the consumer; False once the consumer has stopped listening."""
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for chunk in chunks:
-                while not stop.is_set():
-                    try:
-                        ahead.put(chunk, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not offer(chunk):
                     return
             item = _DONE
         except BaseException as err:  # handed to the consumer, which re-raises it
             item = err
-        while not stop.is_set():
-            try:
-                ahead.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+        offer(item)
 
     thread = threading.Thread(target=produce, name="bz2-prefetch", daemon=True)
     thread.start()
