@@ -40,10 +40,20 @@ def input_errors(path: str | os.PathLike, what: str) -> Iterator[None]:
         raise BertdataError(f"{path}: cannot read {what} ({err.strerror or err})") from None
 
 
+# Temporary files sit beside their final file, for an atomic rename, but never carry its
+# name: trainers pick every file whose name contains "training" (NVIDIA's) or "train"
+# (PaddleNLP's), hidden ones too, and would crash on a half-written one.
+TEMP_PREFIX = ".bertdata-tmp-"
+
+
+def temp_basename() -> str:
+    """A hidden file name unique per writer (the pid tells whose it was)."""
+    return f"{TEMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
 def temp_name(path: str | os.PathLike) -> Path:
-    """A hidden name beside `path`, unique per writer, so a crash never leaves `path` half-written."""
-    path = Path(path)
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    """A temporary path beside `path`, so a crash never leaves `path` half-written."""
+    return Path(path).with_name(temp_basename())
 
 
 @contextlib.contextmanager

@@ -29,15 +29,21 @@ from bertdata.manifest import RUN_KEY, HDF5Shard, dumps, library_versions
 from bertdata.sharding import TextShard
 from bertdata.vocab import Vocab, load_vocab, resolve_vocab
 from pipelines import fsio, progress
+from bertdata.fsutil import TEMP_PREFIX
 from pipelines.instances import TextShardsToHDF5
 from pipelines.runners import make_pipeline, worker_count
-from pipelines.text import Counts, DumpToTextShards, open_raw
+from pipelines.text import Counts, DumpToTextShards, Gather, WorkItem, open_raw, spill_folder
 
 MANIFEST = "manifest.json"
-# Compressed bytes per read work item: a few MB keeps each decompress+parse task short;
-# small dumps are cut finer so that every worker gets several items.
+# Compressed bytes per read work item: a few MB keeps each piece of reading short and its
+# progress visible; small dumps are cut finer so that every worker gets several items.
 WORK_ITEM_BYTES = 4 << 20
 ITEMS_PER_WORKER = 4
+# Work groups (what one worker cleans and spills in one go) per worker: each makes at least
+# one run file, and the local runner hands every worker the same number of elements.
+GROUPS_PER_WORKER = 2
+# A byte of book text is worth about a third of a byte of bz2 dump in cleaning work.
+BOOK_BYTE_WEIGHT = 1 / 3
 _DUMP_DATE = re.compile(r"-(\d{8}|latest)-")
 
 
@@ -117,15 +123,36 @@ def list_books(folder: str | None) -> list[str]:
     return books
 
 
-def work_items(dump: str, index: str | None, workers: int) -> list[tuple[int | None, int | None]]:
-    """Byte ranges of a multistream dump read in parallel, or the whole file as one item."""
+def work_items(dump: str, index: str | None, workers: int) -> list[WorkItem]:
+    """Byte ranges of a multistream dump, or the whole file as one item (a single bz2
+    stream cannot be cut: one worker reads it all)."""
     from bertdata.wikidump import plan_ranges, stream_ranges
 
     if index is None:
-        return [(None, None)]
+        return [WorkItem("dump", dump)]
     ranges = stream_ranges(dump, index, open_raw)
     total = ranges[-1][1] - ranges[0][0]
-    return plan_ranges(ranges, max(1, min(WORK_ITEM_BYTES, total // (ITEMS_PER_WORKER * workers))))
+    target = max(1, min(WORK_ITEM_BYTES, total // (ITEMS_PER_WORKER * workers)))
+    return [WorkItem("dump", dump, start, end) for start, end in plan_ranges(ranges, target)]
+
+
+def work_groups(items: list[WorkItem], books: list[str], workers: int) -> list[list[WorkItem]]:
+    """Dump items and books cut into about GROUPS_PER_WORKER x workers groups of equal
+    weight. Dump ranges stay in dump order, group after group, so (group, run) order is
+    dump order: the first copy of a repeated page id is the one kept."""
+    weighted = [(item, (item.end - item.start) if item.start is not None else 1) for item in items]
+    weighted += [(WorkItem("book", b), fsio.size(b) * BOOK_BYTE_WEIGHT) for b in books]
+    count = max(1, min(len(weighted), GROUPS_PER_WORKER * workers))
+    total = sum(w for _, w in weighted) or 1
+    groups: list[list[WorkItem]] = [[]]
+    done = 0.0
+    for item, weight in weighted:
+        # A new group once this one holds its share, keeping enough items for the rest.
+        if groups[-1] and done >= total * len(groups) / count and len(groups) < count:
+            groups.append([])
+        groups[-1].append(item)
+        done += weight
+    return groups
 
 
 # --- what a re-run may reuse ------------------------------------------------------------
@@ -177,25 +204,21 @@ def remove_leftovers(folders: list[str], text_dir: str, redo_text: bool) -> None
     (a dump or option change could leave shards this run would not write)."""
     doomed = []
     for folder in [text_dir, *folders]:
-        doomed += fsio.match(fsio.join(folder, ".*.tmp-*"))
+        doomed += fsio.match(fsio.join(folder, TEMP_PREFIX + "*"))
     if redo_text:
         doomed += fsio.match(fsio.join(text_dir, "*.txt")) + fsio.match(fsio.join(text_dir, MANIFEST))
     if doomed:
         fsio.FileSystems.delete(doomed)
+    remove_temporaries(text_dir)
+
+
+def remove_temporaries(text_dir: str) -> None:
+    """The text stage's run files and progress markers."""
+    fsio.remove_folder(spill_folder(text_dir))
     progress.clear_markers(text_dir)
 
 
 # --- manifests ---------------------------------------------------------------------------
-
-
-class _Gather(beam.PTransform):
-    """All records of a PCollection as one element: the barrier that ends a stage."""
-
-    def expand(self, records):
-        return (records
-                | "OneKey" >> beam.Map(lambda r: (None, r))
-                | "GroupAll" >> beam.GroupByKey()
-                | "Values" >> beam.Map(lambda kv: list(kv[1])))
 
 
 def _run_record(common: dict) -> dict:
@@ -219,7 +242,7 @@ class _WriteTextManifest(beam.DoFn):
                     "shards": [{**t.manifest_entry(), "split": t.split, "index": t.index, "stem": t.stem}
                                for t in texts]}
         fsio.write_bytes(fsio.join(self.text_dir, MANIFEST), dumps(manifest))
-        progress.clear_markers(self.text_dir)
+        remove_temporaries(self.text_dir)  # the runs' disk is free before instances start
         yield from texts
         yield Counts(counts)
 
@@ -328,6 +351,8 @@ def run_pipeline(pipeline: beam.Pipeline, output: str, text_dir: str, ranges: in
         if message is None:
             raise
         raise BertdataError(f"{message} (Beam's log: {log_path})") from None
+    finally:  # success, failure and Ctrl-C alike; a killed run's are removed by the next
+        remove_temporaries(text_dir)
 
 
 def run_build(cfg: BuildConfig) -> dict:
@@ -365,8 +390,8 @@ def run_build(cfg: BuildConfig) -> dict:
         _log(f"text stage: {dump_record['name']}{f' + {len(books)} books' if books else ''} -> {text_dir}")
         items = work_items(dump, index, workers)
         records = (pipeline
-                   | "Text" >> DumpToTextShards(dump, items, books, t, text_dir, dataset)
-                   | "GatherText" >> _Gather()
+                   | "Text" >> DumpToTextShards(work_groups(items, books, workers), t, text_dir, dataset)
+                   | "GatherText" >> Gather()
                    | "TextManifest" >> beam.ParDo(_WriteTextManifest(common, text_dir, text_options)))
     else:
         _log(f"text stage already complete in {text_dir}: reusing {len(reuse) - 1} text shards")
@@ -374,11 +399,11 @@ def run_build(cfg: BuildConfig) -> dict:
     if phases:
         _ = (records
              | "HDF5" >> TextShardsToHDF5(vocab, phases, t.lowercase, cfg.same_seed_per_shard, cfg.force)
-             | "GatherHDF5" >> _Gather()
+             | "GatherHDF5" >> Gather()
              | "HDF5Manifests" >> beam.ParDo(_WriteHDF5Manifests(common, phase_options)))
     _log(f"running on {cfg.runner.runner} runner, {workers} worker(s); Beam's own output goes to build.log")
-    run_pipeline(pipeline, cfg.output, text_dir, len(items) if items and items[0][0] is not None else None,
-                 [d for _, d in phases])
+    ranges = sum(item.marker is not None for item in items) if items else 0
+    run_pipeline(pipeline, cfg.output, text_dir, ranges or None, [d for _, d in phases])
 
     summary = {"seconds": time.time() - started, "text": _read_json(fsio.join(text_dir, MANIFEST)),
                "phases": {folder: _read_json(fsio.join(folder, MANIFEST)) for _, folder in phases}}

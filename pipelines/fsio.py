@@ -6,11 +6,12 @@ import contextlib
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator
 
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
+
+from bertdata.fsutil import temp_basename
 
 
 def join(*parts: str) -> str:
@@ -26,8 +27,7 @@ def is_local(path: str) -> bool:
 
 
 def _temp_name(path: str) -> str:
-    folder, name = FileSystems.split(path)
-    return FileSystems.join(folder, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+    return FileSystems.join(FileSystems.split(path)[0], temp_basename())
 
 
 def write_bytes(path: str, data: bytes) -> None:
@@ -43,6 +43,15 @@ def write_bytes(path: str, data: bytes) -> None:
 def read_bytes(path: str) -> bytes:
     with FileSystems.open(path) as f:
         return f.read()
+
+
+def read_range(path: str, offset: int, length: int) -> bytes:
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        f.seek(offset)
+        data = f.read(length)
+    if len(data) != length:
+        raise OSError(f"{path}: {length} bytes expected at offset {offset}, found {len(data)}")
+    return data
 
 
 @contextlib.contextmanager
@@ -74,6 +83,19 @@ def local_output(path: str) -> Iterator[str]:
         if FileSystems.exists(path):
             FileSystems.delete([path])
         FileSystems.rename([tmp], [path])
+
+
+def size(path: str) -> int:
+    return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+
+
+def remove_folder(folder: str) -> None:
+    """A folder of plain files (none hidden), and the folder itself where that means something."""
+    files = match(join(folder, "*"))
+    if files:
+        FileSystems.delete(files)
+    if is_local(folder) and exists(folder):
+        FileSystems.delete([folder])
 
 
 def match(pattern: str) -> list[str]:

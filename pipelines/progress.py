@@ -23,12 +23,7 @@ def mark_done(text_dir: str, item: tuple) -> None:
 
 
 def clear_markers(text_dir: str) -> None:
-    markers = fsio.match(fsio.join(text_dir, MARKERS, "*"))
-    if markers:
-        fsio.FileSystems.delete(markers)
-    folder = fsio.join(text_dir, MARKERS)
-    if fsio.is_local(folder) and fsio.exists(folder):
-        fsio.FileSystems.delete([folder])
+    fsio.remove_folder(fsio.join(text_dir, MARKERS))
 
 
 class Watcher:

@@ -1,14 +1,19 @@
-"""Dump -> clean sentence text shards, as composite transforms.
+"""Dump (and books) -> clean sentence text shards, as composite transforms.
 
-The flow is one linear chain, with counts travelling beside the documents as
-records keyed COUNTS_KEY: the DaskRunner computes only the last transform's
-ancestors, drops tagged outputs and finish_bundle output, and collects no metrics,
-so everything the manifest needs must reach the end of the chain as data.
+Documents reach their shard through run files (bertdata.spill), not through the
+runner's shuffle: Beam's local runner keeps shuffled data in the launcher's memory,
+and every byte of it would also cross the launcher's data plane, one process for all
+workers. Only small records (where a run's blocks lie, counts) travel through Beam.
+
+The flow is one linear chain, with counts travelling beside the other records: the
+DaskRunner computes only the last transform's ancestors, drops tagged outputs and
+finish_bundle output, and collects no metrics, so everything the manifest needs must
+reach the end of the chain as data.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -20,13 +25,11 @@ from bertdata.books import book_document
 from bertdata.config import TextConfig
 from bertdata.layout import shard_stem
 from bertdata.sharding import assign, render_shard
+from bertdata.spill import Run, RunBuffer, merge_blocks, run_name
 from bertdata.wikidump import iter_pages, iter_pages_in_range
 from pipelines import fsio, progress
 
-COUNTS_KEY = ("~counts", -1)
-# Pages per element when a single-stream dump is read in one piece: big enough to amortise
-# per-element cost, small enough that cleaning still spreads across workers.
-PAGES_PER_BATCH = 32
+SPILL = ".spill"
 
 
 @dataclass(frozen=True)
@@ -36,135 +39,146 @@ class Counts:
     values: dict
 
 
+@dataclass(frozen=True)
+class WorkItem:
+    """What one worker reads in one piece: a byte range of a multistream dump (the whole
+    dump when `start` is None), or one book file."""
+
+    kind: str  # "dump" or "book"
+    path: str
+    start: int | None = None
+    end: int | None = None
+
+    @property
+    def marker(self) -> tuple | None:
+        """The progress marker of a dump range, None for anything else."""
+        return (self.start, self.end) if self.kind == "dump" and self.start is not None else None
+
+
 def open_raw(path: str):
     # FileSystems would decompress .bz2 by its extension; the readers need the raw bytes.
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def _page_batches(dump: str, item: tuple[int | None, int | None]):
-    start, end = item
-    pages = iter_pages(dump, open_raw) if start is None else iter_pages_in_range(dump, start, end, open_raw)
-    batch = []
-    for page in pages:
-        batch.append(page)
-        if len(batch) == PAGES_PER_BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+def spill_folder(text_dir: str) -> str:
+    return fsio.join(text_dir, SPILL)
 
 
-class _ReadPages(beam.DoFn):
-    """A whole single-stream dump -> batches of pages, spread over workers for cleaning."""
+def _documents(item: WorkItem, cfg: TextConfig, splitter, counts: Counter):
+    """(shard, document) for every document of the item."""
+    if item.kind == "book":
+        with open_raw(item.path) as f:
+            doc = book_document(item.path, f.read(), splitter, counts)
+        docs = [] if doc is None else [(f"book:{FileSystems.split(item.path)[1]}", doc)]
+    else:
+        pages = (iter_pages(item.path, open_raw) if item.start is None
+                 else iter_pages_in_range(item.path, item.start, item.end, open_raw))
+        docs = ((str(page.page_id), page_document(page, splitter, cfg.max_page_chars, counts)) for page in pages)
+    for key, doc in docs:
+        if doc is not None:
+            yield assign(key, cfg.training_shards, cfg.test_shards, cfg.test_fraction), doc
 
-    def __init__(self, dump: str):
-        self.dump = dump
 
-    def process(self, item):
-        yield from _page_batches(self.dump, item)
+class _CleanAndSpill(beam.DoFn):
+    """A work group -> its documents cleaned, split into sentences and written as runs;
+    yields a Run record per run and one Counts record."""
 
-
-class _CleanPages(beam.DoFn):
-    def __init__(self, cfg: TextConfig):
-        self.cfg = cfg
+    def __init__(self, cfg: TextConfig, text_dir: str):
+        self.cfg, self.text_dir = cfg, text_dir
 
     def setup(self):
         from bertdata.sentences import SentenceSplitter
 
         self.splitter = SentenceSplitter()
 
-    def process(self, batch):
+    def process(self, group: tuple[int, list[WorkItem]]):
+        number, items = group
         counts: Counter = Counter()
-        yield from self._clean(batch, counts)
-        yield COUNTS_KEY, Counts(count_dict(counts))
+        buffer = RunBuffer()
+        sequence = 0
+        for item in items:
+            for shard, doc in _documents(item, self.cfg, self.splitter, counts):
+                if buffer.add(shard, doc):
+                    yield self._write(buffer, number, sequence)
+                    sequence += 1
+            if item.marker is not None:
+                progress.mark_done(self.text_dir, item.marker)
+        if buffer:
+            yield self._write(buffer, number, sequence)
+        yield Counts(count_dict(counts))
 
-    def _clean(self, batch, counts: Counter):
-        for page in batch:
-            doc = page_document(page, self.splitter, self.cfg.max_page_chars, counts)
-            if doc is not None:
-                yield self._key(str(page.page_id)), doc
-
-    def _key(self, doc_key: str) -> tuple[str, int]:
-        c = self.cfg
-        return assign(doc_key, c.training_shards, c.test_shards, c.test_fraction)
-
-
-class _ReadAndCleanPages(_CleanPages):
-    """A byte range of a multistream dump -> documents, in one step: workers read their
-    own ranges, so raw pages never travel between processes."""
-
-    def __init__(self, cfg: TextConfig, dump: str, folder: str):
-        super().__init__(cfg)
-        self.dump, self.folder = dump, folder
-
-    def process(self, item):
-        counts: Counter = Counter()
-        for batch in _page_batches(self.dump, item):
-            yield from self._clean(batch, counts)
-        yield COUNTS_KEY, Counts(count_dict(counts))
-        progress.mark_done(self.folder, item)
+    def _write(self, buffer: RunBuffer, group: int, sequence: int) -> Run:
+        data, blocks = buffer.drain()
+        # The name depends only on the plan, so a retried group overwrites its own runs.
+        path = fsio.join(spill_folder(self.text_dir), run_name(group, sequence))
+        fsio.write_bytes(path, data)
+        return Run(path, (group, sequence), blocks)
 
 
-class _CleanBooks(_CleanPages):
-    def process(self, path):
-        counts: Counter = Counter()
-        name = FileSystems.split(path)[1]
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            doc = book_document(path, f.read(), self.splitter, counts)
-        if doc is not None:
-            yield self._key(f"book:{name}"), doc
-        yield COUNTS_KEY, Counts(count_dict(counts))
+def plan_shards(records: list) -> list:
+    """Gathered Run and Counts records -> one (shard, [(path, offset, length)...]) element per
+    shard with documents, its blocks in run (dump) order, and the summed Counts."""
+    blocks = defaultdict(list)
+    for run in sorted((r for r in records if isinstance(r, Run)), key=lambda r: r.order):
+        for shard, (offset, length) in run.blocks.items():
+            blocks[shard].append((run.path, offset, length))
+    counts = Counts(merge_counts(r.values for r in records if isinstance(r, Counts)))
+    return [counts, *sorted(blocks.items())]
 
 
 class _WriteTextShard(beam.DoFn):
+    """(shard, its blocks) -> the text shard, written; yields its TextShard record, and a
+    Counts record correcting the totals when a page id occurred more than once."""
+
     def __init__(self, folder: str, dataset: str):
         self.folder = folder
         self.dataset = dataset
 
-    def process(self, kv):
-        key, values = kv
-        if key == COUNTS_KEY:
-            yield Counts(merge_counts(c.values for c in values))
+    def process(self, element):
+        if isinstance(element, Counts):
+            yield element
             return
-        split, index = key
+        (split, index), blocks = element
+        documents, repeated = merge_blocks(fsio.read_range(*block) for block in blocks)
         stem = shard_stem(self.dataset, split, index)
         path = fsio.join(self.folder, stem + ".txt")
-        data, record = render_shard(list(values), stem, split, index, path)
+        data, record = render_shard(documents, stem, split, index, path)
         fsio.write_bytes(path, data)
         yield record
+        if repeated:
+            sentences = [doc.sentences for doc in repeated]
+            yield Counts({"skipped_duplicate_id": len(repeated), "articles": -len(repeated),
+                          "sentences": -sum(map(len, sentences)),
+                          "text_chars": -sum(len(s) for ss in sentences for s in ss)})
+
+
+class Gather(beam.PTransform):
+    """All records of a PCollection as one element: the barrier that ends a stage.
+    Only small records may pass: they all meet in one process."""
+
+    def expand(self, records):
+        return (records
+                | "OneKey" >> beam.Map(lambda r: (None, r))
+                | "GroupAll" >> beam.GroupByKey()
+                | "Values" >> beam.Map(lambda kv: list(kv[1])))
 
 
 class DumpToTextShards(beam.PTransform):
-    """Work items (byte ranges of the dump, or (None, None) for the whole file) and book
-    paths -> written text shards (TextShard records) and one Counts record."""
+    """Work groups (lists of WorkItems) -> written text shards (TextShard records) and
+    one Counts record."""
 
-    def __init__(self, dump: str, work_items: list, books: list[str], cfg: TextConfig,
-                 folder: str, dataset: str):
+    def __init__(self, groups: list[list[WorkItem]], cfg: TextConfig, folder: str, dataset: str):
         super().__init__()
-        self.dump, self.work_items, self.books = dump, work_items, books
-        self.cfg, self.folder, self.dataset = cfg, folder, dataset
+        self.groups, self.cfg, self.folder, self.dataset = groups, cfg, folder, dataset
 
     def expand(self, pbegin):
-        items = pbegin | "DumpRanges" >> beam.Create(self.work_items) | "SpreadRanges" >> beam.Reshuffle()
-        if self.work_items == [(None, None)]:
-            documents = (
-                items
-                | "ReadPages" >> beam.ParDo(_ReadPages(self.dump))
-                | "SpreadPages" >> beam.Reshuffle()
-                | "CleanAndSplit" >> beam.ParDo(_CleanPages(self.cfg))
-            )
-        else:
-            documents = items | "ReadCleanAndSplit" >> beam.ParDo(_ReadAndCleanPages(self.cfg, self.dump, self.folder))
-        if self.books:
-            books = (
-                pbegin
-                | "BookFiles" >> beam.Create(self.books)
-                | "SpreadBooks" >> beam.Reshuffle()
-                | "CleanBooks" >> beam.ParDo(_CleanBooks(self.cfg))
-            )
-            documents = (documents, books) | "WikiAndBooks" >> beam.Flatten()
         return (
-            documents
-            | "GroupByShard" >> beam.GroupByKey()
+            pbegin
+            | "WorkGroups" >> beam.Create(list(enumerate(self.groups)))
+            | "SpreadGroups" >> beam.Reshuffle()
+            | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.folder))
+            | "GatherRuns" >> Gather()
+            | "PlanShards" >> beam.FlatMap(plan_shards)
+            | "SpreadShards" >> beam.Reshuffle()
             | "WriteTextShards" >> beam.ParDo(_WriteTextShard(self.folder, self.dataset))
         )

@@ -175,41 +175,56 @@ def test_real_fragment_text_stage_has_no_markup(tmp_path):
     assert not bad, bad[:5]
 
 
+# Moments to kill a build at: a run file written, a text shard written, an hdf5 shard written.
+KILL_AT = {"runs": "sharded_*/wikicorpus_en/.spill/*.run", "text": "sharded_*/wikicorpus_en/*.txt",
+           "hdf5": f"{PHASE1}/wikicorpus_en/*.hdf5"}
+
+
+@pytest.fixture(scope="module")
+def fragment_build(tmp_path_factory):
+    from conftest import VOCAB
+
+    need_shared(WIKI_FRAGMENT)
+    args = ["build", "--wiki-only", "--dump", str(WIKI_FRAGMENT), "--vocab", str(VOCAB), "--phase", "1"]
+    whole = tmp_path_factory.mktemp("fragment") / "whole"
+    run_cli(*args, "--workers", "1", "--output", whole)
+    return args, whole
+
+
 @pytest.mark.slow
-def test_killed_run_leaves_no_partial_files_and_rerun_gives_same_bytes(tmp_path):
+@pytest.mark.parametrize("moment", sorted(KILL_AT))
+def test_killed_run_leaves_nothing_a_trainer_would_pick_and_rerun_gives_same_bytes(fragment_build, tmp_path,
+                                                                                     moment):
     import os
+    import random
     import signal
     import subprocess
     import sys
     import time
 
-    from conftest import VOCAB
-
-    need_shared(WIKI_FRAGMENT)
-    args = ["build", "--wiki-only", "--dump", str(WIKI_FRAGMENT), "--vocab", str(VOCAB), "--phase", "1",
-            "--workers", "1"]
-    whole = tmp_path / "whole"
-    run_cli(*args, "--output", whole)
-
+    args, whole = fragment_build
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", *args, "--output", str(killed)],
+    proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", *args, "--workers", "2", "--output", str(killed)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 300
-    while not list(killed.glob(f"{PHASE1}/wikicorpus_en/*.hdf5")):
-        assert proc.poll() is None and time.time() < deadline, "build ended before any hdf5 shard appeared"
-        time.sleep(0.01)
+    while not list(killed.glob(KILL_AT[moment])):
+        assert proc.poll() is None and time.time() < deadline, f"build ended before {moment} appeared"
+        time.sleep(0.005)
+    time.sleep(random.uniform(0, 0.2))
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    hdf5 = list(killed.glob(f"{PHASE1}/wikicorpus_en/*.hdf5"))
-    assert 0 < len(hdf5) < len(list(whole.glob(f"{PHASE1}/wikicorpus_en/*.hdf5")))
     assert not (killed / PHASE1 / "wikicorpus_en" / "manifest.json").exists()
-    for path in hdf5:  # every file under a final name is complete
-        with h5py.File(path, "r") as f:
-            assert f["input_ids"].shape[0] == f["next_sentence_labels"].shape[0] > 0
-            f["input_ids"][...]
+    # NVIDIA's loader opens every file whose name contains "training", hidden or not.
+    for path in killed.rglob("*train*"):
+        if path.is_file():
+            assert not path.name.startswith("."), path
+            if path.suffix == ".hdf5":  # every file under a final name is complete
+                with h5py.File(path, "r") as f:
+                    assert f["input_ids"].shape[0] == f["next_sentence_labels"].shape[0] > 0
+                    f["input_ids"][...]
 
-    run_cli(*args, "--output", killed)
-    assert tree_digest(killed) == tree_digest(whole)
+    run_cli(*args, "--workers", "2", "--output", killed)
+    assert tree_digest(killed) == tree_digest(whole)  # hidden leftovers included
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
@@ -247,3 +262,35 @@ def test_full_disk_inside_a_worker_reads_as_one_line():
                           "OSError: [Errno 28] No space left on device: '/data/x.hdf5' [while running 'HDF5/Make']")
     assert user_error(remote) == "cannot write output: No space left on device: '/data/x.hdf5'"
     assert user_error(RuntimeError("ValueError: something else")) is None
+
+
+def test_repeated_page_ids_keep_the_first_copy_whatever_the_workers(tmp_path):
+    import dataclasses
+
+    from bertdata.wikidump import iter_pages, read_siteinfo, sample_paths, write_multistream
+
+    dump, _, vocab = sample_paths()
+    pages = list(iter_pages(dump))
+    articles = [p for p in pages if p.ns == 0 and p.redirect is None][:6]
+    # Second copies of three articles late in the dump, with text that must not appear.
+    copies = [dataclasses.replace(p, text="Copied text that must be dropped. " * 20) for p in articles[:3]]
+    doubled = tmp_path / "doubled-pages-articles-multistream.xml.bz2"
+    write_multistream([*pages, *copies], read_siteinfo(dump), doubled,
+                      tmp_path / "doubled-pages-articles-multistream-index.txt.bz2", pages_per_stream=3)
+    trees = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}"
+        run_cli("build", "--wiki-only", "--dump", doubled, "--vocab", vocab, "--output", out,
+                "--training-shards", "4", "--test-shards", "1", "--stop-after", "text", "--workers", workers)
+        trees.append(tree_digest(out))
+    text_dir = out / "sharded_training_shards_4_test_shards_1_fraction_0.1" / "wikicorpus_en"
+    assert trees[0] == trees[1]
+    assert "Copied text" not in "".join(f.read_text() for f in text_dir.glob("*.txt"))
+    counts = json.loads((text_dir / "manifest.json").read_text())["counts"]
+    single = tmp_path / "single"
+    run_cli("build", "--wiki-only", "--sample", "--output", single, "--training-shards", "4", "--test-shards", "1",
+            "--stop-after", "text", "--workers", "1")
+    expected = json.loads((single / text_dir.relative_to(out) / "manifest.json").read_text())["counts"]
+    assert counts["skipped_duplicate_id"] == 3 and counts["pages"] == expected["pages"] + 3
+    assert {k: counts[k] for k in ("articles", "sentences", "text_chars")} == \
+        {k: expected[k] for k in ("articles", "sentences", "text_chars")}
