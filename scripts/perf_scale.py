@@ -1,0 +1,174 @@
+"""Scale benchmark: `bertdata build --wiki-only --phase 1` on 8x, 32x and 64x dumps with 1
+and 2 workers, then a projection for the full English dump.
+
+The dumps are the real fragment's pages repeated with new ids and titles, multistream
+with an index (scripts/make_scaled_dump.py), cached under perf/scale. For each run it
+samples, every 0.1 s, the RSS of the whole process tree and of the launcher alone, and
+the disk held by the build's temporary run files. It prints a table, the memory ratios
+64x / 8x, the second worker's speed-up, and the projection.
+
+  .venv/bin/python scripts/perf_scale.py [--repeats 3] [--baseline-python OLD/.venv/bin/python]
+
+--baseline-python runs the 32x one-worker build with another install too (e.g. the
+previous release in a git worktree), alternating with this one, so both are timed under
+the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+FRAGMENT = SHARED / "wiki" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+VOCAB = SHARED / "vocab" / "bert-base-uncased-vocab.txt"
+WORK = ROOT / "perf" / "scale"
+FACTORS = (8, 32, 64)
+# The English pages-articles-multistream dump of 2026: about 22 GB of bz2, 6.8 M articles.
+FULL_DUMP_GB = 22.0
+
+
+def tree_rss(proc: psutil.Process) -> tuple[int, int]:
+    """(whole tree, launcher alone) resident bytes."""
+    try:
+        launcher = proc.memory_info().rss
+        children = proc.children(recursive=True)
+    except psutil.Error:
+        return 0, 0
+    total = launcher
+    for child in children:
+        try:
+            total += child.memory_info().rss
+        except psutil.Error:
+            pass
+    return total, launcher
+
+
+def folder_bytes(pattern: str, root: Path) -> int:
+    total = 0
+    for path in root.glob(pattern):
+        try:
+            total += path.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def scaled_dump(factor: int) -> Path:
+    dump = WORK / f"enwiki-x{factor}-pages-articles-multistream.xml.bz2"
+    if not dump.exists():
+        print(f"making the {factor}x dump (once; cached in {WORK})", flush=True)
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_scaled_dump.py"), str(FRAGMENT), str(dump),
+                        "--factor", str(factor)], check=True, stdout=subprocess.DEVNULL)
+    return dump
+
+
+def timed_build(python: str, dump: Path, workers: int, out: Path) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [python, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", str(dump), "--vocab", str(VOCAB),
+           "--phase", "1", "--workers", str(workers), "--output", str(out)]
+    start = time.perf_counter()
+    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak_tree = peak_launcher = peak_spill = 0
+    while proc.poll() is None:
+        tree, launcher = tree_rss(proc)
+        peak_tree, peak_launcher = max(peak_tree, tree), max(peak_launcher, launcher)
+        peak_spill = max(peak_spill, folder_bytes("sharded_*/*/.spill/*", out))
+        time.sleep(0.1)
+    seconds = time.perf_counter() - start
+    if proc.returncode:
+        raise SystemExit(f"build failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.read()[-2000:]}")
+    text = json.loads(next(out.glob("sharded_*/wikicorpus_en/manifest.json")).read_text())
+    hdf5 = json.loads(next(out.glob("hdf5_*/wikicorpus_en/manifest.json")).read_text())
+    return {"seconds": seconds, "tree_mb": peak_tree / 2**20, "launcher_mb": peak_launcher / 2**20,
+            "spill_mb": peak_spill / 1e6, "text_mb": text["counts"]["text_chars"] / 1e6,
+            "text_shard_mb": max(s["bytes"] for s in text["shards"]) / 1e6,
+            "articles": text["counts"]["articles"], "instances": hdf5["counts"]["instances"],
+            "out_mb": (folder_bytes("sharded_*/*/*.txt", out) + folder_bytes("hdf5_*/*/*.hdf5", out)) / 1e6}
+
+
+def best(runs: list[dict]) -> dict:
+    """The fastest run's times, the largest peaks: timing noise only ever adds time."""
+    r = dict(min(runs, key=lambda run: run["seconds"]))
+    for key in ("tree_mb", "launcher_mb", "spill_mb"):
+        r[key] = max(run[key] for run in runs)
+    return r
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per configuration (default 3)")
+    parser.add_argument("--baseline-python", help="the python of another install to time on 32x, 1 worker")
+    parser.add_argument("--factors", type=int, nargs="+", default=list(FACTORS), help="dump sizes (default 8 32 64)")
+    args = parser.parse_args()
+    if not FRAGMENT.exists():
+        raise SystemExit(f"{FRAGMENT} is absent: this benchmark needs ../shared")
+    WORK.mkdir(parents=True, exist_ok=True)
+    dumps = {f: scaled_dump(f) for f in args.factors}
+    results: dict[tuple[int, int], dict] = {}
+    header = (f"{'dump':>5} {'bz2 MB':>7} {'workers':>7} {'wall s':>7} {'bz2 MB/s/worker':>15} "
+              f"{'text MB/s/worker':>16} {'tree MiB':>8} {'launcher MiB':>12} {'runs MB':>7}")
+    print(header, flush=True)
+    for factor in args.factors:
+        for workers in (1, 2):
+            runs = [timed_build(sys.executable, dumps[factor], workers, WORK / "out") for _ in range(args.repeats)]
+            r = results[(factor, workers)] = best(runs)
+            bz2_mb = dumps[factor].stat().st_size / 1e6
+            r["bz2_mb"] = bz2_mb
+            print(f"{factor:>4}x {bz2_mb:>7.1f} {workers:>7} {r['seconds']:>7.1f} "
+                  f"{bz2_mb / r['seconds'] / workers:>15.2f} {r['text_mb'] / r['seconds'] / workers:>16.2f} "
+                  f"{r['tree_mb']:>8.0f} {r['launcher_mb']:>12.0f} {r['spill_mb']:>7.1f}", flush=True)
+    lo, hi = min(args.factors), max(args.factors)
+    for workers in (1, 2):
+        a, b = results[(lo, workers)], results[(hi, workers)]
+        print(f"peak RSS {hi}x / {lo}x, {workers} worker(s): whole tree {b['tree_mb'] / a['tree_mb']:.2f}, "
+              f"launcher {b['launcher_mb'] / a['launcher_mb']:.2f} (ceiling 1.15)")
+    mid = 32 if 32 in args.factors else hi
+    speedup = results[(mid, 1)]["seconds"] / results[(mid, 2)]["seconds"]
+    print(f"second worker on the {mid}x dump: {speedup:.2f}x faster (floor 1.6x)")
+
+    if args.baseline_python:
+        ours, theirs = [], []
+        for _ in range(args.repeats):  # alternating, so both see the same load
+            ours.append(timed_build(sys.executable, dumps[mid], 1, WORK / "out"))
+            theirs.append(timed_build(args.baseline_python, dumps[mid], 1, WORK / "out-baseline"))
+        o, t = best(ours), best(theirs)
+        print(f"{mid}x, 1 worker, side by side: this build {o['seconds']:.1f} s ({o['tree_mb']:.0f} MiB), "
+              f"baseline {t['seconds']:.1f} s ({t['tree_mb']:.0f} MiB): {t['seconds'] / o['seconds']:.2f}x")
+        shutil.rmtree(WORK / "out-baseline", ignore_errors=True)
+
+    # Projection: rates per worker from the largest dump with 2 workers (both cores busy,
+    # as on a loaded machine), sizes per bz2 byte from the same run.
+    r = results[(hi, 2)]
+    full_mb = FULL_DUMP_GB * 1000
+    core_s_per_mb = r["seconds"] * 2 / r["bz2_mb"]
+    core_hours = core_s_per_mb * full_mb / 3600
+    text_gb = r["text_mb"] / r["bz2_mb"] * FULL_DUMP_GB
+    spill_gb = r["spill_mb"] / r["bz2_mb"] * FULL_DUMP_GB
+    out_gb = r["out_mb"] / r["bz2_mb"] * FULL_DUMP_GB
+    shard_mb = r["text_shard_mb"] * full_mb / r["bz2_mb"]
+    worker_mb = (r["tree_mb"] - r["launcher_mb"]) / 2
+    print(f"\nprojection for the full English dump, phase 1 ({FULL_DUMP_GB:.0f} GB bz2), assuming the {hi}x dump's "
+          f"clean text per bz2 byte ({r['text_mb'] / r['bz2_mb']:.2f}) and its per-worker rate "
+          f"({r['bz2_mb'] / r['seconds'] / 2:.2f} MB bz2/s):")
+    print(f"  {core_hours:.1f} core-hours; wall {core_hours / 16:.2f} h on 16 cores, {core_hours / 64 * 60:.0f} min "
+          f"on 64 cores (start-up and stage tails not scaled)")
+    print(f"  clean text {text_gb:.1f} GB; temporary run files {spill_gb:.1f} GB at most (freed when the text "
+          f"stage ends); text + hdf5 shards {out_gb:.1f} GB")
+    print(f"  memory: launcher {r['launcher_mb']:.0f} MiB, each worker {worker_mb:.0f} MiB here, plus the "
+          f"largest text shard in memory while its instances are made: ~{shard_mb:.0f} MB of text per shard "
+          f"at 256 training shards (use more shards to lower it)")
+    shutil.rmtree(WORK / "out", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
