@@ -18,6 +18,7 @@ import pickle
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from bertdata.articles import Document
 
@@ -54,21 +55,22 @@ class RunBuffer:
     def __bool__(self) -> bool:
         return bool(self._docs)
 
-    def drain(self) -> tuple[bytes, dict]:
-        """The run's bytes and its blocks {shard: (offset, length)}; empties the buffer.
+    def write_to(self, f: BinaryIO) -> dict:
+        """Write the buffer as a run to `f`, block by block (each shard's documents freed
+        as its block is written); returns the blocks {shard: (offset, length)}.
 
         Within a block documents keep their arrival (dump) order: the merge's stable sort
         relies on it to keep the first copy of a repeated page id.
         """
-        parts, blocks, offset = [], {}, 0
+        blocks, offset = {}, 0
         for shard in sorted(self._docs):
-            block = pickle.dumps([(d.key, d.packed) for d in self._docs[shard]], protocol=pickle.HIGHEST_PROTOCOL)
-            parts.append(block)
+            docs = self._docs.pop(shard)
+            block = pickle.dumps([(d.key, d.packed) for d in docs], protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(block)
             blocks[shard] = (offset, len(block))
             offset += len(block)
-        self._docs.clear()
         self._bytes = 0
-        return b"".join(parts), blocks
+        return blocks
 
 
 def run_name(group: int, sequence: int) -> str:

@@ -30,14 +30,26 @@ def _temp_name(path: str) -> str:
     return FileSystems.join(FileSystems.split(path)[0], temp_basename())
 
 
-def write_bytes(path: str, data: bytes) -> None:
-    """Write under a temporary name and rename, so readers never see a partial file."""
+@contextlib.contextmanager
+def atomic_writer(path: str) -> Iterator:
+    """A file to write under a temporary name, renamed onto `path` when the block succeeds,
+    so readers never see a partial file."""
     tmp = _temp_name(path)
-    with FileSystems.create(tmp) as f:
-        f.write(data)
+    try:
+        with FileSystems.create(tmp, compression_type="uncompressed") as f:
+            yield f
+    except BaseException:
+        with contextlib.suppress(Exception):
+            FileSystems.delete([tmp])
+        raise
     if FileSystems.exists(path):
         FileSystems.delete([path])
     FileSystems.rename([tmp], [path])
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    with atomic_writer(path) as f:
+        f.write(data)
 
 
 def read_bytes(path: str) -> bytes:

@@ -108,10 +108,10 @@ class _CleanAndSpill(beam.DoFn):
         yield Counts(count_dict(counts))
 
     def _write(self, buffer: RunBuffer, group: int, sequence: int) -> Run:
-        data, blocks = buffer.drain()
         # The name depends only on the plan, so a retried group overwrites its own runs.
         path = fsio.join(spill_folder(self.text_dir), run_name(group, sequence))
-        fsio.write_bytes(path, data)
+        with fsio.atomic_writer(path) as f:
+            blocks = buffer.write_to(f)
         return Run(path, (group, sequence), blocks)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import random
 
 from bertdata.articles import Document
@@ -12,14 +13,20 @@ def _doc(page_id: int, text: str) -> Document:
     return Document.of((0, page_id), [text, f"{text} again."])
 
 
+def _drain(buffer: RunBuffer) -> tuple[bytes, dict]:
+    f = io.BytesIO()
+    blocks = buffer.write_to(f)
+    return f.getvalue(), blocks
+
+
 def test_buffer_reports_full_at_its_limit_and_drains_empty():
     buffer = RunBuffer(limit=200)
     full = [buffer.add(("training", i % 3), _doc(i, "x" * 40 + str(i))) for i in range(40)]
     assert not full[0] and full[-1]
     assert buffer
-    data, blocks = buffer.drain()
+    data, blocks = _drain(buffer)
     assert not buffer
-    assert buffer.drain() == (b"", {})
+    assert _drain(buffer) == (b"", {})
     assert sorted(blocks) == [("training", 0), ("training", 1), ("training", 2)]
     # Blocks tile the run in shard order, with no gap.
     offsets = [blocks[k] for k in sorted(blocks)]
@@ -33,7 +40,7 @@ def test_blocks_decode_to_the_documents_of_their_shard():
     docs = {i: _doc(i, f"Page {i}.") for i in range(30)}
     for i, doc in docs.items():
         buffer.add(("test" if i % 5 == 0 else "training", i % 2), doc)
-    data, blocks = buffer.drain()
+    data, blocks = _drain(buffer)
     seen = {}
     for shard, (offset, length) in blocks.items():
         for doc in decode_block(data[offset:offset + length]):
@@ -51,7 +58,7 @@ def test_merge_sorts_by_key_and_keeps_the_first_copy_of_a_repeated_id():
         buffer = RunBuffer()
         for i in chunk:
             buffer.add(("training", 0), _doc(i, f"copy {number} of {i}."))
-        data, index = buffer.drain()
+        data, index = _drain(buffer)
         offset, length = index[("training", 0)]
         blocks.append(data[offset:offset + length])
     kept, dropped = merge_blocks(blocks)
