@@ -181,11 +181,12 @@ def clean(
     text = _resolve_links(text, title)
     text = _EXTERNAL_LINK.sub(lambda m: m.group(1) or "", text)
     text = _BEHAVIOUR_SWITCH.sub("", text)
-    text = _paragraphs(text, keep_lists)
-    first_end = text.find("\n")
-    if _REFERS_TO.search(text if first_end < 0 else text[:first_end]):
+    paragraphs = _paragraphs(text, keep_lists)
+    if paragraphs and _REFERS_TO.search(paragraphs[0]):
         raise DisambiguationPage(f"page {title!r} is a disambiguation page")
-    return text
+    if not keep_lists:
+        paragraphs = [_drop_lead_in(p) if p.endswith(":") else p for p in paragraphs]
+    return "\n".join(p for p in paragraphs if _HAS_WORD.search(p))
 
 
 def _refuse_if_over(count: int, limit: int, what: str, title: str) -> None:
@@ -379,9 +380,10 @@ def _expand(text: str, start: int, end: int) -> str | None:
         return _expand_convert(pos)
     if name in ("frac", "sfrac", "fraction"):
         # {{frac|3}} is 1/3, {{frac|3|2}} is 3/2, {{frac|1|3|2}} is 1 3/2.
-        if len(pos) == 1:
-            return f"1/{pos[0]}"
-        return " ".join(pos[:-2] + ["/".join(pos[-2:])]) if pos else None
+        terms = [f"({a})" if " " in a else a for a in pos]
+        if len(terms) == 1:
+            return f"1/{terms[0]}"
+        return " ".join(terms[:-2] + ["/".join(terms[-2:])]) if terms else None
     if name == "val":
         return _expand_val(pos, named)
     if name in _DATE_TEMPLATES:
@@ -582,7 +584,7 @@ def _link_text(inner: str) -> str:
     return target.lstrip(":").lstrip("#")
 
 
-def _paragraphs(text: str, keep_lists: bool) -> str:
+def _paragraphs(text: str, keep_lists: bool) -> list[str]:
     """Lines -> paragraphs: list items go (or stand alone), wrapped prose lines are joined.
 
     Whole-text regexes rather than a loop over lines: a page of millions of short lines
@@ -590,11 +592,8 @@ def _paragraphs(text: str, keep_lists: bool) -> str:
     """
     text = _JUNK_LINE.sub("", text)
     text = _LIST_ITEM.sub("\n\\1\n", text) if keep_lists else _LIST_LINE.sub("", text)
-    paragraphs = (p.replace("\n", " ") for p in _BLANK_LINES.split(text) if p)
-    if not keep_lists:
-        paragraphs = (_drop_lead_in(p) if p.rstrip().endswith(":") else p for p in paragraphs)
-    text = "\n".join(paragraphs)
-    return "\n".join(p for p in _finish(text).split("\n") if _HAS_WORD.search(p))
+    text = "\n".join(p.replace("\n", " ") for p in _BLANK_LINES.split(text) if p)
+    return [p for p in _finish(text).split("\n") if _HAS_WORD.search(p)]
 
 
 def _drop_lead_in(paragraph: str) -> str:
@@ -603,8 +602,9 @@ def _drop_lead_in(paragraph: str) -> str:
     Everything after the paragraph's last sentence end goes; a paragraph with none is
     only the lead-in and goes whole.
     """
-    end = max(paragraph.rfind(stop) for stop in _SENTENCE_STOPS)
-    return paragraph[: end + 1] if end >= 0 else ""
+    # The stop's space stays out; a closing quote in it stays in.
+    cut = max((i + len(stop) - 1 for stop in _SENTENCE_STOPS if (i := paragraph.rfind(stop)) >= 0), default=0)
+    return paragraph[:cut]
 
 
 def _finish(text: str) -> str:
