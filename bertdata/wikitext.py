@@ -31,6 +31,11 @@ MAX_STRAY_LINK_BRACKETS = 10_000
 # thousands of templates, tags or table lines; each costs a few microseconds of Python,
 # so a page with far more is generated junk refused before the walk, not after it.
 MAX_TEMPLATE_BRACES = 500_000
+# Templates that show text nest a few deep ({{small|{{native name|ar|{{noitalic|...}}}}}});
+# each level copies its text once, so deeper ones are dropped, keeping the walk linear.
+MAX_EXPAND_DEPTH = 8
+# Longer than any template's name: a head without `|` in this many characters is not one.
+MAX_TEMPLATE_NAME = 256
 MAX_TAGS = 500_000
 MAX_TABLE_MARKS = 100_000
 
@@ -264,12 +269,13 @@ def _remove_templates(text: str, title: str) -> str:
     if "{{" not in text and "}}" not in text:
         return text
     _refuse_if_over(text.count("{{") + text.count("}}"), MAX_TEMPLATE_BRACES, "template braces", title)
-    stack: list[list[int]] = []  # [start of the opening run, braces still open]
+    # [start of the opening run, braces still open, the spans of its closed children]
+    stack: list[list] = []
     spans: list[tuple[int, int, str | None]] = []
     for m in _BRACE_RUN.finditer(text):
         run = m.end() - m.start()
         if text[m.start()] == "{":
-            stack.append([m.start(), run])
+            stack.append([m.start(), run, []])
             continue
         pos = m.start()
         while run >= 2 and stack:
@@ -280,11 +286,13 @@ def _remove_templates(text: str, title: str) -> str:
             pos += take
             if top[1] < 2:
                 stack.pop()
-                spans.append((top[0], pos, _expand(text, top[0], pos) if not stack else None))
+                shown = _render(text, top[0], pos, top[2]) if len(stack) < MAX_EXPAND_DEPTH else None
+                (stack[-1][2] if stack else spans).append((top[0], pos, shown))
         if run >= 2:  # closing braces with nothing open: stray markup, never prose
             spans.append((pos, m.end(), None))
     blank_after = -1
-    for start, _ in stack:
+    for start, _, children in stack:
+        spans.extend(children)  # for _splice to weigh against the unclosed span
         if start < blank_after:
             continue
         blank = text.find("\n\n", start)
@@ -344,15 +352,29 @@ def _split_args(body: str) -> list[str]:
     return args
 
 
-def _expand(text: str, start: int, end: int) -> str | None:
-    """Visible text of the inline templates that carry words or numbers; None for all others."""
-    body = text[start:end]
-    if not body.startswith("{{") or body.startswith("{{{") or "{{" in body[2:]:
+def _render(text: str, start: int, end: int, children: list[tuple[int, int, str | None]]) -> str | None:
+    """Visible text of the template at text[start:end], its child templates already rendered."""
+    if text.startswith("{{{", start):
         return None
-    bar = body.find("|")
-    name = body[2 : bar if bar > 0 else -2].strip().lower().replace("_", " ")
+    head_end = min(end - 2, start + 2 + MAX_TEMPLATE_NAME)
+    bar = text.find("|", start + 2, head_end)
+    if bar < 0 and head_end < end - 2:
+        return None
+    name = text[start + 2 : bar if bar >= 0 else head_end].strip().lower().replace("_", " ")
     if name not in _EXPANDABLE and not name.startswith("lang-"):
         return None
+    pieces = []
+    pos = start
+    for child_start, child_end, shown in children:  # siblings close, and come, in order
+        pieces.append(text[pos:child_start])
+        pieces.append(shown or "")
+        pos = child_end
+    pieces.append(text[pos:end])
+    return _expand("".join(pieces), name)
+
+
+def _expand(body: str, name: str) -> str | None:
+    """Visible text of the inline templates that carry words or numbers; None for all others."""
     fixed = _FIXED_TEMPLATES.get(name)
     if fixed is not None:
         return fixed

@@ -6,6 +6,8 @@ comes from is named beside it. Synthetic cases say so.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from bertdata import wikitext
@@ -175,6 +177,15 @@ def test_pronunciations_go_with_their_brackets(wikitext: str, expected: str) -> 
         ("from the recovery ship, {{USS|Hornet|CV-12|6}}.", "from the recovery ship, USS Hornet (CV-12)."),
         # Apollo 11
         ("splashed down {{convert|380|km|nmi|abbr=on}} south.", "splashed down 380 km south."),
+        # Anthropology: templates inside templates
+        ("''ánthrōpos'' ({{lang|grc|{{linktext|ἄνθρωπος}}}}, \"[[human]]\")",
+         'ánthrōpos (ἄνθρωπος, "human")'),
+        # Aristotle
+        ("known as the First Teacher ({{lang-ar|{{big|المعلم الأول}}}}).",
+         "known as the First Teacher (المعلم الأول)."),
+        # A: the IPA inside goes, and the brackets with it
+        ("{{angbr|{{IPA|a}}}} is used for the [[open front unrounded vowel]].",
+         "is used for the open front unrounded vowel."),
     ],
 )
 def test_words_in_templates(wikitext: str, expected: str) -> None:
@@ -257,3 +268,23 @@ def test_list_pages_are_skipped_unless_lists_are_kept() -> None:
 def test_skip_reasons() -> None:
     assert ListPage.reason == "list_page" and DisambiguationPage.reason == "disambiguation"
     assert isinstance(wikitext.RULES_VERSION, (int, str))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "page",
+    [
+        " ;" * 2_500_000 + ")",
+        "(" + " ;" * 2_500_000,
+        "( ;" * 3_000_000,
+        "x:" * 3_000_000,
+        "{{nowrap|" * 200_000 + "y" + "}}" * 200_000,
+        "{{frac|1 2|3 4}}" * 200_000,
+        "{{val|1|e=2|u=m}}" * 200_000,
+        "{{" * 200_000 + "x" * 5_000_000 + "}}" * 200_000,
+    ],
+)
+def test_new_rules_stay_linear(page: str) -> None:
+    start = time.perf_counter()
+    clean(page, max_chars=None)
+    assert time.perf_counter() - start < 20
