@@ -385,7 +385,12 @@ def _expand(body: str, name: str) -> str | None:
     for a in args:
         if _ARG_KEY.match(a):
             key, _, value = a.partition("=")
-            named[key.strip().lower()] = value.strip()
+            key = key.strip().lower()
+            # `{{nowrap|1=E = mc2}}`: a numbered argument is a positional one that holds "=".
+            if key.isdigit() and 0 < int(key) <= len(pos) + 1:
+                pos.insert(int(key) - 1, value.strip())
+            else:
+                named[key] = value.strip()
     if name in _FIRST_ARG_TEMPLATES or name.startswith("lang-"):
         return pos[0] if pos else None
     if name in _JOIN_TEMPLATES:
@@ -427,7 +432,33 @@ def _expand(body: str, name: str) -> str | None:
         return f"{word} {pos[0]}"
     if name == "e":
         return f"\u00d710^{pos[0]}" if pos else None
+    if name == "coord":
+        return _expand_coord(pos)
+    if name in ("railgauge", "rail gauge"):
+        return _expand_gauge(pos[0]) if pos else None
     return None
+
+
+def _expand_coord(pos: list[str]) -> str | None:
+    """`{{coord|13|19|N|169|9|W|...}}` is 13°19′N 169°9′W; other forms show nothing."""
+    out = []
+    numbers: list[str] = []
+    for a in pos:
+        if a in ("N", "S", "E", "W"):
+            out.append("".join(n + unit for n, unit in zip(numbers, "\u00b0\u2032\u2033")) + a)
+            numbers = []
+        elif _NUMBER.match(a) and len(numbers) < 3:
+            numbers.append(a)
+        else:
+            break
+    return " ".join(out) if len(out) == 2 else None
+
+
+def _expand_gauge(gauge: str) -> str | None:
+    """`{{RailGauge|1435mm}}` and its aliases: the gauge in millimetres."""
+    gauge = _GAUGE_ALIASES.get(gauge.lower(), gauge)
+    digits = gauge[:-2] if gauge.endswith("mm") else gauge
+    return f"{digits} mm" if digits.isdigit() else None
 
 
 def _expand_convert(pos: list[str]) -> str | None:
@@ -484,6 +515,8 @@ def _expand_date(pos: list[str], named: dict[str, str]) -> str | None:
     return f"{month_name} {day}, {year}"
 
 
+_GAUGE_ALIASES = {"sg": "1435", "ussg": "1435", "standard": "1435", "cape": "1067", "metre": "1000",
+                  "ig": "1676", "rg": "1520", "russian": "1520"}
 _MONTHS = ("January February March April May June July August September October November"
            " December").split()
 _FIXED_TEMPLATES = {
@@ -491,13 +524,16 @@ _FIXED_TEMPLATES = {
     "spnd": " \u2013 ", "sndash": " \u2013 ", "spaced en dash": " \u2013 ", "nbsp": " ",
     "space": " ", "spaces": " ", "thinsp": " ", "'": "'", "'s": "'s", "`": "'",
     "c.": "c. ", "circa": "c. ", "ca.": "c. ", "-": "\u2013", "\u2013": "\u2013",
-    "mdashb": "\u2014", "spaced mdash": " \u2014 ",
+    "mdashb": "\u2014", "spaced mdash": " \u2014 ", "=": "=", "eqm": "\u21cc",
+    "' \"": "'\"", "\" '": "\"'",
 }
 _FIRST_ARG_TEMPLATES = frozenset((
     "nowrap", "nobr", "nobreak", "small", "smaller", "big", "larger", "em", "strong", "sc",
     "smallcaps", "vanchor", "anchor", "visible anchor", "nihongo", "ill", "interlanguage link",
     "nts", "keypress", "key press", "abbr", "tooltip", "sup", "sub", "mvar", "math",
-    "var", "angbr", "sic", "bold", "italic", "vr", "script",
+    "var", "angbr", "sic", "bold", "italic", "vr", "script", "large",
+    # A phoneme in running text; {{IPA}} and its kin are pronunciations and go.
+    "ipaslink", "ipa link",
 ))
 # Templates whose arguments all show, run together.
 _JOIN_TEMPLATES = frozenset(("not a typo", "proper name", "linktext", "chem"))
@@ -514,6 +550,7 @@ _EXPANDABLE = _FIRST_ARG_TEMPLATES | _JOIN_TEMPLATES | _FLAG_TEMPLATES | _DATE_T
     _FIXED_TEMPLATES) | set(_SHIP_PREFIXES) | {
     "lang", "rtl-lang", "transl", "quote", "cquote", "quotation", "blockquote", "convert", "cvt",
     "frac", "sfrac", "fraction", "val", "oldstyledate", "sortname", "music", "as of", "asof", "e",
+    "coord", "railgauge", "rail gauge",
 }
 
 

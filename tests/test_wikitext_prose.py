@@ -177,6 +177,21 @@ def test_pronunciations_go_with_their_brackets(wikitext: str, expected: str) -> 
         ("from the recovery ship, {{USS|Hornet|CV-12|6}}.", "from the recovery ship, USS Hornet (CV-12)."),
         # Apollo 11
         ("splashed down {{convert|380|km|nmi|abbr=on}} south.", "splashed down 380 km south."),
+        # Apollo 11
+        (
+            "just before dawn local time (16:51 UTC) at {{Coord|13|19|N|169|9|W|type:event|name=Apollo 11 splashdown}}, "
+            "in the Pacific Ocean.",
+            "just before dawn local time (16:51 UTC) at 13°19′N 169°9′W, in the Pacific Ocean.",
+        ),
+        # Andorra
+        ("east of Andorra which is on the {{RailGauge|1435mm}}[[Standard gauge|-gauge]] line.",
+         "east of Andorra which is on the 1435 mm-gauge line."),
+        # Albert Einstein: a numbered argument holding "="
+        ("his formula {{nowrap|1=''E'' = ''mc''2}} (which has been dubbed", "his formula E = mc2 (which has been dubbed"),
+        # Atomic number
+        ("the hydrogen atom ({{nowrap|''Z'' {{=}} 1}}) or a hydrogen-like ion", "the hydrogen atom (Z = 1) or a hydrogen-like ion"),
+        # Acid
+        ("in the form HA {{eqm}} H+ + A−, where HA represents", "in the form HA ⇌ H+ + A−, where HA represents"),
         # Anthropology: templates inside templates
         ("''ánthrōpos'' ({{lang|grc|{{linktext|ἄνθρωπος}}}}, \"[[human]]\")",
          'ánthrōpos (ἄνθρωπος, "human")'),
