@@ -433,7 +433,8 @@ def _expand(body: str, name: str) -> str | None:
     if name == "e":
         return f"\u00d710^{pos[0]}" if pos else None
     if name == "coord":
-        return _expand_coord(pos)
+        # `display=title` puts the coordinates beside the page title, not in the text.
+        return _expand_coord(pos) if "inline" in named.get("display", "inline") else None
     if name in ("railgauge", "rail gauge"):
         return _expand_gauge(pos[0]) if pos else None
     return None

@@ -183,6 +183,8 @@ def test_pronunciations_go_with_their_brackets(wikitext: str, expected: str) -> 
             "in the Pacific Ocean.",
             "just before dawn local time (16:51 UTC) at 13°19′N 169°9′W, in the Pacific Ocean.",
         ),
+        # Angola
+        ("Angola is a country.\n{{coord|12|30|S|18|30|E|display=title}}", "Angola is a country."),
         # Andorra
         ("east of Andorra which is on the {{RailGauge|1435mm}}[[Standard gauge|-gauge]] line.",
          "east of Andorra which is on the 1435 mm-gauge line."),
