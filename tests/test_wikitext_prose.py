@@ -109,7 +109,7 @@ def test_dates(wikitext: str, expected: str) -> None:
             "'''Albedo''' ({{IPAc-en|æ|l|ˈ|b|iː|d|oʊ}}) or '''reflection coefficient''' is a measure.",
             "Albedo or reflection coefficient is a measure.",
         ),
-        # Asphalt
+        # Asphalt (shortened: its second pronunciation, "occasionally {{IPAc-en|...}}", is left out)
         (
             "'''Asphalt''' ({{IPAc-en|US|ˈ|æ|s|f|ɔː|l|t|audio=en-us-asphalt.ogg}}, "
             "{{IPAc-en|UK|ˈ|æ|s|f|æ|l|t}},<ref>Merriam-Webster</ref> also known as bitumen) is sticky.",
