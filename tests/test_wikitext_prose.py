@@ -305,3 +305,28 @@ def test_new_rules_stay_linear(page: str) -> None:
     start = time.perf_counter()
     clean(page, max_chars=None)
     assert time.perf_counter() - start < 20
+
+
+def test_page_document_counts_skips_by_reason_and_passes_keep_lists() -> None:
+    from collections import Counter
+
+    from bertdata.articles import page_document
+    from bertdata.sentences import default_splitter
+    from bertdata.wikidump import Page
+
+    counts: Counter = Counter()
+    pages = [
+        Page(1, "List of anthropologists", 0, "This is a list.\n* [[Franz Boas]]"),
+        Page(2, "Ada", 0, "'''Ada''' may refer to:\n* [[Ada (food)]]\n\n{{Disambiguation|geo|hndis}}"),
+        Page(3, "Achilles", 0, ACHILLES_FILMS),
+    ]
+    docs = [page_document(p, default_splitter(), 5_000_000, counts) for p in pages]
+    assert docs[:2] == [None, None]
+    assert docs[2].sentences == ("Achilles has also been the subject of plays.",)
+    assert counts["skipped_list_page"] == 1 and counts["skipped_disambiguation"] == 1 and counts["articles"] == 1
+
+    kept: Counter = Counter()
+    docs = [page_document(p, default_splitter(), 5_000_000, kept, keep_lists=True) for p in pages]
+    assert docs[0].sentences == ("This is a list.", "Franz Boas")
+    assert docs[1] is None and kept["skipped_disambiguation"] == 1
+    assert "Brad Pitt in Troy (2004)" in docs[2].sentences
