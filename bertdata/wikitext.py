@@ -140,7 +140,8 @@ _HAS_WORD = re.compile(r"\w")
 # Leftovers of removed templates and references: brackets left empty or with a
 # separator stuck inside, a space before punctuation, a separator before ")".
 _EMPTY_PARENS = re.compile(r"\((?: ?[,;:.\u2013\u2014-])* ?\)")
-# Possessive runs, and a close-side run that must start the run: linear on any input.
+# Possessive runs, the closing one tried only from a run's first character, so that a
+# long run of separators costs one scan, not one per character.
 _PAREN_OPEN_SEPARATOR = re.compile(r"\([ ,;:]++")
 _PAREN_CLOSE_SEPARATOR = re.compile(r"(?<![ ,;:])[ ,;:]++\)")
 _PAREN_NEEDLES = ("( ", "(,", "(;", "(:")
