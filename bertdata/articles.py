@@ -39,13 +39,18 @@ class Document:
 WIKI_SOURCE, BOOKS_SOURCE = 0, 1
 
 
-def page_document(page: Page, splitter, max_chars: int, counts: Counter) -> Document | None:
-    """Clean and split one page; count it under `pages`, plus `skipped_<reason>` or `articles`."""
+def page_document(
+    page: Page, splitter, max_chars: int, counts: Counter, keep_lists: bool = False
+) -> Document | None:
+    """Clean and split one page; count it under `pages`, plus `skipped_<reason>` or `articles`.
+
+    `keep_lists` keeps list items and "List of" pages (see `wikitext.clean`).
+    """
     counts["pages"] += 1
     reason = classify(page)
     if reason is None:
         try:
-            text = wikitext.clean(page.text, page.title, max_chars=max_chars)
+            text = wikitext.clean(page.text, page.title, max_chars=max_chars, keep_lists=keep_lists)
         except wikitext.SkippedPage as skipped:
             reason = skipped.reason
         else:

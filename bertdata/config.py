@@ -57,6 +57,7 @@ class TextConfig:
     test_fraction: float = 0.1
     lowercase: bool = True
     max_page_chars: int = 5_000_000
+    keep_lists: bool = False
 
     def __post_init__(self) -> None:
         if self.training_shards < 1 or self.test_shards < 1:

@@ -14,6 +14,9 @@ import re
 
 from bertdata.errors import BertdataError
 
+# Recorded in manifests: bump it whenever a change here can change what `clean` returns.
+RULES_VERSION = 2
+
 # The largest real article is about 1.5 MB of wikitext; 5 MB leaves room for growth
 # while refusing the generated or vandalised monsters that would stall a worker.
 DEFAULT_MAX_CHARS = 5_000_000
@@ -28,6 +31,11 @@ MAX_STRAY_LINK_BRACKETS = 10_000
 # thousands of templates, tags or table lines; each costs a few microseconds of Python,
 # so a page with far more is generated junk refused before the walk, not after it.
 MAX_TEMPLATE_BRACES = 500_000
+# Templates that show text nest a few deep ({{small|{{native name|ar|{{noitalic|...}}}}}});
+# each level copies its text once, so deeper ones are dropped, keeping the walk linear.
+MAX_EXPAND_DEPTH = 8
+# Longer than any template's name: a head without `|` in this many characters is not one.
+MAX_TEMPLATE_NAME = 256
 MAX_TAGS = 500_000
 MAX_TABLE_MARKS = 100_000
 
@@ -44,6 +52,28 @@ class PageTooLarge(SkippedPage):
 
 class MalformedPage(SkippedPage):
     reason = "malformed_page"
+
+
+class ListPage(SkippedPage):
+    reason = "list_page"
+
+
+class DisambiguationPage(SkippedPage):
+    reason = "disambiguation"
+
+
+# Pages that are lists or disambiguations hold no passages; BERT's recipe ignores lists.
+_LIST_TITLE = re.compile(r"lists? of ", re.IGNORECASE)
+_DISAMBIGUATION_TEMPLATE = re.compile(
+    r"\{\{\s*(?:disambiguation|disambig|disamb|dab|dbig|hndis|geodis|numberdis|letter disambiguation"
+    r"|hospital disambiguation|school disambiguation|place name disambiguation|species latin name disambiguation"
+    r"|call sign disambiguation|genus disambiguation|mathematical disambiguation|surname|given name"
+    r"|set index article|sia|shipindex|ship index|mountainindex|roadindex|sportindex|chemistry index)"
+    r"\s*(?:\||\}\})",
+    re.IGNORECASE,
+)
+# The first paragraph of a disambiguation that uses none of the templates.
+_REFERS_TO = re.compile(r"(?:may|might|can|could) (?:also )?(?:refer to|stand for|mean):$")
 
 
 # Trailing apparatus: everything from the first such heading onwards is not prose.
@@ -97,6 +127,8 @@ _INTERWIKI_KEEP = frozenset(("wikt", "w", "s", "q", "n", "b", "v", "c", "d", "m"
 # Headings, horizontal rules, and table rows outside any table (stray `|` or `!` lines).
 _JUNK_LINE = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!].*)$", re.MULTILINE)
 _LIST_ITEM = re.compile(r"^[ \t]*[*#:;]+[ \t]*(.*)$", re.MULTILINE)
+_LIST_LINE = re.compile(r"^[ \t]*[*#:;].*$", re.MULTILINE)
+_SENTENCE_STOPS = (". ", "! ", "? ", '." ', "?\" ", '!" ')
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _BEHAVIOUR_SWITCH = re.compile(r"__[A-Z]+__")
 _QUOTES = re.compile(r"''+")
@@ -108,10 +140,13 @@ _HAS_WORD = re.compile(r"\w")
 # Leftovers of removed templates and references: brackets left empty or with a
 # separator stuck inside, a space before punctuation, a separator before ")".
 _EMPTY_PARENS = re.compile(r"\((?: ?[,;:.\u2013\u2014-])* ?\)")
-_PAREN_SEPARATOR = re.compile(r"\( ?[,;:]+ ?|\( ")
-_PAREN_NEEDLES = ("()", "( ", "(,", "(;", "(:", "(.", "(-", "(\u2013", "(\u2014")
+# Possessive runs, the closing one tried only from a run's first character, so that a
+# long run of separators costs one scan, not one per character.
+_PAREN_OPEN_SEPARATOR = re.compile(r"\([ ,;:]++")
+_PAREN_CLOSE_SEPARATOR = re.compile(r"(?<![ ,;:])[ ,;:]++\)")
+_PAREN_NEEDLES = ("( ", "(,", "(;", "(:")
+_CLOSE_NEEDLES = (" )", ",)", ";)", ":)")
 _SPACE_BEFORE_PUNCT = re.compile(r" (?=[,;:!?)\]]|\.(?!\.))")
-_TIDY_REPLACE = ((",)", ")"), (";)", ")"), (":)", ")"), ("[]", ""))
 
 _ARG_KEY = re.compile(r"[\w -]+=")  # on stripped arguments
 _NUMBER = re.compile(r"[-+\u2212]?(?=\.?\d)[\d,]*(?:\.\d+)?(?:e-?\d+)?$")
@@ -121,18 +156,28 @@ _UNITS = {"sqmi": "sq mi", "sqkm": "km2", "e6acre": "million acres", "e6km2": "m
           "acre": "acres", "Tcuft": "trillion cu ft", "e9m3": "billion m3", "e6mi": "million mi"}
 
 
-def clean(wikitext: str, title: str = "", max_chars: int | None = DEFAULT_MAX_CHARS) -> str:
+def clean(
+    wikitext: str, title: str = "", max_chars: int | None = DEFAULT_MAX_CHARS, keep_lists: bool = False
+) -> str:
     """Plain prose of one page: paragraphs joined by newlines, markup and apparatus gone.
 
-    Raises PageTooLarge when `wikitext` is longer than `max_chars` (None: no limit) and
+    List items (`*`, `#`, `;`, `:` lines) go with tables and headings, as in BERT's
+    recipe, unless `keep_lists`, which keeps each item as a paragraph of its own.
+
+    Raises PageTooLarge when `wikitext` is longer than `max_chars` (None: no limit),
     MalformedPage when its links nest deeper, or its templates or stray link brackets are
-    more numerous, than on any real page.
+    more numerous, than on any real page, DisambiguationPage for a disambiguation or
+    set-index page, and ListPage for a "List of ..." page unless `keep_lists`.
     """
     if max_chars is not None and len(wikitext) > max_chars:
         raise PageTooLarge(
             f"page {title!r}: {len(wikitext):,} characters of wikitext, over the {max_chars:,} limit"
         )
+    if not keep_lists and _LIST_TITLE.match(title):
+        raise ListPage(f"page {title!r} is a list")
     text = _remove_comments(wikitext)
+    if title.endswith("(disambiguation)") or _DISAMBIGUATION_TEMPLATE.search(text):
+        raise DisambiguationPage(f"page {title!r} is a disambiguation page")
     cut = _TRAILING_SECTION.search(text)
     if cut:
         text = text[: cut.start()]
@@ -142,7 +187,12 @@ def clean(wikitext: str, title: str = "", max_chars: int | None = DEFAULT_MAX_CH
     text = _resolve_links(text, title)
     text = _EXTERNAL_LINK.sub(lambda m: m.group(1) or "", text)
     text = _BEHAVIOUR_SWITCH.sub("", text)
-    return _paragraphs(text)
+    paragraphs = _paragraphs(text, keep_lists)
+    if paragraphs and _REFERS_TO.search(paragraphs[0]):
+        raise DisambiguationPage(f"page {title!r} is a disambiguation page")
+    if not keep_lists:
+        paragraphs = [_drop_lead_in(p) if p.endswith(":") else p for p in paragraphs]
+    return "\n".join(p for p in paragraphs if _HAS_WORD.search(p))
 
 
 def _refuse_if_over(count: int, limit: int, what: str, title: str) -> None:
@@ -220,12 +270,13 @@ def _remove_templates(text: str, title: str) -> str:
     if "{{" not in text and "}}" not in text:
         return text
     _refuse_if_over(text.count("{{") + text.count("}}"), MAX_TEMPLATE_BRACES, "template braces", title)
-    stack: list[list[int]] = []  # [start of the opening run, braces still open]
+    # [start of the opening run, braces still open, the spans of its closed children]
+    stack: list[list] = []
     spans: list[tuple[int, int, str | None]] = []
     for m in _BRACE_RUN.finditer(text):
         run = m.end() - m.start()
         if text[m.start()] == "{":
-            stack.append([m.start(), run])
+            stack.append([m.start(), run, []])
             continue
         pos = m.start()
         while run >= 2 and stack:
@@ -236,11 +287,13 @@ def _remove_templates(text: str, title: str) -> str:
             pos += take
             if top[1] < 2:
                 stack.pop()
-                spans.append((top[0], pos, _expand(text, top[0], pos) if not stack else None))
+                shown = _render(text, top[0], pos, top[2]) if len(stack) < MAX_EXPAND_DEPTH else None
+                (stack[-1][2] if stack else spans).append((top[0], pos, shown))
         if run >= 2:  # closing braces with nothing open: stray markup, never prose
             spans.append((pos, m.end(), None))
     blank_after = -1
-    for start, _ in stack:
+    for start, _, children in stack:
+        spans.extend(children)  # for _splice to weigh against the unclosed span
         if start < blank_after:
             continue
         blank = text.find("\n\n", start)
@@ -300,15 +353,32 @@ def _split_args(body: str) -> list[str]:
     return args
 
 
-def _expand(text: str, start: int, end: int) -> str | None:
-    """Visible text of the few inline templates that carry prose; None for all others."""
-    body = text[start:end]
-    if not body.startswith("{{") or body.startswith("{{{") or "{{" in body[2:]:
+def _render(text: str, start: int, end: int, children: list[tuple[int, int, str | None]]) -> str | None:
+    """Visible text of the template at text[start:end], its child templates already rendered."""
+    if text.startswith("{{{", start):
         return None
-    bar = body.find("|")
-    name = body[2 : bar if bar > 0 else -2].strip().lower().replace("_", " ")
+    head_end = min(end - 2, start + 2 + MAX_TEMPLATE_NAME)
+    bar = text.find("|", start + 2, head_end)
+    if bar < 0 and head_end < end - 2:
+        return None
+    name = text[start + 2 : bar if bar >= 0 else head_end].strip().lower().replace("_", " ")
     if name not in _EXPANDABLE and not name.startswith("lang-"):
         return None
+    pieces = []
+    pos = start
+    for child_start, child_end, shown in children:  # siblings close, and come, in order
+        pieces.append(text[pos:child_start])
+        pieces.append(shown or "")
+        pos = child_end
+    pieces.append(text[pos:end])
+    return _expand("".join(pieces), name)
+
+
+def _expand(body: str, name: str) -> str | None:
+    """Visible text of the inline templates that carry words or numbers; None for all others."""
+    fixed = _FIXED_TEMPLATES.get(name)
+    if fixed is not None:
+        return fixed
     parts = _split_args(body[2:-2])
     args = [a.strip() for a in parts[1:]]
     pos = [a for a in args if not _ARG_KEY.match(a)]
@@ -316,13 +386,19 @@ def _expand(text: str, start: int, end: int) -> str | None:
     for a in args:
         if _ARG_KEY.match(a):
             key, _, value = a.partition("=")
-            named[key.strip().lower()] = value.strip()
-    fixed = _FIXED_TEMPLATES.get(name)
-    if fixed is not None:
-        return fixed
+            key = key.strip().lower()
+            # `{{nowrap|1=E = mc2}}`: a numbered argument is a positional one that holds "=".
+            if key.isdigit() and 0 < int(key) <= len(pos) + 1:
+                pos.insert(int(key) - 1, value.strip())
+            else:
+                named[key] = value.strip()
     if name in _FIRST_ARG_TEMPLATES or name.startswith("lang-"):
         return pos[0] if pos else None
-    if name == "lang":
+    if name in _JOIN_TEMPLATES:
+        return "".join(pos) or None
+    if name in _FLAG_TEMPLATES:
+        return named.get("name") or (pos[0] if pos else None)
+    if name in ("lang", "rtl-lang"):
         return pos[1] if len(pos) > 1 else None
     if name == "transl":
         return pos[-1] if len(pos) > 1 else None
@@ -330,16 +406,61 @@ def _expand(text: str, start: int, end: int) -> str | None:
         return named.get("text") or named.get("quote") or (pos[0] if pos else None)
     if name in ("convert", "cvt"):
         return _expand_convert(pos)
-    if name == "frac":
-        return " ".join(pos[:-2] + ["/".join(pos[-2:])]) if pos else None
+    if name in ("frac", "sfrac", "fraction"):
+        # {{frac|3}} is 1/3, {{frac|3|2}} is 3/2, {{frac|1|3|2}} is 1 3/2.
+        terms = [f"({a})" if " " in a else a for a in pos]
+        if len(terms) == 1:
+            return f"1/{terms[0]}"
+        return " ".join(terms[:-2] + ["/".join(terms[-2:])]) if terms else None
+    if name == "val":
+        return _expand_val(pos, named)
+    if name in _DATE_TEMPLATES:
+        return _expand_date(pos, named)
+    if name == "oldstyledate":
+        return f"{pos[0]}, {pos[1]}" if len(pos) >= 2 else None
+    if name == "sortname":
+        return " ".join(pos[:2]) if len(pos) >= 2 else None
+    if name in _SHIP_PREFIXES:
+        if not pos:
+            return None
+        return f"{_SHIP_PREFIXES[name]} {pos[0]}" + (f" ({pos[1]})" if len(pos) > 1 else "")
+    if name == "music":
+        return _MUSIC_SYMBOLS.get(pos[0].lower()) if pos else None
     if name in ("as of", "asof"):
         if not pos:
             return None
         word = "as of" if named.get("lc") in ("y", "yes", "on") else "As of"
         return f"{word} {pos[0]}"
-    if name == "chem":
-        return "".join(pos)
+    if name == "e":
+        return f"\u00d710^{pos[0]}" if pos else None
+    if name == "coord":
+        # `display=title` puts the coordinates beside the page title, not in the text.
+        return _expand_coord(pos) if "inline" in named.get("display", "inline") else None
+    if name in ("railgauge", "rail gauge"):
+        return _expand_gauge(pos[0]) if pos else None
     return None
+
+
+def _expand_coord(pos: list[str]) -> str | None:
+    """`{{coord|13|19|N|169|9|W|...}}` is 13°19′N 169°9′W; other forms show nothing."""
+    out = []
+    numbers: list[str] = []
+    for a in pos:
+        if a in ("N", "S", "E", "W"):
+            out.append("".join(n + unit for n, unit in zip(numbers, "\u00b0\u2032\u2033")) + a)
+            numbers = []
+        elif _NUMBER.match(a) and len(numbers) < 3:
+            numbers.append(a)
+        else:
+            break
+    return " ".join(out) if len(out) == 2 else None
+
+
+def _expand_gauge(gauge: str) -> str | None:
+    """`{{RailGauge|1435mm}}` and its aliases: the gauge in millimetres."""
+    gauge = _GAUGE_ALIASES.get(gauge.lower(), gauge)
+    digits = gauge[:-2] if gauge.endswith("mm") else gauge
+    return f"{digits} mm" if digits.isdigit() else None
 
 
 def _expand_convert(pos: list[str]) -> str | None:
@@ -360,24 +481,78 @@ def _expand_convert(pos: list[str]) -> str | None:
     return out
 
 
+def _expand_val(pos: list[str], named: dict[str, str]) -> str | None:
+    """`{{val|6.241|e=18}}` is 6.241×10^18; `{{val|30000|u=C}}` is 30000 C."""
+    if not pos or not _NUMBER.match(pos[0]):
+        return None
+    out = pos[0]
+    if len(pos) > 1:
+        # `{{val|1.00794|(7)}}` is concise uncertainty, `{{val|1.00794|0.00007}}` is ±.
+        out += pos[1] if pos[1].startswith("(") else f" \u00b1 {pos[1]}"
+    if named.get("e"):
+        out += f"\u00d710^{named['e']}"
+    unit = named.get("u") or named.get("ul")
+    per = named.get("up") or named.get("upl")
+    if unit:
+        out += f" {unit}"
+    if per:
+        out += f"/{per}"
+    return out
+
+
+def _expand_date(pos: list[str], named: dict[str, str]) -> str | None:
+    """Year, month and day as the template shows them: "February 12, 1809", or dmy with df=y."""
+    if not pos or not pos[0].isdigit():
+        return None
+    year = pos[0]
+    month = int(pos[1]) if len(pos) > 1 and pos[1].isdigit() and 1 <= int(pos[1]) <= 12 else 0
+    if not month:
+        return year
+    day = int(pos[2]) if len(pos) > 2 and pos[2].isdigit() and 1 <= int(pos[2]) <= 31 else 0
+    month_name = _MONTHS[month - 1]
+    if not day:
+        return f"{month_name} {year}"
+    if named.get("df", "").lower() in ("y", "yes"):
+        return f"{day} {month_name} {year}"
+    return f"{month_name} {day}, {year}"
+
+
+_GAUGE_ALIASES = {"sg": "1435", "ussg": "1435", "standard": "1435", "cape": "1067", "metre": "1000",
+                  "ig": "1676", "rg": "1520", "russian": "1520"}
+_MONTHS = ("January February March April May June July August September October November"
+           " December").split()
 _FIXED_TEMPLATES = {
     "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spaced ndash": " \u2013 ",
     "spnd": " \u2013 ", "sndash": " \u2013 ", "spaced en dash": " \u2013 ", "nbsp": " ",
     "space": " ", "spaces": " ", "thinsp": " ", "'": "'", "'s": "'s", "`": "'",
     "c.": "c. ", "circa": "c. ", "ca.": "c. ", "-": "\u2013", "\u2013": "\u2013",
+    "mdashb": "\u2014", "spaced mdash": " \u2014 ", "=": "=", "eqm": "\u21cc",
+    "' \"": "'\"", "\" '": "\"'",
 }
 _FIRST_ARG_TEMPLATES = frozenset((
     "nowrap", "nobr", "nobreak", "small", "smaller", "big", "larger", "em", "strong", "sc",
     "smallcaps", "vanchor", "anchor", "visible anchor", "nihongo", "ill", "interlanguage link",
-    "nts", "val", "keypress", "key press", "abbr", "tooltip", "sup", "sub", "mvar", "math",
-    "var", "angbr", "sic", "linktext", "bold", "italic", "not a typo", "proper name", "flag",
-    "flagcountry", "flagu",
+    "nts", "keypress", "key press", "abbr", "tooltip", "sup", "sub", "mvar", "math",
+    "var", "angbr", "sic", "bold", "italic", "vr", "script", "large",
+    # A phoneme in running text; {{IPA}} and its kin are pronunciations and go.
+    "ipaslink", "ipa link",
 ))
+# Templates whose arguments all show, run together.
+_JOIN_TEMPLATES = frozenset(("not a typo", "proper name", "linktext", "chem"))
+_FLAG_TEMPLATES = frozenset(("flag", "flagcountry", "flagu", "flag country"))
+_DATE_TEMPLATES = frozenset((
+    "birth date", "birth date and age", "death date", "death date and age", "start date",
+    "end date", "start date and age", "birth-date", "death-date", "dob", "bda", "dda",
+))
+_SHIP_PREFIXES = {"uss": "USS", "hms": "HMS", "hmas": "HMAS", "hmcs": "HMCS", "ss": "SS", "rms": "RMS"}
+_MUSIC_SYMBOLS = {"flat": "\u266d", "b": "\u266d", "sharp": "\u266f", "#": "\u266f", "natural": "\u266e"}
 
 
-_EXPANDABLE = _FIRST_ARG_TEMPLATES | set(_FIXED_TEMPLATES) | {
-    "lang", "transl", "quote", "cquote", "quotation", "blockquote", "convert", "cvt", "frac",
-    "as of", "asof", "chem",
+_EXPANDABLE = _FIRST_ARG_TEMPLATES | _JOIN_TEMPLATES | _FLAG_TEMPLATES | _DATE_TEMPLATES | set(
+    _FIXED_TEMPLATES) | set(_SHIP_PREFIXES) | {
+    "lang", "rtl-lang", "transl", "quote", "cquote", "quotation", "blockquote", "convert", "cvt",
+    "frac", "sfrac", "fraction", "val", "oldstyledate", "sortname", "music", "as of", "asof", "e",
+    "coord", "railgauge", "rail gauge",
 }
 
 
@@ -470,16 +645,27 @@ def _link_text(inner: str) -> str:
     return target.lstrip(":").lstrip("#")
 
 
-def _paragraphs(text: str) -> str:
-    """Lines -> paragraphs: list items stand alone, wrapped prose lines are joined.
+def _paragraphs(text: str, keep_lists: bool) -> list[str]:
+    """Lines -> paragraphs: list items go (or stand alone), wrapped prose lines are joined.
 
     Whole-text regexes rather than a loop over lines: a page of millions of short lines
     must not cost a Python iteration each.
     """
     text = _JUNK_LINE.sub("", text)
-    text = _LIST_ITEM.sub("\n\\1\n", text)
+    text = _LIST_ITEM.sub("\n\\1\n", text) if keep_lists else _LIST_LINE.sub("", text)
     text = "\n".join(p.replace("\n", " ") for p in _BLANK_LINES.split(text) if p)
-    return "\n".join(p for p in _finish(text).split("\n") if _HAS_WORD.search(p))
+    return [p for p in _finish(text).split("\n") if _HAS_WORD.search(p)]
+
+
+def _drop_lead_in(paragraph: str) -> str:
+    """Cut the sentence that introduces a dropped list ("... played in film by:").
+
+    Everything after the paragraph's last sentence end goes; a paragraph with none is
+    only the lead-in and goes whole.
+    """
+    # The stop's space stays out; a closing quote in it stays in.
+    cut = max((i + len(stop) - 1 for stop in _SENTENCE_STOPS if (i := paragraph.rfind(stop)) >= 0), default=0)
+    return paragraph[:cut]
 
 
 def _finish(text: str) -> str:
@@ -494,11 +680,14 @@ def _finish(text: str) -> str:
     text = _collapse_spaces(_ODD_SPACE.sub(" ", _INVISIBLE.sub("", text)))
     # Cheap substring checks first: the regexes try at every "(" of the text.
     if any(needle in text for needle in _PAREN_NEEDLES):
-        text = _PAREN_SEPARATOR.sub("(", _EMPTY_PARENS.sub("", text))
+        text = _PAREN_OPEN_SEPARATOR.sub("(", text)
+    if any(needle in text for needle in _CLOSE_NEEDLES):
+        text = _PAREN_CLOSE_SEPARATOR.sub(")", text)
+    if "(" in text:
+        text = _EMPTY_PARENS.sub("", text)
     text = _SPACE_BEFORE_PUNCT.sub("", text)
-    for old, new in _TIDY_REPLACE:
-        if old in text:
-            text = text.replace(old, new)
+    if "[]" in text:
+        text = text.replace("[]", "")
     while ",," in text:
         text = text.replace(",,", ",")
     return _collapse_spaces(text)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bertdata.errors import BertdataError
-from bertdata.wikitext import MalformedPage, PageTooLarge, SkippedPage, clean
+from bertdata.wikitext import DisambiguationPage, ListPage, MalformedPage, PageTooLarge, SkippedPage, clean
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 DUMP = SHARED / "data/wiki/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -47,11 +47,11 @@ LEFTOVER = re.compile(
         # non-prose tags with content
         ("Euler: <math>e^{i\\pi}+1=0</math> holds.", "Euler: holds."),
         ("A<gallery>\nFile:a.jpg|cap\n</gallery>\nB.", "A\nB."),
-        ("Code:\n<syntaxhighlight lang=c>int x;</syntaxhighlight>\nDone.", "Code:\nDone."),
+        ("Code.\n<syntaxhighlight lang=c>int x;</syntaxhighlight>\nDone.", "Code.\nDone."),
         ("X <source lang=py>y = 1</source> z.", "X\nz."),
         ("X <syntaxhighlight lang=py inline>y</syntaxhighlight> z.", "X z."),
         ("X\n<pre>raw {{x}}</pre>\nY.", "X\nY."),
-        ("Chart:\n<timeline>j</timeline>\n<imagemap>j</imagemap>\n<score>c d</score>\nEnd.", "Chart:\nEnd."),
+        ("Chart.\n<timeline>j</timeline>\n<imagemap>j</imagemap>\n<score>c d</score>\nEnd.", "Chart.\nEnd."),
         ("Water is <chem>H2O</chem>.", "Water is."),
         # formatting tags: keep text, drop tag
         ("<b>Bold</b> <i>it</i> <small>s</small> x<sup>2</sup> H<sub>2</sub>O", "Bold it s x2 H2O"),
@@ -84,8 +84,8 @@ LEFTOVER = re.compile(
         ("''{{flag|Azores}}'' (PRT)", "Azores (PRT)"),
         # entities, also escaped twice in the source
         ("A&nbsp;B &amp; C &#8211; D &eacute; &amp;nbsp;E &lt;x&gt;", "A B & C \u2013 D \u00e9 E <x>"),
-        # lists and indentation
-        ("* one\n** two\n# three\n#: four\n; term\n: definition", "one\ntwo\nthree\nfour\nterm\ndefinition"),
+        # lists and indentation are dropped by default (see test_keep_lists)
+        ("Intro.\n* one\n** two\n# three\n#: four\n; term\n: definition\nAfter.", "Intro.\nAfter."),
         # headings and horizontal rules
         ("Intro.\n== History ==\nOld.\n=== Early ===\nOlder.\n----\nLast.", "Intro.\nOld.\nOlder.\nLast."),
         # wrapped lines of one paragraph are joined
@@ -127,7 +127,7 @@ def test_heading_that_merely_mentions_references_is_kept() -> None:
 
 def test_empty_and_markup_only_pages() -> None:
     assert clean("") == ""
-    assert clean("{{Disambiguation}}\n[[Category:X]]") == ""
+    assert clean("{{Use dmy dates}}\n[[Category:X]]") == ""
 
 
 # -- robustness ----------------------------------------------------------------------
@@ -227,7 +227,14 @@ def _articles() -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def cleaned_fragment() -> list[tuple[str, str]]:
-    return [(title, clean(text, title)) for title, text in _articles()]
+    """(title, text) of the fragment's articles that are not list or disambiguation pages."""
+    out = []
+    for title, text in _articles():
+        try:
+            out.append((title, clean(text, title)))
+        except (ListPage, DisambiguationPage):
+            pass
+    return out
 
 
 def test_fragment_has_no_markup_in_any_sentence(cleaned_fragment) -> None:
@@ -244,9 +251,10 @@ def test_fragment_has_no_markup_in_any_sentence(cleaned_fragment) -> None:
 
 
 def test_fragment_output_is_substantial(cleaned_fragment) -> None:
-    assert len(cleaned_fragment) == 106
+    # 106 articles less 2 "List of" pages and 8 disambiguations (see test_fragment_skips).
+    assert len(cleaned_fragment) == 96
     nonempty = [text for _, text in cleaned_fragment if len(text) > 200]
-    assert len(nonempty) >= 100
+    assert len(nonempty) >= 92
     total = sum(len(text) for _, text in cleaned_fragment)
     # 5.7 MB of wikitext; prose is roughly half of it once citations and tables go.
     assert 1_500_000 < total < 4_000_000
@@ -260,3 +268,28 @@ def test_fragment_output_is_tidy(cleaned_fragment) -> None:
         for line in text.split("\n"):
             assert "  " not in line and line == line.strip(), title
             assert not re.search(r"\(\s*[,;]?\s*\)| [,;](?!\S)", line), (title, line)
+
+
+def test_fragment_skips_list_and_disambiguation_pages() -> None:
+    skipped = {}
+    for title, text in _articles():
+        try:
+            clean(text, title)
+        except SkippedPage as e:
+            skipped[title] = e.reason
+    assert skipped == {
+        "List of Atlas Shrugged characters": "list_page", "List of anthropologists": "list_page",
+        "Alien": "disambiguation", "Ada": "disambiguation", "Aa River": "disambiguation",
+        "Austin (disambiguation)": "disambiguation", "Aberdeen (disambiguation)": "disambiguation",
+        "Argument (disambiguation)": "disambiguation", "Animal (disambiguation)": "disambiguation",
+        "Asia Minor (disambiguation)": "disambiguation",
+    }
+
+
+def test_fragment_sentences_end_like_sentences(cleaned_fragment) -> None:
+    from bertdata.sentences import split_article
+
+    # With list items kept, about 7% of sentences were list debris ("Stage Struck (1925)").
+    sentences = [s for _, text in cleaned_fragment for s in split_article(text)]
+    unterminated = [s for s in sentences if not re.search(r"[.!?][\"'\u201d\u2019)\]]*$|[\"'\u201d\u2019)\]]$", s)]
+    assert len(unterminated) < 0.01 * len(sentences), unterminated[:20]

@@ -62,6 +62,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     text.add_argument("--training-shards", type=int, metavar="N", help="training text shards (default 256)")
     text.add_argument("--test-shards", type=int, metavar="N", help="test text shards (default 256)")
     text.add_argument("--test-fraction", type=float, default=0.1, metavar="F", help="share of articles for test (0.1)")
+    text.add_argument("--keep-lists", action="store_true",
+                      help="keep list items and 'List of' pages; by default only prose passages are kept, "
+                           "as BERT's recipe ignores lists, tables and headers")
 
     inst = p.add_argument_group("instances (reference flags)")
     inst.add_argument("--phase", choices=("1", "2", "both"), default="both",
@@ -96,6 +99,7 @@ def config_from_args(args: argparse.Namespace):
         test_shards=args.test_shards or test_default,
         test_fraction=args.test_fraction,
         lowercase=not args.cased,
+        keep_lists=args.keep_lists,
     )
     chosen = {"1": (PHASE1,), "2": (PHASE2,), "both": (PHASE1, PHASE2)}[args.phase]
     phases = tuple(replace(p, dupe_factor=args.dupe_factor, masked_lm_prob=args.masked_lm_prob,
