@@ -73,7 +73,8 @@ def _documents(item: WorkItem, cfg: TextConfig, splitter, counts: Counter):
     else:
         pages = (iter_pages(item.path, open_raw) if item.start is None
                  else iter_pages_in_range(item.path, item.start, item.end, open_raw))
-        docs = ((str(page.page_id), page_document(page, splitter, cfg.max_page_chars, counts)) for page in pages)
+        docs = ((str(page.page_id), page_document(page, splitter, cfg.max_page_chars, counts,
+                                                  keep_lists=cfg.keep_lists)) for page in pages)
     for key, doc in docs:
         if doc is not None:
             yield assign(key, cfg.training_shards, cfg.test_shards, cfg.test_fraction), doc

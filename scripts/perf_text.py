@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from bertdata.sentences import SentenceSplitter
-from bertdata.wikitext import clean
+from bertdata.wikitext import SkippedPage, clean
 
 DEFAULT_DUMP = (
     Path(__file__).resolve().parents[1].parent
@@ -52,6 +52,14 @@ def best_of(repeats: int, work) -> tuple[float, float, object]:
     return best
 
 
+def clean_or_skip(text: str, title: str) -> str:
+    """The clean text, or "" for a page the cleaner skips (a list, a disambiguation)."""
+    try:
+        return clean(text, title)
+    except SkippedPage:
+        return ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -65,7 +73,7 @@ def main() -> int:
 
     articles = read_articles(args.dump)
     wikitext_mb = sum(len(text.encode("utf-8")) for _, text in articles) / 1e6
-    seconds, wall, cleaned = best_of(args.repeats, lambda: [clean(text, title) for title, text in articles])
+    seconds, wall, cleaned = best_of(args.repeats, lambda: [clean_or_skip(text, title) for title, text in articles])
     cleaned_mb = sum(len(text.encode("utf-8")) for text in cleaned) / 1e6
     print(f"clean:  {len(articles)} articles, {wikitext_mb:.2f} MB wikitext -> {cleaned_mb:.2f} MB text "
           f"in {seconds:.3f} s CPU ({wall:.3f} s wall): {len(articles) / seconds:.0f} articles/s, "
