@@ -5,6 +5,7 @@ Plain functions over the cleaners, so the Beam DoFns stay thin and tests need no
 
 from __future__ import annotations
 
+import re
 import zlib
 
 from collections import Counter
@@ -57,12 +58,35 @@ def page_document(
             sentences = tuple(splitter.split_article(text))
             if sentences:
                 counts["articles"] += 1
-                counts["sentences"] += len(sentences)
-                counts["text_chars"] += sum(len(s) for s in sentences)
+                counts.update(sentence_counts(sentences))
                 return Document.of((WIKI_SOURCE, page.page_id), sentences)
             reason = "no_text"
     counts[f"skipped_{reason}"] += 1
     return None
+
+
+# A sentence ends with terminal punctuation, possibly followed by closing quotes or brackets.
+_TERMINATED = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$|[\"'\u201d\u2019)\]]$")
+
+
+def is_terminated(sentence: str) -> bool:
+    return _TERMINATED.search(sentence) is not None
+
+
+def sentence_counts(sentences: Iterable[str]) -> dict[str, int]:
+    """What the manifest's quality figures are made of, for one document's sentences."""
+    sentences = list(sentences)
+    return {"sentences": len(sentences), "text_chars": sum(map(len, sentences)),
+            "words": sum(len(s.split()) for s in sentences),
+            "unterminated_sentences": sum(not is_terminated(s) for s in sentences)}
+
+
+def quality(counts: dict[str, int]) -> dict[str, float]:
+    """Figures that tell at a glance whether the text is the prose BERT wants."""
+    sentences = counts.get("sentences", 0)
+    return {"sentences_per_article": round(sentences / max(1, counts.get("articles", 0)), 2),
+            "words_per_sentence": round(counts.get("words", 0) / max(1, sentences), 2),
+            "unterminated_share": round(counts.get("unterminated_sentences", 0) / max(1, sentences), 4)}
 
 
 def count_dict(counts: Counter) -> dict[str, int]:

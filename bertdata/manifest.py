@@ -37,6 +37,7 @@ class HDF5Shard:
     sentences: int
     tokens: int
     instances: int
+    random_next: int  # instances whose segment B is from another document
     sha256: str
     reused: bool = False
 

@@ -20,7 +20,7 @@ from dataclasses import asdict
 
 import apache_beam as beam
 
-from bertdata.articles import merge_counts
+from bertdata.articles import merge_counts, quality
 from bertdata.books import SNIFF_BYTES, check_text_file
 from bertdata.config import BuildConfig
 from bertdata.errors import BertdataError
@@ -28,6 +28,7 @@ from bertdata.layout import BOOKS_WIKI_DATASET, WIKI_DATASET, hdf5_folder, text_
 from bertdata.manifest import RUN_KEY, HDF5Shard, dumps, library_versions
 from bertdata.sharding import TextShard
 from bertdata.vocab import Vocab, load_vocab, resolve_vocab
+from bertdata.wikitext import RULES_VERSION
 from pipelines import fsio, progress
 from bertdata.fsutil import TEMP_PREFIX
 from pipelines.instances import TextShardsToHDF5
@@ -35,6 +36,8 @@ from pipelines.runners import make_pipeline, worker_count
 from pipelines.text import Counts, DumpToTextShards, Gather, WorkItem, open_raw, spill_folder
 
 MANIFEST = "manifest.json"
+# The text options' key for the cleaner's rules version: a new release's rules redo the text.
+RULES = "cleaning_rules"
 # Compressed bytes per read work item: a few MB keeps each piece of reading short and its
 # progress visible; small dumps are cut finer so that every worker gets several items.
 WORK_ITEM_BYTES = 4 << 20
@@ -172,7 +175,12 @@ def reusable_text_stage(text_dir: str, dump: dict, text_options: dict, force: bo
     manifest = _read_json(fsio.join(text_dir, MANIFEST))
     if manifest is None or force:
         return None
-    if manifest.get("dump", {}).get("sha1") != dump["sha1"] or manifest.get("options") != text_options:
+    old = manifest.get("options", {})
+    if {**old, RULES: None} == {**text_options, RULES: None} and old.get(RULES) != text_options[RULES]:
+        _log(f"{text_dir}: text shards made with cleaning rules {old.get(RULES)}, now {text_options[RULES]}: "
+             "rebuilding them")
+        return None
+    if manifest.get("dump", {}).get("sha1") != dump["sha1"] or old != text_options:
         raise BertdataError(
             f"{text_dir} holds text shards built from another dump or options "
             f"({manifest.get('dump', {}).get('name')}); pass --force to rebuild them, or choose another --output")
@@ -238,7 +246,8 @@ class _WriteTextManifest(beam.DoFn):
         texts = sorted((r for r in records if isinstance(r, TextShard)), key=lambda r: (r.split, r.index))
         counts["text_shards"] = len(texts)
         base = {k: v for k, v in self.common.items() if k != RUN_KEY}
-        manifest = {**base, "options": self.text_options, "counts": counts, RUN_KEY: _run_record(self.common),
+        manifest = {**base, "options": self.text_options, "counts": counts, "quality": quality(counts),
+                    RUN_KEY: _run_record(self.common),
                     "shards": [{**t.manifest_entry(), "split": t.split, "index": t.index, "stem": t.stem}
                                for t in texts]}
         fsio.write_bytes(fsio.join(self.text_dir, MANIFEST), dumps(manifest))
@@ -262,8 +271,11 @@ class _WriteHDF5Manifests(beam.DoFn):
             shards = sorted((r for r in hdf5 if r.folder == folder), key=lambda r: _natural(r.file))
             phase_counts = {**counts, "hdf5_shards": len(shards), "tokens": sum(r.tokens for r in shards),
                             "instances": sum(r.instances for r in shards),
+                            "random_next": sum(r.random_next for r in shards),
                             "documents": sum(r.documents for r in shards)}
+            random_next = round(phase_counts["random_next"] / max(1, phase_counts["instances"]), 4)
             manifest = {**base, "options": options, "counts": phase_counts,
+                        "quality": {**quality(counts), "random_next_share": random_next},
                         "shards": [r.manifest_entry() for r in shards],
                         RUN_KEY: {**run, "reused_shards": sum(r.reused for r in shards)}}
             fsio.write_bytes(fsio.join(folder, MANIFEST), dumps(manifest))
@@ -370,7 +382,7 @@ def run_build(cfg: BuildConfig) -> dict:
     phases = [] if cfg.stop_after == "text" else [
         (p, fsio.join(cfg.output, hdf5_folder(p, t.lowercase), dataset)) for p in cfg.phases]
     text_options = {"text": asdict(t), "books": [fsio.FileSystems.split(b)[1] for b in books],
-                    "dataset": dataset}
+                    "dataset": dataset, RULES: RULES_VERSION}
     check_vocab_unchanged([d for _, d in phases], vocab, cfg.force)
     reuse = reusable_text_stage(text_dir, dump_record, text_options, cfg.force)
     remove_leftovers([d for _, d in phases], text_dir, redo_text=reuse is None)
@@ -422,12 +434,21 @@ def run_build(cfg: BuildConfig) -> dict:
 def print_summary(summary: dict) -> None:
     text = summary["text"]
     c = Counter(text["counts"]) if text else Counter()
+    q = text.get("quality", {}) if text else {}
     skipped = ", ".join(f"{k.removeprefix('skipped_')} {v:,}" for k, v in sorted(c.items()) if k.startswith("skipped_"))
     print(f"pages {c['pages']:,} -> articles {c['articles']:,} (skipped: {skipped or 'none'})"
           + (f", books {c['books']:,}" if c["books"] else ""))
-    print(f"text: {c['sentences'] + c['book_sentences']:,} sentences in {c['text_shards']} shards")
+    print(f"text: {c['sentences'] + c['book_sentences']:,} sentences in {c['text_shards']} shards"
+          + (f"; {q['sentences_per_article']} sentences per article, {q['words_per_sentence']} words per sentence, "
+             f"{100 * q['unterminated_share']:.1f}% without end punctuation" if q else ""))
     for folder, manifest in summary["phases"].items():
         pc = manifest["counts"]
-        print(f"hdf5: {pc['instances']:,} instances, {pc['tokens']:,} tokens in {pc['hdf5_shards']} shards "
-              f"-> {folder}")
+        reused = manifest[RUN_KEY].get("reused_shards", 0)
+        print(f"hdf5: {pc['instances']:,} instances ({100 * manifest['quality']['random_next_share']:.1f}% random "
+              f"next), {pc['tokens']:,} tokens in {pc['hdf5_shards']} shards"
+              + (f" ({reused} reused)" if reused else "") + f" -> {folder}")
     print(f"done in {summary['seconds']:.1f} s")
+    if summary["phases"]:
+        first = next(iter(summary["phases"]))
+        print(f"next:\n  bertdata inspect {first}\n  bertdata shard {first} --parts 100 --output PARTS\n"
+              f"  bertdata bench --data {first}")

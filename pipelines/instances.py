@@ -9,8 +9,13 @@ from bertdata.config import InstanceConfig
 from bertdata.manifest import HDF5Shard, file_sha256
 from bertdata.sharding import TextShard, derive_seed
 from bertdata.vocab import Vocab
+from bertdata.wikitext import RULES_VERSION
 from pipelines import fsio
 from pipelines.text import Counts
+
+
+# What each hdf5 shard records about itself, and a re-run reads back instead of redoing it.
+STATS = ("documents", "sentences", "tokens", "instances", "random_next")
 
 
 class _MakeInstances(beam.DoFn):
@@ -36,7 +41,8 @@ class _MakeInstances(beam.DoFn):
             path = fsio.join(folder, record.stem + ".hdf5")
             seed = cfg.random_seed if self.same_seed else derive_seed(cfg.random_seed, record.stem)
             attrs = {**generation_attrs(self.vocab, cfg, self.lowercase, seed),
-                     "source": record.stem + ".txt", "source_sha256": record.sha256}
+                     "source": record.stem + ".txt", "source_sha256": record.sha256,
+                     "cleaning_rules": RULES_VERSION}
             stats = None if self.force else _reusable(path, attrs)
             reused = stats is not None
             if not reused:
@@ -50,14 +56,16 @@ class _MakeInstances(beam.DoFn):
                             return
                 instances = create_instances(documents, self.vocab, cfg, seed)
                 stats = {"documents": documents.num_documents, "sentences": documents.num_sentences,
-                         "tokens": documents.num_tokens, "instances": len(instances)}
+                         "tokens": documents.num_tokens, "instances": len(instances),
+                         "random_next": int(instances.random_next[:len(instances)].sum())}
                 with fsio.local_output(path) as local:
                     write_instances(local, instances, {**attrs, **stats})
                 del instances
             with fsio.FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
                 sha = file_sha256(f)
             yield HDF5Shard(folder, record.stem + ".hdf5", record.stem + ".txt", seed, stats["documents"],
-                            stats["sentences"], stats["tokens"], stats["instances"], sha, reused)
+                            stats["sentences"], stats["tokens"], stats["instances"], stats["random_next"], sha,
+                            reused)
 
 
 def _reusable(path: str, attrs: dict) -> dict | None:
@@ -74,7 +82,9 @@ def _reusable(path: str, attrs: dict) -> dict | None:
         found = shard_attrs(local)
     if any(found.get(k) != v for k, v in attrs.items() if k != "bertdata_version"):
         return None
-    return {k: int(found[k]) for k in ("documents", "sentences", "tokens", "instances")}
+    if any(k not in found for k in STATS):
+        return None  # made by a release that recorded less
+    return {k: int(found[k]) for k in STATS}
 
 
 class TextShardsToHDF5(beam.PTransform):

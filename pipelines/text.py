@@ -20,7 +20,7 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from bertdata.articles import count_dict, merge_counts, page_document
+from bertdata.articles import count_dict, merge_counts, page_document, sentence_counts
 from bertdata.books import book_document
 from bertdata.config import TextConfig
 from bertdata.layout import shard_stem
@@ -147,10 +147,9 @@ class _WriteTextShard(beam.DoFn):
         fsio.write_bytes(path, data)
         yield record
         if repeated:
-            sentences = [doc.sentences for doc in repeated]
+            dropped = sentence_counts(s for doc in repeated for s in doc.sentences)
             yield Counts({"skipped_duplicate_id": len(repeated), "articles": -len(repeated),
-                          "sentences": -sum(map(len, sentences)),
-                          "text_chars": -sum(len(s) for ss in sentences for s in ss)})
+                          **{k: -v for k, v in dropped.items()}})
 
 
 class Gather(beam.PTransform):

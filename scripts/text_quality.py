@@ -24,7 +24,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from bertdata.articles import page_document
+from bertdata.articles import is_terminated, page_document
 from bertdata.sentences import SentenceSplitter
 from bertdata.wikidump import iter_pages
 
@@ -32,8 +32,6 @@ DEFAULT_DUMP = (
     Path(__file__).resolve().parents[1].parent
     / "shared/data/wiki/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 )
-# A sentence ends with terminal punctuation, possibly followed by closing quotes or brackets.
-TERMINATED = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$|[\"'\u201d\u2019)\]]$")
 EMPTY_BRACKETS = re.compile(r"\(\s*[,;:]?\s*\)|\(\s*[,;]|\s[,;](?:\s|$)|  ")
 # tests/test_build.py's check of the text stage's shards.
 MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|''|<ref|\{\||\|\}|\|-|thumb\||px\||Category:|&nbsp;"
@@ -55,7 +53,7 @@ def article_sentences(dump: Path, keep_lists: bool) -> tuple[dict[str, list[str]
 
 def report(articles: dict[str, list[str]], counts: Counter) -> None:
     sentences = [s for ss in articles.values() for s in ss]
-    unterminated = [s for s in sentences if not TERMINATED.search(s)]
+    unterminated = [s for s in sentences if not is_terminated(s)]
     untidy = [s for s in sentences if EMPTY_BRACKETS.search(s)]
     markup = [s for s in sentences if MARKUP.search(s)]
     print("counts:", json.dumps(dict(sorted(counts.items()))))
@@ -83,7 +81,7 @@ def compare(old: dict[str, list[str]], new: dict[str, list[str]]) -> None:
     prose_words = lost_words = lost_in_kept = 0
     changed: list[tuple[str, str]] = []
     for title, sentences in old.items():
-        prose = [s for s in sentences if TERMINATED.search(s)]
+        prose = [s for s in sentences if is_terminated(s)]
         words = Counter(w for s in prose for w in s.split())
         new_text = "\n".join(new.get(title, ()))
         prose_words += sum(words.values())

@@ -94,6 +94,29 @@ def test_rerun_reuses_everything_and_repairs_a_missing_shard(sample_build, tmp_p
     assert manifest["run"]["reused_shards"] == len(manifest["shards"]) - 1
 
 
+def test_new_cleaning_rules_rebuild_the_text_and_quality_is_recorded(sample_build, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(sample_build, copy)
+    manifest_path = copy / TEXT / "wikicorpus_en" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    quality = manifest["quality"]
+    assert 5 < quality["sentences_per_article"] < 100 and 5 < quality["words_per_sentence"] < 60
+    assert 0 <= quality["unterminated_share"] < 0.05
+    phase = json.loads((copy / PHASE1 / "wikicorpus_en" / "manifest.json").read_text())
+    assert 0.3 < phase["quality"]["random_next_share"] < 0.7
+    assert phase["counts"]["random_next"] == sum(s["random_next"] for s in phase["shards"])
+    # Text made by older rules: rebuilt (to the same bytes here), not reused or refused.
+    manifest["options"]["cleaning_rules"] = -1
+    manifest_path.write_text(json.dumps(manifest))
+    stale = copy / TEXT / "wikicorpus_en" / "wikicorpus_en_training_0.txt"
+    stale.write_text("stale text.\n\n")
+    proc = build(copy, "--workers", "2")
+    assert "cleaning rules -1" in proc.stderr and "rebuilding" in proc.stderr
+    assert tree_digest(copy) == tree_digest(sample_build)
+
+
 def test_same_bytes_in_memory_and_one_worker(sample_build, tmp_path):
     one = tmp_path / "one"
     build(one, "--workers", "1")
@@ -292,5 +315,5 @@ def test_repeated_page_ids_keep_the_first_copy_whatever_the_workers(tmp_path):
             "--stop-after", "text", "--workers", "1")
     expected = json.loads((single / text_dir.relative_to(out) / "manifest.json").read_text())["counts"]
     assert counts["skipped_duplicate_id"] == 3 and counts["pages"] == expected["pages"] + 3
-    assert {k: counts[k] for k in ("articles", "sentences", "text_chars")} == \
-        {k: expected[k] for k in ("articles", "sentences", "text_chars")}
+    same = ("articles", "sentences", "text_chars", "words", "unterminated_sentences")
+    assert {k: counts[k] for k in same} == {k: expected[k] for k in same}
