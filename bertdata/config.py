@@ -58,6 +58,10 @@ class TextConfig:
     lowercase: bool = True
     max_page_chars: int = 5_000_000
     keep_lists: bool = False
+    # Counts the user chose are kept (with a warning where shards come out too small);
+    # default counts are halved until shards hold this many documents on average.
+    fixed_shards: bool = False
+    min_shard_documents: int = 32
 
     def __post_init__(self) -> None:
         if self.training_shards < 1 or self.test_shards < 1:

@@ -7,6 +7,9 @@ from bertdata.config import InstanceConfig
 WIKI_DATASET = "wikicorpus_en"
 BOOKS_WIKI_DATASET = "books_wiki_en_corpus"
 SPLITS = ("training", "test")
+# A build's temporary files (run files, progress markers), beside the shard folders and
+# named so that no trainer takes them for shards.
+WORK_FOLDER = ".bertdata-work"
 
 
 def text_folder(training_shards: int, test_shards: int, test_fraction: float) -> str:

@@ -11,14 +11,27 @@ def assign(doc_key: str, training_shards: int, test_shards: int, test_fraction: 
     """(split, shard index) from a hash of the document's key (page id or book name).
 
     A hash, not a counter or a random draw, so the assignment is the same whatever the
-    runner, worker count or order in which pages arrive.
+    runner, worker count or order in which pages arrive. Shards are ranges of the hash,
+    so shard j of n/2 shards is exactly shards 2j and 2j+1 of n (see `fewer_shards`).
     """
     digest = hashlib.sha256(f"bertdata-split:{doc_key}".encode()).digest()
     unit = int.from_bytes(digest[:8], "big") / 2**64
-    index = int.from_bytes(digest[8:16], "big")
+    position = int.from_bytes(digest[8:16], "big")
     if unit < test_fraction:
-        return "test", index % test_shards
-    return "training", index % training_shards
+        return "test", (position * test_shards) >> 64
+    return "training", (position * training_shards) >> 64
+
+
+def fewer_shards(requested: int, documents: int, minimum: int) -> int:
+    """The shard count, halved while a shard would hold fewer than `minimum` documents.
+
+    The reference picks a random next segment from another document of the same shard,
+    so a shard of a few documents makes next-sentence data that is almost never random.
+    """
+    shards = requested
+    while shards > 1 and shards % 2 == 0 and documents < minimum * shards:
+        shards //= 2
+    return shards
 
 
 def format_documents(documents: Iterable[list[str]]) -> str:

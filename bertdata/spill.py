@@ -35,7 +35,7 @@ class Run:
 
     path: str
     order: tuple[int, int]  # (work group, sequence in the group): dump order across runs
-    blocks: dict  # ShardKey -> (offset, length)
+    blocks: dict  # ShardKey -> (offset, length, documents)
 
 
 class RunBuffer:
@@ -57,7 +57,7 @@ class RunBuffer:
 
     def write_to(self, f: BinaryIO) -> dict:
         """Write the buffer as a run to `f`, block by block (each shard's documents freed
-        as its block is written); returns the blocks {shard: (offset, length)}.
+        as its block is written); returns the blocks {shard: (offset, length, documents)}.
 
         Within a block documents keep their arrival (dump) order: the merge's stable sort
         relies on it to keep the first copy of a repeated page id.
@@ -67,7 +67,7 @@ class RunBuffer:
             docs = self._docs.pop(shard)
             block = pickle.dumps([(d.key, d.packed) for d in docs], protocol=pickle.HIGHEST_PROTOCOL)
             f.write(block)
-            blocks[shard] = (offset, len(block))
+            blocks[shard] = (offset, len(block), len(docs))
             offset += len(block)
         self._bytes = 0
         return blocks

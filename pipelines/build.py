@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import importlib
 import json
@@ -22,9 +23,9 @@ import apache_beam as beam
 
 from bertdata.articles import merge_counts, quality
 from bertdata.books import SNIFF_BYTES, check_text_file
-from bertdata.config import BuildConfig
+from bertdata.config import BuildConfig, TextConfig
 from bertdata.errors import BertdataError
-from bertdata.layout import BOOKS_WIKI_DATASET, WIKI_DATASET, hdf5_folder, text_folder
+from bertdata.layout import BOOKS_WIKI_DATASET, WIKI_DATASET, WORK_FOLDER, hdf5_folder, text_folder
 from bertdata.manifest import RUN_KEY, HDF5Shard, dumps, library_versions
 from bertdata.sharding import TextShard
 from bertdata.vocab import Vocab, load_vocab, resolve_vocab
@@ -33,7 +34,7 @@ from pipelines import fsio, progress
 from bertdata.fsutil import TEMP_PREFIX
 from pipelines.instances import TextShardsToHDF5
 from pipelines.runners import make_pipeline, worker_count
-from pipelines.text import Counts, DumpToTextShards, Gather, WorkItem, open_raw, spill_folder
+from pipelines.text import Counts, DumpToTextShards, Gather, TextPlan, WorkItem, open_raw, runs_folder
 
 MANIFEST = "manifest.json"
 # The text options' key for the cleaner's rules version: a new release's rules redo the text.
@@ -170,25 +171,60 @@ def _read_json(path: str) -> dict | None:
         return None  # written atomically, so only a hand edit breaks it: redo the stage
 
 
-def reusable_text_stage(text_dir: str, dump: dict, text_options: dict, force: bool) -> list | None:
-    """The TextShard records and Counts of a finished text stage for these inputs, else None."""
-    manifest = _read_json(fsio.join(text_dir, MANIFEST))
-    if manifest is None or force:
+def text_stage_folders(output: str, t: TextConfig, dataset: str) -> list[str]:
+    """Every text shard folder this build may write: default shard counts may be halved
+    (see bertdata.sharding.fewer_shards), and the folder is named after the counts."""
+    def halvings(n: int) -> list[int]:
+        counts = [n]
+        while not t.fixed_shards and counts[-1] > 1 and counts[-1] % 2 == 0:
+            counts.append(counts[-1] // 2)
+        return counts
+
+    return [fsio.join(output, text_folder(n, m, t.test_fraction), dataset)
+            for n in halvings(t.training_shards) for m in halvings(t.test_shards)]
+
+
+def reusable_text_stage(folders: list[str], dump: dict, text_options: dict, force: bool) -> list | None:
+    """The records (TextPlan, TextShards, Counts) of a finished text stage for these inputs
+    in one of `folders`, else None. A folder holding another build's text is refused."""
+    finished = [(f, m) for f, m in ((f, _read_json(fsio.join(f, MANIFEST))) for f in folders) if m is not None]
+    if force:
         return None
-    old = manifest.get("options", {})
-    if {**old, RULES: None} == {**text_options, RULES: None} and old.get(RULES) != text_options[RULES]:
-        _log(f"{text_dir}: text shards made with cleaning rules {old.get(RULES)}, now {text_options[RULES]}: "
-             "rebuilding them")
-        return None
-    if manifest.get("dump", {}).get("sha1") != dump["sha1"] or old != text_options:
-        raise BertdataError(
-            f"{text_dir} holds text shards built from another dump or options "
-            f"({manifest.get('dump', {}).get('name')}); pass --force to rebuild them, or choose another --output")
-    shards = [TextShard(path=fsio.join(text_dir, e["file"]), **{k: e[k] for k in
+    for folder, manifest in finished:
+        if manifest.get("dump", {}).get("sha1") == dump["sha1"] and manifest.get("options") == text_options:
+            records = _finished_records(folder, manifest)
+            if records is not None:
+                return records
+    for folder, manifest in finished:
+        old = manifest.get("options", {})
+        if {**old, RULES: None} == {**text_options, RULES: None}:
+            _log(f"{folder}: text shards made with cleaning rules {old.get(RULES)}, now {text_options[RULES]}: "
+                 "rebuilding them")
+            continue
+        if manifest.get("dump", {}).get("sha1") != dump["sha1"] or old != text_options:
+            raise BertdataError(
+                f"{folder} holds text shards built from another dump or options "
+                f"({manifest.get('dump', {}).get('name')}); pass --force to rebuild them, or choose another --output")
+    return None
+
+
+def _finished_records(folder: str, manifest: dict) -> list | None:
+    shards = [TextShard(path=fsio.join(folder, e["file"]), **{k: e[k] for k in
               ("split", "index", "stem", "documents", "sentences", "bytes", "sha256")}) for e in manifest["shards"]]
     if not all(fsio.exists(s.path) for s in shards):
         return None
-    return [*shards, Counts(manifest["counts"])]
+    effective = manifest["effective_shards"]
+    return [TextPlan(folder, effective["training"], effective["test"]), *shards, Counts(manifest["counts"])]
+
+
+def this_runs_text_manifest(folders: list[str], started: str) -> tuple[str, dict] | tuple[None, None]:
+    """(folder, manifest) of the text stage this run wrote, once it has; the folder's name
+    is decided inside the pipeline."""
+    for folder in folders:
+        manifest = _read_json(fsio.join(folder, MANIFEST))
+        if manifest is not None and manifest.get(RUN_KEY, {}).get("started") == started:
+            return folder, manifest
+    return None, None
 
 
 def check_vocab_unchanged(phase_dirs: list[str], vocab: Vocab, force: bool) -> None:
@@ -207,23 +243,25 @@ def check_vocab_unchanged(phase_dirs: list[str], vocab: Vocab, force: bool) -> N
                     "pass --force to rebuild every shard with the new vocab")
 
 
-def remove_leftovers(folders: list[str], text_dir: str, redo_text: bool) -> None:
-    """Temporary files of a killed run, and, when the text stage is redone, its old shards
-    (a dump or option change could leave shards this run would not write)."""
+def remove_leftovers(phase_dirs: list[str], text_dirs: list[str], work_dir: str, redo_text: bool) -> None:
+    """Temporary files of a killed run, and, when the text stage is redone, the old text
+    shards (a dump or option change could leave shards this run would not write)."""
     doomed = []
-    for folder in [text_dir, *folders]:
+    for folder in [*text_dirs, *phase_dirs]:
         doomed += fsio.match(fsio.join(folder, TEMP_PREFIX + "*"))
-    if redo_text:
-        doomed += fsio.match(fsio.join(text_dir, "*.txt")) + fsio.match(fsio.join(text_dir, MANIFEST))
+        if redo_text and folder in text_dirs:
+            doomed += fsio.match(fsio.join(folder, "*.txt")) + fsio.match(fsio.join(folder, MANIFEST))
     if doomed:
         fsio.FileSystems.delete(doomed)
-    remove_temporaries(text_dir)
+    remove_temporaries(work_dir)
 
 
-def remove_temporaries(text_dir: str) -> None:
+def remove_temporaries(work_dir: str) -> None:
     """The text stage's run files and progress markers."""
-    fsio.remove_folder(spill_folder(text_dir))
-    progress.clear_markers(text_dir)
+    fsio.remove_folder(runs_folder(work_dir))
+    progress.clear_markers(work_dir)
+    if fsio.is_local(work_dir) and fsio.exists(work_dir):
+        fsio.FileSystems.delete([work_dir])
 
 
 # --- manifests ---------------------------------------------------------------------------
@@ -238,20 +276,23 @@ def _run_record(common: dict) -> dict:
 class _WriteTextManifest(beam.DoFn):
     """Records the finished text stage, so a re-run resumes after it; passes every record on."""
 
-    def __init__(self, common: dict, text_dir: str, text_options: dict):
-        self.common, self.text_dir, self.text_options = common, text_dir, text_options
+    def __init__(self, common: dict, text_options: dict, work_dir: str):
+        self.common, self.text_options, self.work_dir = common, text_options, work_dir
 
     def process(self, records):
+        plan = next(r for r in records if isinstance(r, TextPlan))
         counts = merge_counts(r.values for r in records if isinstance(r, Counts))
         texts = sorted((r for r in records if isinstance(r, TextShard)), key=lambda r: (r.split, r.index))
         counts["text_shards"] = len(texts)
         base = {k: v for k, v in self.common.items() if k != RUN_KEY}
         manifest = {**base, "options": self.text_options, "counts": counts, "quality": quality(counts),
+                    "effective_shards": {"training": plan.training_shards, "test": plan.test_shards},
                     RUN_KEY: _run_record(self.common),
                     "shards": [{**t.manifest_entry(), "split": t.split, "index": t.index, "stem": t.stem}
                                for t in texts]}
-        fsio.write_bytes(fsio.join(self.text_dir, MANIFEST), dumps(manifest))
-        remove_temporaries(self.text_dir)  # the runs' disk is free before instances start
+        fsio.write_bytes(fsio.join(plan.folder, MANIFEST), dumps(manifest))
+        remove_temporaries(self.work_dir)  # the runs' disk is free before instances start
+        yield plan
         yield from texts
         yield Counts(counts)
 
@@ -351,12 +392,13 @@ def beam_output_to(log_path: str):
         os.close(saved)
 
 
-def run_pipeline(pipeline: beam.Pipeline, output: str, text_dir: str, ranges: int | None,
+def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manifest, ranges: int | None,
                  phase_dirs: list[str]) -> None:
     log_path = os.path.join(output if fsio.is_local(output) else ".", "build.log")
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     try:
-        with beam_output_to(log_path) as console, progress.Watcher(console, text_dir, ranges, phase_dirs):
+        with beam_output_to(log_path) as console, progress.Watcher(console, work_dir, text_manifest, ranges,
+                                                                   phase_dirs):
             pipeline.run().wait_until_finish()
     except Exception as err:
         message = user_error(err)
@@ -364,7 +406,7 @@ def run_pipeline(pipeline: beam.Pipeline, output: str, text_dir: str, ranges: in
             raise
         raise BertdataError(f"{message} (Beam's log: {log_path})") from None
     finally:  # success, failure and Ctrl-C alike; a killed run's are removed by the next
-        remove_temporaries(text_dir)
+        remove_temporaries(work_dir)
 
 
 def run_build(cfg: BuildConfig) -> dict:
@@ -378,14 +420,15 @@ def run_build(cfg: BuildConfig) -> dict:
     books = list_books(cfg.books)
     dataset = BOOKS_WIKI_DATASET if books else WIKI_DATASET
     t = cfg.text
-    text_dir = fsio.join(cfg.output, text_folder(t.training_shards, t.test_shards, t.test_fraction), dataset)
+    text_dirs = text_stage_folders(cfg.output, t, dataset)
+    work_dir = fsio.join(cfg.output, WORK_FOLDER)
     phases = [] if cfg.stop_after == "text" else [
         (p, fsio.join(cfg.output, hdf5_folder(p, t.lowercase), dataset)) for p in cfg.phases]
     text_options = {"text": asdict(t), "books": [fsio.FileSystems.split(b)[1] for b in books],
                     "dataset": dataset, RULES: RULES_VERSION}
     check_vocab_unchanged([d for _, d in phases], vocab, cfg.force)
-    reuse = reusable_text_stage(text_dir, dump_record, text_options, cfg.force)
-    remove_leftovers([d for _, d in phases], text_dir, redo_text=reuse is None)
+    reuse = reusable_text_stage(text_dirs, dump_record, text_options, cfg.force)
+    remove_leftovers([d for _, d in phases], text_dirs, work_dir, redo_text=reuse is None)
     workers = worker_count(cfg.runner)
 
     common = {"tool": {"name": "bertdata", **library_versions()}, "dump": dump_record,
@@ -398,15 +441,17 @@ def run_build(cfg: BuildConfig) -> dict:
 
     pipeline = make_pipeline(cfg.runner)
     items = None
+    finder = functools.partial(this_runs_text_manifest, text_dirs, common[RUN_KEY]["started"])
     if reuse is None:
-        _log(f"text stage: {dump_record['name']}{f' + {len(books)} books' if books else ''} -> {text_dir}")
+        _log(f"text stage: {dump_record['name']}{f' + {len(books)} books' if books else ''} -> "
+             f"{fsio.join(cfg.output, 'sharded_*', dataset)}")
         items = work_items(dump, index, workers)
         records = (pipeline
-                   | "Text" >> DumpToTextShards(work_groups(items, books, workers), t, text_dir, dataset)
+                   | "Text" >> DumpToTextShards(work_groups(items, books, workers), t, cfg.output, dataset, work_dir)
                    | "GatherText" >> Gather()
-                   | "TextManifest" >> beam.ParDo(_WriteTextManifest(common, text_dir, text_options)))
+                   | "TextManifest" >> beam.ParDo(_WriteTextManifest(common, text_options, work_dir)))
     else:
-        _log(f"text stage already complete in {text_dir}: reusing {len(reuse) - 1} text shards")
+        _log(f"text stage already complete in {reuse[0].folder}: reusing {len(reuse) - 2} text shards")
         records = pipeline | "FinishedTextShards" >> beam.Create(reuse)
     if phases:
         _ = (records
@@ -415,20 +460,37 @@ def run_build(cfg: BuildConfig) -> dict:
              | "HDF5Manifests" >> beam.ParDo(_WriteHDF5Manifests(common, phase_options)))
     _log(f"running on {cfg.runner.runner} runner, {workers} worker(s); Beam's own output goes to build.log")
     ranges = sum(item.marker is not None for item in items) if items else 0
-    run_pipeline(pipeline, cfg.output, text_dir, ranges or None, [d for _, d in phases])
+    run_pipeline(pipeline, cfg.output, work_dir, finder, ranges or None, [d for _, d in phases])
 
-    summary = {"seconds": time.time() - started, "text": _read_json(fsio.join(text_dir, MANIFEST)),
+    text_dir, text_manifest = finder() if reuse is None else (reuse[0].folder, _read_json(
+        fsio.join(reuse[0].folder, MANIFEST)))
+    summary = {"seconds": time.time() - started, "text": text_manifest, "text_dir": text_dir, "requested": t,
                "phases": {folder: _read_json(fsio.join(folder, MANIFEST)) for _, folder in phases}}
     counts = summary["text"]["counts"]
     if not counts.get("articles") and not counts.get("books"):
         # Manifests of an empty build would make a later run "resume" from nothing.
-        fsio.FileSystems.delete([m for m in fsio.match(fsio.join(text_dir, MANIFEST))] +
-                                [fsio.join(f, MANIFEST) for _, f in phases if fsio.exists(fsio.join(f, MANIFEST))])
+        fsio.FileSystems.delete([fsio.join(f, MANIFEST) for f in [text_dir, *(f for _, f in phases)]
+                                 if fsio.exists(fsio.join(f, MANIFEST))])
         skipped = ", ".join(f"{k.removeprefix('skipped_')} {v}" for k, v in counts.items() if k.startswith("skipped_"))
         raise BertdataError(f"{dump}: no articles in this dump ({counts.get('pages', 0)} pages; "
                             f"skipped: {skipped or 'none'})")
     print_summary(summary)
     return summary
+
+
+def print_shard_choice(text: dict, requested: TextConfig) -> None:
+    """Say when default shard counts were lowered, and warn when chosen ones are too many."""
+    effective = text["effective_shards"]
+    asked = {"training": requested.training_shards, "test": requested.test_shards}
+    if effective != asked:
+        print(f"text shards: {effective['training']} training + {effective['test']} test instead of "
+              f"{asked['training']} + {asked['test']}, so that shards hold {requested.min_shard_documents}+ "
+              f"articles for next-sentence pairs (--training-shards/--test-shards choose the counts)")
+    small = Counter(e["split"] for e in text["shards"] if e["documents"] < requested.min_shard_documents)
+    if requested.fixed_shards and small:
+        print("warning: " + ", ".join(f"{n} of {effective[split]} {split} shards" for split, n in sorted(small.items()))
+              + f" hold fewer than {requested.min_shard_documents} documents: their next-sentence pairs rarely "
+              "come from another document; choose fewer shards")
 
 
 def print_summary(summary: dict) -> None:
@@ -441,6 +503,8 @@ def print_summary(summary: dict) -> None:
     print(f"text: {c['sentences'] + c['book_sentences']:,} sentences in {c['text_shards']} shards"
           + (f"; {q['sentences_per_article']} sentences per article, {q['words_per_sentence']} words per sentence, "
              f"{100 * q['unterminated_share']:.1f}% without end punctuation" if q else ""))
+    if text:
+        print_shard_choice(text, summary["requested"])
     for folder, manifest in summary["phases"].items():
         pc = manifest["counts"]
         reused = manifest[RUN_KEY].get("reused_shards", 0)

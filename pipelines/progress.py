@@ -7,30 +7,31 @@ shards and hdf5 shards through FileSystems: the same bars on every runner.
 
 from __future__ import annotations
 
-import json
 import threading
 
 from tqdm import tqdm
 
 from pipelines import fsio
 
-MARKERS = ".progress"
+MARKERS = "progress"
 POLL_SECONDS = 1.0
 
 
-def mark_done(text_dir: str, item: tuple) -> None:
-    fsio.write_bytes(fsio.join(text_dir, MARKERS, "-".join(map(str, item))), b"")
+def mark_done(work_dir: str, item: tuple) -> None:
+    fsio.write_bytes(fsio.join(work_dir, MARKERS, "-".join(map(str, item))), b"")
 
 
-def clear_markers(text_dir: str) -> None:
-    fsio.remove_folder(fsio.join(text_dir, MARKERS))
+def clear_markers(work_dir: str) -> None:
+    fsio.remove_folder(fsio.join(work_dir, MARKERS))
 
 
 class Watcher:
     """Bars for the dump ranges read and the hdf5 shards written, updated from a thread."""
 
-    def __init__(self, console, text_dir: str, ranges: int | None, phase_dirs: list[str]):
-        self.console, self.text_dir, self.ranges, self.phase_dirs = console, text_dir, ranges, phase_dirs
+    def __init__(self, console, work_dir: str, text_manifest, ranges: int | None, phase_dirs: list[str]):
+        """`text_manifest()` gives (folder, manifest) of the text stage once it has ended."""
+        self.console, self.work_dir, self.text_manifest = console, work_dir, text_manifest
+        self.ranges, self.phase_dirs = ranges, phase_dirs
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="build-progress", daemon=True)
 
@@ -50,9 +51,9 @@ class Watcher:
         shards = None
         while not self._stop.wait(POLL_SECONDS):
             if ranges is not None:
-                ranges.update(len(fsio.match(fsio.join(self.text_dir, MARKERS, "*"))) - ranges.n)
-            if self.phase_dirs and shards is None and fsio.exists(fsio.join(self.text_dir, "manifest.json")):
-                manifest = json.loads(fsio.read_bytes(fsio.join(self.text_dir, "manifest.json")))
+                ranges.update(len(fsio.match(fsio.join(self.work_dir, MARKERS, "*"))) - ranges.n)
+            manifest = self.text_manifest()[1] if self.phase_dirs and shards is None else None
+            if manifest is not None:
                 if ranges is not None:  # the text stage is over
                     ranges.update(ranges.total - ranges.n)
                     ranges.close()

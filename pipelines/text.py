@@ -23,13 +23,13 @@ from apache_beam.io.filesystems import FileSystems
 from bertdata.articles import count_dict, merge_counts, page_document, sentence_counts
 from bertdata.books import book_document
 from bertdata.config import TextConfig
-from bertdata.layout import shard_stem
-from bertdata.sharding import assign, render_shard
+from bertdata.layout import shard_stem, text_folder
+from bertdata.sharding import assign, fewer_shards, render_shard
 from bertdata.spill import Run, RunBuffer, merge_blocks, run_name
 from bertdata.wikidump import iter_pages, iter_pages_in_range
 from pipelines import fsio, progress
 
-SPILL = ".spill"
+RUNS = "runs"
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,26 @@ class Counts:
     """Counters travelling through the pipeline as data (summed at the end)."""
 
     values: dict
+
+
+@dataclass(frozen=True)
+class TextPlan:
+    """Where the text shards go and how many there are, decided once every document is
+    counted (default counts shrink until shards are big enough for next-sentence pairs)."""
+
+    folder: str
+    training_shards: int
+    test_shards: int
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """One text shard to write from its blocks, in run (dump) order."""
+
+    folder: str
+    split: str
+    index: int
+    blocks: tuple  # (run path, offset, length), ...
 
 
 @dataclass(frozen=True)
@@ -60,8 +80,8 @@ def open_raw(path: str):
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-def spill_folder(text_dir: str) -> str:
-    return fsio.join(text_dir, SPILL)
+def runs_folder(work_dir: str) -> str:
+    return fsio.join(work_dir, RUNS)
 
 
 def _documents(item: WorkItem, cfg: TextConfig, splitter, counts: Counter):
@@ -84,8 +104,8 @@ class _CleanAndSpill(beam.DoFn):
     """A work group -> its documents cleaned, split into sentences and written as runs;
     yields a Run record per run and one Counts record."""
 
-    def __init__(self, cfg: TextConfig, text_dir: str):
-        self.cfg, self.text_dir = cfg, text_dir
+    def __init__(self, cfg: TextConfig, work_dir: str):
+        self.cfg, self.work_dir = cfg, work_dir
 
     def setup(self):
         from bertdata.sentences import SentenceSplitter
@@ -103,47 +123,57 @@ class _CleanAndSpill(beam.DoFn):
                     yield self._write(buffer, number, sequence)
                     sequence += 1
             if item.marker is not None:
-                progress.mark_done(self.text_dir, item.marker)
+                progress.mark_done(self.work_dir, item.marker)
         if buffer:
             yield self._write(buffer, number, sequence)
         yield Counts(count_dict(counts))
 
     def _write(self, buffer: RunBuffer, group: int, sequence: int) -> Run:
         # The name depends only on the plan, so a retried group overwrites its own runs.
-        path = fsio.join(spill_folder(self.text_dir), run_name(group, sequence))
+        path = fsio.join(runs_folder(self.work_dir), run_name(group, sequence))
         with fsio.atomic_writer(path) as f:
             blocks = buffer.write_to(f)
         return Run(path, (group, sequence), blocks)
 
 
-def plan_shards(records: list) -> list:
-    """Gathered Run and Counts records -> one (shard, [(path, offset, length)...]) element per
-    shard with documents, its blocks in run (dump) order, and the summed Counts."""
+def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str) -> list:
+    """Gathered Run and Counts records -> the TextPlan, the summed Counts, and a ShardJob per
+    text shard with documents."""
+    runs = sorted((r for r in records if isinstance(r, Run)), key=lambda r: r.order)
+    documents: Counter = Counter()
+    for run in runs:
+        for (split, _), (_, _, count) in run.blocks.items():
+            documents[split] += count
+    requested = {"training": cfg.training_shards, "test": cfg.test_shards}
+    shards = dict(requested) if cfg.fixed_shards else {
+        split: fewer_shards(n, documents[split], cfg.min_shard_documents) for split, n in requested.items()}
+    folder = fsio.join(output, text_folder(shards["training"], shards["test"], cfg.test_fraction), dataset)
     blocks = defaultdict(list)
-    for run in sorted((r for r in records if isinstance(r, Run)), key=lambda r: r.order):
-        for shard, (offset, length) in run.blocks.items():
-            blocks[shard].append((run.path, offset, length))
-    counts = Counts(merge_counts(r.values for r in records if isinstance(r, Counts)))
-    return [counts, *sorted(blocks.items())]
+    for run in runs:
+        for (split, index), (offset, length, _) in run.blocks.items():
+            # Halving keeps shards nested: shard index of n is shard index >> k of n >> k.
+            blocks[(split, index * shards[split] // requested[split])].append((run.path, offset, length))
+    return [TextPlan(folder, shards["training"], shards["test"]),
+            Counts(merge_counts(r.values for r in records if isinstance(r, Counts))),
+            *(ShardJob(folder, split, index, tuple(b)) for (split, index), b in sorted(blocks.items()))]
 
 
 class _WriteTextShard(beam.DoFn):
-    """(shard, its blocks) -> the text shard, written; yields its TextShard record, and a
-    Counts record correcting the totals when a page id occurred more than once."""
+    """A ShardJob -> the text shard, written; yields its TextShard record, and a Counts
+    record correcting the totals when a page id occurred more than once. Other records
+    pass through."""
 
-    def __init__(self, folder: str, dataset: str):
-        self.folder = folder
+    def __init__(self, dataset: str):
         self.dataset = dataset
 
-    def process(self, element):
-        if isinstance(element, Counts):
-            yield element
+    def process(self, job):
+        if not isinstance(job, ShardJob):
+            yield job
             return
-        (split, index), blocks = element
-        documents, repeated = merge_blocks(fsio.read_range(*block) for block in blocks)
-        stem = shard_stem(self.dataset, split, index)
-        path = fsio.join(self.folder, stem + ".txt")
-        data, record = render_shard(documents, stem, split, index, path)
+        documents, repeated = merge_blocks(fsio.read_range(*block) for block in job.blocks)
+        stem = shard_stem(self.dataset, job.split, job.index)
+        path = fsio.join(job.folder, stem + ".txt")
+        data, record = render_shard(documents, stem, job.split, job.index, path)
         fsio.write_bytes(path, data)
         yield record
         if repeated:
@@ -164,21 +194,21 @@ class Gather(beam.PTransform):
 
 
 class DumpToTextShards(beam.PTransform):
-    """Work groups (lists of WorkItems) -> written text shards (TextShard records) and
-    one Counts record."""
+    """Work groups (lists of WorkItems) -> written text shards (TextShard records), the
+    TextPlan and one Counts record. Run files and progress markers go to `work_dir`."""
 
-    def __init__(self, groups: list[list[WorkItem]], cfg: TextConfig, folder: str, dataset: str):
+    def __init__(self, groups: list[list[WorkItem]], cfg: TextConfig, output: str, dataset: str, work_dir: str):
         super().__init__()
-        self.groups, self.cfg, self.folder, self.dataset = groups, cfg, folder, dataset
+        self.groups, self.cfg, self.output, self.dataset, self.work_dir = groups, cfg, output, dataset, work_dir
 
     def expand(self, pbegin):
         return (
             pbegin
             | "WorkGroups" >> beam.Create(list(enumerate(self.groups)))
             | "SpreadGroups" >> beam.Reshuffle()
-            | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.folder))
+            | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.work_dir))
             | "GatherRuns" >> Gather()
-            | "PlanShards" >> beam.FlatMap(plan_shards)
+            | "PlanShards" >> beam.FlatMap(plan_shards, self.cfg, self.output, self.dataset)
             | "SpreadShards" >> beam.Reshuffle()
-            | "WriteTextShards" >> beam.ParDo(_WriteTextShard(self.folder, self.dataset))
+            | "WriteTextShards" >> beam.ParDo(_WriteTextShard(self.dataset))
         )

@@ -52,9 +52,10 @@ def dask_cluster(tmp_path):
 
 def test_dask_runner_gives_the_local_bytes(dask_cluster, tmp_path):
     local = tmp_path / "local"
-    run_cli("build", "--wiki-only", "--sample", "--output", local, "--workers", "2")
+    shards = ("--training-shards", "8", "--test-shards", "2")  # several shards on every worker
+    run_cli("build", "--wiki-only", "--sample", "--output", local, *shards, "--workers", "2")
     on_dask = tmp_path / "dask"
-    run_cli("build", "--wiki-only", "--sample", "--output", on_dask, "--runner", "dask", "--",
+    run_cli("build", "--wiki-only", "--sample", "--output", on_dask, *shards, "--runner", "dask", "--",
             f"--dask_scheduler_file={dask_cluster}")
     digest = tree_digest(on_dask)
     assert any(name.endswith(".txt") for name in digest) and any(name.endswith(".hdf5") for name in digest)

@@ -29,7 +29,7 @@ def test_buffer_reports_full_at_its_limit_and_drains_empty():
     assert _drain(buffer) == (b"", {})
     assert sorted(blocks) == [("training", 0), ("training", 1), ("training", 2)]
     # Blocks tile the run in shard order, with no gap.
-    offsets = [blocks[k] for k in sorted(blocks)]
+    offsets = [blocks[k][:2] for k in sorted(blocks)]
     assert offsets[0][0] == 0 and sum(length for _, length in offsets) == len(data)
     for (o1, l1), (o2, _) in zip(offsets, offsets[1:]):
         assert o1 + l1 == o2
@@ -42,7 +42,8 @@ def test_blocks_decode_to_the_documents_of_their_shard():
         buffer.add(("test" if i % 5 == 0 else "training", i % 2), doc)
     data, blocks = _drain(buffer)
     seen = {}
-    for shard, (offset, length) in blocks.items():
+    for shard, (offset, length, count) in blocks.items():
+        assert count == len(decode_block(data[offset:offset + length]))
         for doc in decode_block(data[offset:offset + length]):
             seen[doc.key[1]] = (shard, doc.sentences)
     assert {i: s for i, (_, s) in seen.items()} == {i: d.sentences for i, d in docs.items()}
@@ -59,7 +60,7 @@ def test_merge_sorts_by_key_and_keeps_the_first_copy_of_a_repeated_id():
         for i in chunk:
             buffer.add(("training", 0), _doc(i, f"copy {number} of {i}."))
         data, index = _drain(buffer)
-        offset, length = index[("training", 0)]
+        offset, length, _ = index[("training", 0)]
         blocks.append(data[offset:offset + length])
     kept, dropped = merge_blocks(blocks)
     assert [d.key[1] for d in kept] == list(range(50))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from bertdata.errors import BertdataError
+
 HELP = """\
 Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
 
@@ -50,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--wiki-only", action="store_true", help="Wikipedia alone (BookCorpus has no public download)")
     src.add_argument("--books", metavar="DIR", help="plain-text books, one per file, mixed in (dataset books_wiki_en_corpus)")
     src.add_argument("--sample", action="store_true",
-                     help="use the small bundled dump and vocab (offline; defaults to 8 training / 2 test shards)")
+                     help="use the small bundled dump and vocab (offline)")
     src.add_argument("--dump", metavar="PATH|URL", help="a dump to use instead of downloading (.xml, .bz2, multistream .bz2)")
     src.add_argument("--index", metavar="PATH", help="its multistream index (default: found beside the dump)")
     src.add_argument("--date", default="latest", metavar="YYYYMMDD", help="dump date to download (default: latest)")
@@ -59,8 +61,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--cased", action="store_true", help="keep case and accents (use a cased vocab)")
 
     text = p.add_argument_group("text shards")
-    text.add_argument("--training-shards", type=int, metavar="N", help="training text shards (default 256)")
-    text.add_argument("--test-shards", type=int, metavar="N", help="test text shards (default 256)")
+    text.add_argument("--training-shards", type=int, metavar="N",
+                      help="training text shards (default 256, halved while a shard would hold fewer than 32 "
+                           "articles: next-sentence pairs need other documents in the shard; a count you give "
+                           "is kept, with a warning if its shards come out that small)")
+    text.add_argument("--test-shards", type=int, metavar="N", help="test text shards (default 256, likewise)")
     text.add_argument("--test-fraction", type=float, default=0.1, metavar="F", help="share of articles for test (0.1)")
     text.add_argument("--keep-lists", action="store_true",
                       help="keep list items and 'List of' pages; by default only prose passages are kept, "
@@ -81,7 +86,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run_.add_argument("--stop-after", choices=("download", "text"), help="stop after this stage")
     run_.add_argument("--force", action="store_true", help="redo every stage and shard")
     run_.add_argument("--runner", default="local", metavar="NAME", help="local (default), in-memory, dask, or a Beam runner")
-    run_.add_argument("--workers", type=int, default=0, metavar="N",
+    run_.add_argument("--workers", type=int, metavar="N",
                       help="local worker processes (default: one per core; 1 runs in this process)")
     p.add_argument("beam_args", nargs="*", metavar="-- BEAM_OPTION", help="Beam pipeline options, after --")
     p.set_defaults(run=run)
@@ -92,11 +97,13 @@ def config_from_args(args: argparse.Namespace):
 
     from bertdata.config import PHASE1, PHASE2, BuildConfig, RunnerConfig, TextConfig
 
-    default_shards = 8 if args.sample else 256
-    test_default = 2 if args.sample else 256
+    if args.workers is not None and args.workers < 1:
+        raise BertdataError(f"--workers must be at least 1 (got {args.workers}); leave it out for one per core")
+    fixed = args.training_shards is not None or args.test_shards is not None
     text = TextConfig(
-        training_shards=args.training_shards or default_shards,
-        test_shards=args.test_shards or test_default,
+        training_shards=args.training_shards if args.training_shards is not None else TextConfig.training_shards,
+        test_shards=args.test_shards if args.test_shards is not None else TextConfig.test_shards,
+        fixed_shards=fixed,
         test_fraction=args.test_fraction,
         lowercase=not args.cased,
         keep_lists=args.keep_lists,
@@ -108,7 +115,7 @@ def config_from_args(args: argparse.Namespace):
         output=args.output, dump=args.dump, index=args.index, date=args.date, mirror=args.mirror,
         sample=args.sample, wiki_only=args.wiki_only, books=args.books, vocab=args.vocab, text=text,
         phases=phases, same_seed_per_shard=args.same_seed_per_shard, stop_after=args.stop_after,
-        force=args.force, runner=RunnerConfig(args.runner, args.workers, tuple(args.beam_args)),
+        force=args.force, runner=RunnerConfig(args.runner, args.workers or 0, tuple(args.beam_args)),
     )
 
 
