@@ -481,6 +481,39 @@ def _check_stream_start(f: BinaryIO, offset: int, name: str, index_name: str | N
         raise BertdataError(f"{name}: byte {offset} is not the start of a bz2 stream; {source} does not match this dump")
 
 
+# Wikimedia's header stream (`<mediawiki>` and `<siteinfo>`) compresses to a few KB; an
+# index whose first offset lies further in cannot have started right after it.
+_MAX_HEADER_BYTES = 1 << 20
+
+
+def _check_header_stream(f: BinaryIO, first: int, name: str, index_name: str) -> None:
+    """The index's first stream must start where the dump's header stream ends: pages in
+    streams it skips would never be read, and nothing downstream would notice.
+
+    Costs one read of the header stream (a few KB), whatever the size of the dump."""
+    missing = f"the index misses the streams before byte {first} (cut at its start, or made for another dump)"
+    if first > _MAX_HEADER_BYTES:
+        raise BertdataError(
+            f"{index_name}: the first stream listed starts at byte {first:,} of {name}, past any header "
+            f"stream (<siteinfo> takes a few KB); {missing}"
+        )
+    f.seek(0)
+    data = f.read(first)
+    decomp = bz2.BZ2Decompressor()
+    try:
+        xml_head = decomp.decompress(data, _OUT_SIZE)
+    except OSError:
+        raise BertdataError(f"{name}: does not start with a bz2 stream; is it a multistream dump?") from None
+    listed = f"{index_name}: the first stream listed starts at byte {first} of {name}"
+    if b"<page" in xml_head or not (decomp.eof or decomp.needs_input):  # the latter: over 1 MB of XML
+        raise BertdataError(f"{listed}, but the dump's first stream holds pages; {missing}")
+    if not decomp.eof:
+        raise BertdataError(f"{listed}, inside its header stream; the index does not match this dump")
+    if decomp.unused_data:
+        header_end = first - len(decomp.unused_data)
+        raise BertdataError(f"{listed}, but its header stream ends at byte {header_end}; {missing}")
+
+
 def stream_ranges(
     path: str | os.PathLike, index_path: str | os.PathLike, opener: Opener = _open_local
 ) -> list[tuple[int, int]]:
@@ -488,7 +521,9 @@ def stream_ranges(
 
     Taken from the index's distinct offsets; the last range runs to the end of the file
     (it carries the closing `</mediawiki>`). The header stream before the first offset
-    holds only `<siteinfo>` and is not included.
+    holds only `<siteinfo>` and is not included; the first offset must be where it ends,
+    or 0 for a dump whose first stream holds pages too. Streams the index skips further
+    on are still read, as part of the range before them.
     """
     name, index_name = os.fspath(path), os.fspath(index_path)
     offsets: list[int] = []
@@ -511,6 +546,8 @@ def stream_ranges(
         # checked by whichever worker's range starts there.
         _check_stream_start(f, offsets[0], name, index_name)
         _check_stream_start(f, offsets[-1], name, index_name)
+        if offsets[0]:
+            _check_header_stream(f, offsets[0], name, index_name)
     return list(zip(offsets, offsets[1:] + [size]))
 
 

@@ -453,3 +453,52 @@ def test_odd_but_valid_ids_and_namespaces(tmp_path):
     pages = list(iter_pages(path))
     assert [(p.page_id, p.ns) for p in pages] == [(18446744073709551615, -1), (12, 0)]
     assert classify(pages[0]) == "namespace"
+
+
+# --- an index that does not account for every stream ----------------------------------------
+
+
+def _index_without_first_stream(tmp_path: Path, index: Path) -> Path:
+    lines = bz2.decompress(index.read_bytes()).decode().splitlines(keepends=True)
+    first = lines[0].split(":")[0]
+    cut = tmp_path / "cut-index.txt"
+    cut.write_text("".join(line for line in lines if line.split(":")[0] != first))
+    return cut
+
+
+def test_index_missing_its_first_stream(tmp_path, sample_pages):
+    """Such an index once dropped the first stream's pages without a word (35 pages read of 45)."""
+    cut = _index_without_first_stream(tmp_path, SAMPLE_INDEX)
+    header_end = stream_ranges(SAMPLE_DUMP, SAMPLE_INDEX)[0][0]
+    second = stream_ranges(SAMPLE_DUMP, SAMPLE_INDEX)[1][0]
+    with pytest.raises(BertdataError, match=rf"^{re.escape(str(cut))}: the first stream listed starts at byte "
+                                            rf"{second} of {re.escape(str(SAMPLE_DUMP))}, but its header stream "
+                                            rf"ends at byte {header_end}; the index misses the streams before"):
+        stream_ranges(SAMPLE_DUMP, cut)
+
+
+def test_index_first_offset_far_past_any_header(tmp_path, fragment_multistream):
+    dump, index = fragment_multistream
+    offsets = [r[0] for r in stream_ranges(dump, index)]
+    far = next(o for o in offsets if o > 1 << 20)
+    late = tmp_path / "late-index.txt"
+    late.write_text(f"{far}:1:A\n")
+    with pytest.raises(BertdataError, match=rf"late-index.txt: the first stream listed starts at byte {far:,} .* "
+                                            r"past any header stream"):
+        stream_ranges(dump, late)
+
+
+def test_header_stream_with_pages(tmp_path):
+    head = f"{wikidump.EXPORT_ROOT}\n{wikidump.render_siteinfo({'namespaces': {0: ''}})}"
+    first = bz2.compress((head + wikidump.render_page(Page(1, "A", 0, "One."))).encode())
+    second = bz2.compress((wikidump.render_page(Page(2, "B", 0, "Two.")) + "</mediawiki>").encode())
+    dump = tmp_path / "d.xml.bz2"
+    dump.write_bytes(first + second)
+    # An index listing the first stream's pages at offset 0 reads them all.
+    index = tmp_path / "index.txt"
+    index.write_text(f"0:1:A\n{len(first)}:2:B\n")
+    assert [p.page_id for r in stream_ranges(dump, index) for p in iter_pages_in_range(dump, *r)] == [1, 2]
+    # One starting at the second stream would skip page 1.
+    index.write_text(f"{len(first)}:2:B\n")
+    with pytest.raises(BertdataError, match=r"but the dump's first stream holds pages; the index misses"):
+        stream_ranges(dump, index)
