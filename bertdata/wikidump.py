@@ -104,8 +104,8 @@ def _open_local(path: str) -> BinaryIO:
 
 
 @contextlib.contextmanager
-def _opened(path: str, opener: Opener) -> Iterator[BinaryIO]:
-    with input_errors(path, "dump file"):
+def _opened(path: str, opener: Opener, what: str = "dump file") -> Iterator[BinaryIO]:
+    with input_errors(path, what):
         f = opener(path)
     with f:
         yield f
@@ -449,7 +449,7 @@ def read_siteinfo(path: str | os.PathLike, opener: Opener = _open_local) -> dict
 def read_index(index_path: str | os.PathLike, opener: Opener = _open_local) -> Iterator[tuple[int, int, str]]:
     """The `(offset, page_id, title)` entries of a multistream index (bz2 or plain text)."""
     name = os.fspath(index_path)
-    with _opened(name, opener) as f:
+    with _opened(name, opener, "multistream index") as f:
         head = f.read(3)
         f.seek(0)
         if head == _BZ2_MAGIC:

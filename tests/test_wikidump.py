@@ -502,3 +502,15 @@ def test_header_stream_with_pages(tmp_path):
     index.write_text(f"{len(first)}:2:B\n")
     with pytest.raises(BertdataError, match=r"but the dump's first stream holds pages; the index misses"):
         stream_ranges(dump, index)
+
+
+def test_a_directory_given_as_dump_or_index(tmp_path):
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    dump_errors = rf"^{re.escape(str(folder))}: is a directory, not a dump file$"
+    for read in (lambda: list(iter_pages(folder)), lambda: wikidump.read_siteinfo(folder),
+                 lambda: list(iter_pages_in_range(folder, 0, 10)), lambda: stream_ranges(folder, SAMPLE_INDEX)):
+        with pytest.raises(BertdataError, match=dump_errors):
+            read()
+    with pytest.raises(BertdataError, match=rf"^{re.escape(str(folder))}: is a directory, not a multistream index$"):
+        stream_ranges(SAMPLE_DUMP, folder)
