@@ -119,26 +119,29 @@ class WordPiece:
         (see `split_long`), so its ids are the pieces' ids laid end to end."""
         if not texts:
             return np.empty(0, self.id_dtype), np.empty(0, np.int64)
-        pieces: list[str] = []
-        owners: list[int] = []
-        for k, text in enumerate(texts):
-            cut = split_long(text) if len(text) > PIECE_CHARS else (text,)
-            pieces.extend(cut)
-            owners.extend([k] * len(cut))
+        chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        pieces, owners = texts, None
+        if chars.max() > PIECE_CHARS:
+            pieces, owners = [], []
+            for k, text in enumerate(texts):
+                cut = split_long(text) if len(text) > PIECE_CHARS else (text,)
+                pieces.extend(cut)
+                owners.extend([k] * len(cut))
+            chars = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        ends = np.cumsum(chars)
         id_parts: list[np.ndarray] = []
         piece_lengths = np.empty(len(pieces), dtype=np.int64)
         start = 0
         while start < len(pieces):
-            end, chars = start + 1, len(pieces[start])
-            while end < len(pieces) and chars + len(pieces[end]) <= ENCODE_CHARS:
-                chars += len(pieces[end])
-                end += 1
+            done = int(ends[start - 1]) if start else 0
+            end = max(start + 1, int(np.searchsorted(ends, done + ENCODE_CHARS, side="right")))
             ids = [e.ids for e in self._encode(pieces[start:end], add_special_tokens=False)]
             piece_lengths[start:end] = [len(one) for one in ids]
             id_parts.append(np.fromiter((i for one in ids for i in one), dtype=self.id_dtype,
                                         count=int(piece_lengths[start:end].sum())))
             start = end
-        lengths = np.bincount(owners, weights=piece_lengths, minlength=len(texts)).astype(np.int64)
+        lengths = piece_lengths if owners is None else np.bincount(
+            owners, weights=piece_lengths, minlength=len(texts)).astype(np.int64)
         return np.concatenate(id_parts), lengths
 
 
