@@ -56,7 +56,7 @@ _REDIRECT_RE = re.compile(r"\s*#redirect", re.IGNORECASE)
 # 255 bytes, ids at most 20 digits); a longer one is a broken or hostile file, refused
 # before it can fill memory.
 _MAX_FIELD_CHARS = 4096
-# MediaWiki's ids are unsigned 64-bit integers at most.
+# MediaWiki's ids are unsigned integers of 64 bits at most, so 20 digits at most.
 _ID_RE = re.compile(r"\s*([0-9]{1,20})\s*")
 _NS_RE = re.compile(r"\s*(-?[0-9]{1,20})\s*")
 _SAMPLE_FILES = (
@@ -361,14 +361,14 @@ class _DumpParser:
         elif not self.stack:
             self.root_closed = True
 
-    def _number(self, pattern: re.Pattern, key: str, what: str, page: str = "") -> int | None:
+    def _number(self, pattern: re.Pattern, key: str, what: str, noun: str, page: str = "") -> int | None:
         value = self.fields.get(key)
         if value is None:
             return None
         match = pattern.fullmatch(value)
         if not match:
             shown = value if len(value) <= 40 else f"{value[:20]}...({len(value):,} characters)"
-            raise self._fail(f"<page>{page} with {what} {shown!r}, not a MediaWiki id")
+            raise self._fail(f"<page>{page} with {what} {shown!r}, not a MediaWiki {noun}")
         return int(match.group(1))
 
     def _page(self) -> Page:
@@ -377,15 +377,15 @@ class _DumpParser:
         # breaking either is from a damaged or hand-made file. Guessing (namespace 0, as
         # before) would keep talk and user pages as articles, so it stops the read instead,
         # like a page without <id> or <title>.
-        page_id = self._number(_ID_RE, "id", "<id>")
+        page_id = self._number(_ID_RE, "id", "<id>", "page id")
         if page_id is None:
             raise self._fail("<page> without <id>")
         at = f" {page_id}"
-        ns = self._number(_NS_RE, "ns", "<ns>", at)
+        ns = self._number(_NS_RE, "ns", "<ns>", "namespace number", at)
         if ns is None:
             raise self._fail(f"<page>{at} without <ns> (export versions before 0.6 lack it; "
                              "bertdata reads 0.6 and later)")
-        revision_id = self._number(_ID_RE, "revision_id", "revision <id>", at)
+        revision_id = self._number(_ID_RE, "revision_id", "revision <id>", "revision id", at)
         title = fields.get("title", "")
         if not title:
             raise self._fail(f"<page>{at} without <title>")

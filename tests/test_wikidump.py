@@ -433,12 +433,12 @@ def test_page_over_the_limit_costs_no_memory(tmp_path):
     ("page", "message"),
     [
         (_page_xml(ns=None), r"<page> 1 without <ns> \(export versions before 0.6"),
-        (_page_xml(page_id="-5"), r"<page> with <id> '-5', not a MediaWiki id at line 1"),
-        (_page_xml(page_id="1" * 500), r"<page> with <id> '1{20}\.\.\.\(500 characters\)', not a MediaWiki id"),
+        (_page_xml(page_id="-5"), r"<page> with <id> '-5', not a MediaWiki page id at line 1"),
+        (_page_xml(page_id="1" * 500), r"<page> with <id> '1{20}\.\.\.\(500 characters\)', not a MediaWiki page id"),
         (_page_xml(page_id="1" * 5000), r"<id> longer than 4,096 characters at line 1"),
-        (_page_xml(page_id="1" * 21), r"<page> with <id> '1{21}', not a MediaWiki id"),
+        (_page_xml(page_id="1" * 21), r"<page> with <id> '1{21}', not a MediaWiki page id"),
         (_page_xml(page_id="\u0661"), r"<page> with <id> '\u0661'"),
-        (_page_xml(ns="main"), r"<page> 1 with <ns> 'main'"),
+        (_page_xml(ns="main"), r"<page> 1 with <ns> 'main', not a MediaWiki namespace number"),
         (_page_xml(title="T" * 5000), r"<title> longer than 4,096 characters at line 1"),
     ],
 )
