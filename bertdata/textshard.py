@@ -127,20 +127,23 @@ def _blocks(path: str, errors: str, progress: Callable[[int], object] | None):
     try:
         offset = 0  # byte offset of the block in the file
         line = 1  # line number of the block's first line
-        carry = b""
+        # The start of a line not ended yet, in pieces: joined once, so a line of any
+        # length costs linear time.
+        carry: list[bytes] = []
         while True:
             with input_errors(path, "text shard"):
                 chunk = f.read(BLOCK_BYTES)
-            data = carry + chunk
+            if offset == 0 and not carry and (kind := binary_kind(chunk)):
+                raise BertdataError(f"{path}: {kind}, not a text shard (UTF-8 text, one sentence per line)")
+            if chunk and b"\n" not in chunk:  # one line longer than a block: keep reading
+                carry.append(chunk)
+                continue
+            data = b"".join([*carry, chunk])
             if not data:
                 return
-            if offset == 0 and not carry and (kind := binary_kind(data)):
-                raise BertdataError(f"{path}: {kind}, not a text shard (UTF-8 text, one sentence per line)")
             cut = data.rfind(b"\n") + 1 if chunk else len(data)
-            if cut == 0:  # one line longer than a block: keep reading
-                carry = data
-                continue
-            block, carry = data[:cut], data[cut:]
+            block, rest = data[:cut], data[cut:]
+            carry = [rest] if rest else []
             try:
                 text = block.decode("utf-8", errors)
             except UnicodeDecodeError as err:
