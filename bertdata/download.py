@@ -26,6 +26,7 @@ import socket
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
@@ -60,6 +61,10 @@ class _Transient(Exception):
     """A failure worth another attempt: connection error, timeout, 5xx, a cut transfer."""
 
 
+def _host(url: str) -> str:
+    return urllib.parse.urlsplit(url).hostname or url
+
+
 def _note(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
 
@@ -68,8 +73,6 @@ def _describe_network_error(err: BaseException, timeout: float) -> str:
     reason = err.reason if isinstance(err, urllib.error.URLError) else err
     if isinstance(reason, TimeoutError):
         return f"timed out after {timeout:g}s with no data"
-    if isinstance(reason, socket.gaierror):
-        return f"cannot resolve the host name ({reason.strerror}; no network?)"
     if isinstance(reason, ConnectionRefusedError):
         return "connection refused"
     if isinstance(reason, BaseException):
@@ -80,9 +83,11 @@ def _describe_network_error(err: BaseException, timeout: float) -> str:
 def _open(url: str, timeout: float, offset: int = 0):
     """Send one GET; return the response, or the 416 error for a fully-downloaded part.
 
-    4xx other than 408/425/429 raise `HTTPStatusError` (never retried); everything
-    that may pass -- 5xx, refused or reset connections, DNS hiccups, timeouts --
-    raises `_Transient`.
+    4xx other than 408/425/429 raise `HTTPStatusError` (never retried), and so does
+    a host name that does not resolve: the resolver has already retried, and a typo in
+    --mirror or a machine without network will not mend in the next half minute.
+    Everything that may pass -- 5xx, refused or reset connections, timeouts -- raises
+    `_Transient`.
     """
     headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
     if offset:
@@ -100,6 +105,12 @@ def _open(url: str, timeout: float, offset: int = 0):
     except (OSError, http.client.HTTPException, ValueError) as err:
         if isinstance(err, ValueError):  # urllib's word for a malformed URL
             raise BertdataError(f"not a downloadable URL: {url!r} ({err})") from None
+        reason = getattr(err, "reason", err)
+        if isinstance(reason, socket.gaierror):
+            raise BertdataError(
+                f"{url}: cannot resolve the host name {_host(url)} ({reason.strerror}); "
+                "check the URL and the network"
+            ) from None
         raise _Transient(_describe_network_error(err, timeout)) from None
 
 
@@ -321,18 +332,22 @@ def fetch(
 
 def fetch_text(url: str, *, timeout: float = 30.0, retries: int = 5, backoff: float = 1.0) -> str:
     """Small text resource (sums file, feed, listing) as a str, with `fetch`'s retry rules."""
+    too_large = f"{url}: larger than {MAX_TEXT_BYTES:,} bytes; not a small text file (a wrong URL?)"
 
     def attempt() -> str:
         with _open(url, timeout) as response:
+            length = _content_length(response.headers)
+            if length is not None and length > MAX_TEXT_BYTES:
+                raise BertdataError(too_large)
             try:
                 body = response.read(MAX_TEXT_BYTES + 1)
             except (OSError, http.client.HTTPException) as err:
                 raise _Transient(_describe_network_error(err, timeout)) from None
-            length = _content_length(response.headers)
+        # Checked before a short body: the cap, not the network, cut a body read to it.
+        if len(body) > MAX_TEXT_BYTES:
+            raise BertdataError(too_large)
         if length is not None and len(body) < length:
             raise _Transient(f"connection closed after {len(body)} of {length} bytes")
-        if len(body) > MAX_TEXT_BYTES:
-            raise BertdataError(f"{url}: larger than {MAX_TEXT_BYTES} bytes; not a small text file")
         return body.decode("utf-8", errors="replace")
 
     return _with_retries(url, attempt, retries=retries, backoff=backoff)
@@ -343,6 +358,14 @@ def fetch_text(url: str, *, timeout: float = 30.0, retries: int = 5, backoff: fl
 DUMP_SUFFIX = "pages-articles-multistream.xml.bz2"
 INDEX_SUFFIX = "pages-articles-multistream-index.txt.bz2"
 SUMS_SUFFIX = "sha1sums.txt"
+
+
+def _is_run_date(text: str) -> bool:
+    """Whether `text` is a YYYYMMDD date, as dump run directories are named."""
+    try:
+        return re.fullmatch(r"\d{8}", text) is not None and datetime.strptime(text, "%Y%m%d") is not None
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -358,18 +381,10 @@ class DumpSpec:
             raise BertdataError(
                 f"--wiki must be a Wikimedia database name like enwiki or simplewiki (got {self.wiki!r})"
             )
-        if self.date != "latest":
-            valid = re.fullmatch(r"\d{8}", self.date) is not None
-            if valid:
-                try:
-                    datetime.strptime(self.date, "%Y%m%d")
-                except ValueError:
-                    valid = False
-            if not valid:
-                raise BertdataError(
-                    f"--date must be 'latest' or a dump run date YYYYMMDD such as 20240601 "
-                    f"(got {self.date!r})"
-                )
+        if self.date != "latest" and not _is_run_date(self.date):
+            raise BertdataError(
+                f"--date must be 'latest' or a dump run date YYYYMMDD such as 20240601 (got {self.date!r})"
+            )
         if not re.match(r"https?://[^/]+", self.mirror):
             raise BertdataError(
                 f"--mirror must be an http(s) URL such as https://dumps.wikimedia.org (got {self.mirror!r})"
@@ -450,8 +465,9 @@ def resolve_latest(spec: DumpSpec, *, timeout: float = 30.0, retries: int = 5, b
             raise
     else:
         match = re.search(r"<link>[^<]*/(\d{8})/?\s*</link>", text)
-        if not match:
-            raise BertdataError(f"{feed}: no <link> to a dated dump run; pass --date YYYYMMDD")
+        if not match or not _is_run_date(match.group(1)):
+            found = f"its <link> names run {match.group(1)!r}, not a date" if match else "no <link> to a dated dump run"
+            raise BertdataError(f"{feed}: {found}; pass --date YYYYMMDD")
         return match.group(1)
 
     listing_url = f"{spec.mirror}/{spec.wiki}/"
@@ -462,7 +478,8 @@ def resolve_latest(spec: DumpSpec, *, timeout: float = 30.0, retries: int = 5, b
             f"{spec.mirror} has neither {feed} nor a listing at {listing_url} (HTTP {err.status}); "
             f"pass --date YYYYMMDD"
         ) from None
-    dates = sorted(set(re.findall(r'href="(?:\./)?(\d{8})/?"', listing)), reverse=True)
+    # Mirrors list other folders too; only dated ones are runs.
+    dates = sorted({d for d in re.findall(r'href="(?:\./)?(\d{8})/?"', listing) if _is_run_date(d)}, reverse=True)
     # Runs take weeks; the newest one or two may be unfinished, older ones are not.
     for date in dates[:4]:
         run = DumpSpec(spec.wiki, date, spec.mirror)

@@ -15,6 +15,17 @@ from bertdata.tokenize import WordPiece
 # Bytes decoded and tokenized at a time: bounds the memory spent on text, whatever the shard size.
 BLOCK_BYTES = 1 << 18
 ERRORS = ("strict", "replace")
+# Files a text shard is easily mistaken for. Their bytes are rarely valid UTF-8, and with
+# --errors replace they would tokenize into instances of garbage, so they are named instead.
+SIGNATURES = (
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file (an instance shard?)"),
+    (b"BZh", "bz2-compressed"),
+    (b"\x1f\x8b", "gzip-compressed"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"PK\x05\x06", "an empty zip archive"),
+    (b"\xfd7zXZ\x00", "xz-compressed"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed"),
+)
 
 
 class EmptyShard(BertdataError):
@@ -97,6 +108,17 @@ def _names(paths: tuple[str, ...]) -> str:
     return paths[0] if len(paths) == 1 else f"{paths[0]} (+{len(paths) - 1} more files)"
 
 
+def binary_kind(head: bytes) -> str | None:
+    """What a file starting with `head` is, when its signature says it is not text."""
+    for magic, kind in SIGNATURES:
+        # bz2's "BZh" is three letters a text could start with, so the block size digit and
+        # the first block's (or an empty stream's end) marker must follow.
+        if head.startswith(magic) and (magic != b"BZh" or head[3:4].isdigit()
+                                       and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90")):
+            return kind
+    return None
+
+
 def _blocks(path: str, errors: str, progress: Callable[[int], object] | None):
     """The file's text in blocks of whole lines, universal newlines turned into \\n;
     no trailing newline, so the last line of a block is a real line."""
@@ -105,18 +127,23 @@ def _blocks(path: str, errors: str, progress: Callable[[int], object] | None):
     try:
         offset = 0  # byte offset of the block in the file
         line = 1  # line number of the block's first line
-        carry = b""
+        # The start of a line not ended yet, in pieces: joined once, so a line of any
+        # length costs linear time.
+        carry: list[bytes] = []
         while True:
             with input_errors(path, "text shard"):
                 chunk = f.read(BLOCK_BYTES)
-            data = carry + chunk
+            if offset == 0 and not carry and (kind := binary_kind(chunk)):
+                raise BertdataError(f"{path}: {kind}, not a text shard (UTF-8 text, one sentence per line)")
+            if chunk and b"\n" not in chunk:  # one line longer than a block: keep reading
+                carry.append(chunk)
+                continue
+            data = b"".join([*carry, chunk])
             if not data:
                 return
             cut = data.rfind(b"\n") + 1 if chunk else len(data)
-            if cut == 0:  # one line longer than a block: keep reading
-                carry = data
-                continue
-            block, carry = data[:cut], data[cut:]
+            block, rest = data[:cut], data[cut:]
+            carry = [rest] if rest else []
             try:
                 text = block.decode("utf-8", errors)
             except UnicodeDecodeError as err:

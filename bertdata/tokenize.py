@@ -9,6 +9,8 @@ That is about 8x faster than handing whole lines to `encode_batch`, with the sam
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 from tokenizers import AddedToken, Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordPiece as WordPieceModel
@@ -26,6 +28,11 @@ MAX_CHARS_PER_WORD = 100
 # Distinct pieces kept (~40 bytes each with their key and ids, ~10 MB in all); past this
 # the table starts afresh, which costs only speed: frequent pieces are back within a batch.
 CACHE_PIECES = 1 << 18
+# Texts longer than this many characters reach the Rust tokenizer in pieces of about this
+# size, and pieces at most ENCODE_CHARS at a time: it keeps a few hundred bytes per token
+# for a whole call, so a 10 MB line of commas once took 4.65 GB.
+PIECE_CHARS = 1 << 15
+ENCODE_CHARS = 1 << 16
 # Only ASCII space, tab and CR separate pieces in the compiled path. A line holding any other
 # character Python or BERT counts as whitespace (or that BERT deletes, joining neighbours:
 # \x0b \x0c \x1c-\x1f \x85) is sent to the Rust tokenizer whole, which is always exact.
@@ -106,12 +113,76 @@ class WordPiece:
         return out[:used], lengths
 
     def _encode_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Ids of each text through the Rust tokenizer: flat, and each text's count."""
+        """Ids of each text through the Rust tokenizer: flat, and each text's count.
+
+        A long text goes in pieces cut only where BERT's basic tokenization splits anyway
+        (see `split_long`), so its ids are the pieces' ids laid end to end."""
         if not texts:
             return np.empty(0, self.id_dtype), np.empty(0, np.int64)
-        ids = [e.ids for e in self._encode(texts, add_special_tokens=False)]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        return np.fromiter((i for one in ids for i in one), dtype=self.id_dtype, count=int(lengths.sum())), lengths
+        chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        pieces, owners = texts, None
+        if chars.max() > PIECE_CHARS:
+            pieces, owners = [], []
+            for k, text in enumerate(texts):
+                cut = split_long(text) if len(text) > PIECE_CHARS else (text,)
+                pieces.extend(cut)
+                owners.extend([k] * len(cut))
+            chars = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        ends = np.cumsum(chars)
+        id_parts: list[np.ndarray] = []
+        piece_lengths = np.empty(len(pieces), dtype=np.int64)
+        start = 0
+        while start < len(pieces):
+            done = int(ends[start - 1]) if start else 0
+            end = max(start + 1, int(np.searchsorted(ends, done + ENCODE_CHARS, side="right")))
+            ids = [e.ids for e in self._encode(pieces[start:end], add_special_tokens=False)]
+            piece_lengths[start:end] = [len(one) for one in ids]
+            id_parts.append(np.fromiter((i for one in ids for i in one), dtype=self.id_dtype,
+                                        count=int(piece_lengths[start:end].sum())))
+            start = end
+        lengths = piece_lengths if owners is None else np.bincount(
+            owners, weights=piece_lengths, minlength=len(texts)).astype(np.int64)
+        return np.concatenate(id_parts), lengths
+
+
+# BERT's CJK ideograph blocks, less U+2B820-U+2B91F, which the Rust tokenizer does not space apart.
+_CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B81F), (0x2B920, 0x2CEAF),
+        (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+def _is_cut_after(c: str) -> bool:
+    """Whether BERT's basic tokenization always ends a token after `c`, whatever follows:
+    after whitespace and punctuation (which is its own token), and after a CJK ideograph
+    (spaced apart before splitting). Not after "[", which may open a special token."""
+    code = ord(c)
+    if code < 128:
+        return c in " \t" or (c != "[" and (33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96
+                                           or 123 <= code <= 126))
+    if any(lo <= code <= hi for lo, hi in _CJK):
+        return True
+    # The Rust tokenizer's Unicode tables are older than Python's: punctuation added since
+    # (U+061D, U+2E43...) is no boundary to it, so only what Unicode 3.2 already had counts.
+    category, old = unicodedata.category(c), unicodedata.ucd_3_2_0.category(c)
+    return category == old and (category[0] == "P" or category == "Zs")
+
+
+def split_long(text: str, size: int | None = None) -> list[str]:
+    """`text` cut into pieces of about `size` characters (default PIECE_CHARS), each cut
+    right after a character `_is_cut_after` accepts; a piece is longer only where no
+    such character comes sooner (one long word)."""
+    size = PIECE_CHARS if size is None else size
+    pieces = []
+    start = 0
+    while len(text) - start > size:
+        cut = next((i for i in range(start + size, start, -1) if _is_cut_after(text[i - 1])), None)
+        if cut is None:
+            cut = next((i + 1 for i in range(start + size, len(text) - 1) if _is_cut_after(text[i])), None)
+            if cut is None:
+                break
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
 
 
 class _PieceTable:

@@ -35,6 +35,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path, check_output_path, input_errors
+from bertdata.wikitext import DEFAULT_MAX_CHARS, PageTooLarge
 
 Opener = Callable[[str], BinaryIO]
 
@@ -44,13 +45,20 @@ EXPORT_ROOT = (
     f'xsi:schemaLocation="{EXPORT_NS} http://www.mediawiki.org/xml/export-0.10.xsd" '
     'version="0.10" xml:lang="en">'
 )
-SKIP_REASONS = ("namespace", "redirect", "empty")
+SKIP_REASONS = ("namespace", PageTooLarge.reason, "redirect", "empty")
 
 _READ_SIZE = 1 << 18
 # Caps the XML produced per decompress call, so a highly compressible stream cannot balloon memory.
 _OUT_SIZE = 1 << 20
 _BZ2_MAGIC = b"BZh"
 _REDIRECT_RE = re.compile(r"\s*#redirect", re.IGNORECASE)
+# Every captured field but a revision's text is short in a real dump (titles are at most
+# 255 bytes, ids at most 20 digits); a longer one is a broken or hostile file, refused
+# before it can fill memory.
+_MAX_FIELD_CHARS = 4096
+# MediaWiki's ids are unsigned integers of 64 bits at most, so 20 digits at most.
+_ID_RE = re.compile(r"\s*([0-9]{1,20})\s*")
+_NS_RE = re.compile(r"\s*(-?[0-9]{1,20})\s*")
 _SAMPLE_FILES = (
     "enwiki-sample-pages-articles-multistream.xml.bz2",
     "enwiki-sample-pages-articles-multistream-index.txt.bz2",
@@ -69,6 +77,9 @@ class Page:
     redirect: str | None = None
     revision_id: int | None = None
     timestamp: str | None = None
+    # The revision's text was longer than the reader's `max_page_chars`: it was counted as
+    # it streamed past but never kept, and `text` is empty.
+    too_large: bool = False
 
 
 def classify(page: Page) -> str | None:
@@ -79,6 +90,8 @@ def classify(page: Page) -> str | None:
     """
     if page.ns != 0:
         return "namespace"
+    if page.too_large:
+        return PageTooLarge.reason
     if page.redirect is not None or _REDIRECT_RE.match(page.text):
         return "redirect"
     if not page.text.strip():
@@ -91,8 +104,8 @@ def _open_local(path: str) -> BinaryIO:
 
 
 @contextlib.contextmanager
-def _opened(path: str, opener: Opener) -> Iterator[BinaryIO]:
-    with input_errors(path, "dump file"):
+def _opened(path: str, opener: Opener, what: str = "dump file") -> Iterator[BinaryIO]:
+    with input_errors(path, what):
         f = opener(path)
     with f:
         yield f
@@ -237,11 +250,19 @@ _CAPTURE = {
 
 
 class _DumpParser:
-    """Expat handlers that turn export XML into Page objects and a siteinfo dict."""
+    """Expat handlers that turn export XML into Page objects and a siteinfo dict.
 
-    def __init__(self, name: str, where: str = "") -> None:
+    A revision's text is kept only up to `max_text_chars` characters, counted as expat
+    hands them over, so a page of any size costs at most that much memory; past it the
+    page comes out `too_large` with empty text.
+    """
+
+    def __init__(self, name: str, where: str = "", max_text_chars: int | None = DEFAULT_MAX_CHARS) -> None:
+        if max_text_chars is not None and max_text_chars < 0:
+            raise BertdataError(f"max_page_chars must be zero or more (got {max_text_chars})")
         self.name = name
         self.where = where  # appended to line/column positions: which XML they count in
+        self.max_text_chars = max_text_chars
         self.parser = xml.parsers.expat.ParserCreate()
         self.parser.buffer_text = True
         self.parser.buffer_size = 1 << 16
@@ -250,7 +271,11 @@ class _DumpParser:
         self.parser.CharacterDataHandler = self._chars
         self.stack: list[str] = []
         self.buf: list[str] | None = None
+        self.buf_chars = 0
+        self.buf_limit: int | None = None
+        self.buf_is_text = False
         self.fields: dict[str, str] = {}
+        self.too_large = False
         self.redirect: str | None = None
         self.ns_key = ""
         self.pages: list[Page] = []
@@ -284,19 +309,30 @@ class _DumpParser:
         elif tag == "page":
             self.fields = {}
             self.redirect = None
+            self.too_large = False
         elif tag == "redirect":
             self.redirect = attrs.get("title", "")
         elif tag == "namespaces":
             self.siteinfo["namespaces"] = {}
         if stack and (stack[-1], tag) in _CAPTURE:
             self.buf = []
+            self.buf_chars = 0
+            self.buf_is_text = tag == "text"
+            self.buf_limit = self.max_text_chars if self.buf_is_text else _MAX_FIELD_CHARS
             if tag == "namespace":
                 self.ns_key = attrs.get("key", "")
         stack.append(tag)
 
     def _chars(self, data: str) -> None:
-        if self.buf is not None:
+        if self.buf is None:
+            return
+        self.buf_chars += len(data)
+        if self.buf_limit is None or self.buf_chars <= self.buf_limit:
             self.buf.append(data)
+        elif self.buf_is_text:
+            self.buf.clear()  # a page too large: the count goes on, the characters are not kept
+        else:
+            raise self._fail(f"<{self.stack[-1]}> longer than {_MAX_FIELD_CHARS:,} characters")
 
     def _end(self, tag: str) -> None:
         self.stack.pop()
@@ -307,6 +343,8 @@ class _DumpParser:
             if parent == "revision":
                 # A full-history dump lists revisions oldest first: the last one wins.
                 self.fields["revision_" + tag] = value
+                if tag == "text":
+                    self.too_large = self.buf_limit is not None and self.buf_chars > self.buf_limit
             elif parent == "page":
                 self.fields[tag] = value
             elif parent == "namespaces":
@@ -323,19 +361,34 @@ class _DumpParser:
         elif not self.stack:
             self.root_closed = True
 
+    def _number(self, pattern: re.Pattern, key: str, what: str, noun: str, page: str = "") -> int | None:
+        value = self.fields.get(key)
+        if value is None:
+            return None
+        match = pattern.fullmatch(value)
+        if not match:
+            shown = value if len(value) <= 40 else f"{value[:20]}...({len(value):,} characters)"
+            raise self._fail(f"<page>{page} with {what} {shown!r}, not a MediaWiki {noun}")
+        return int(match.group(1))
+
     def _page(self) -> Page:
         fields = self.fields
-        try:
-            page_id = int(fields["id"])
-            ns = int(fields.get("ns", "0"))
-            revision_id = int(fields["revision_id"]) if "revision_id" in fields else None
-        except KeyError:
-            raise self._fail("<page> without <id>") from None
-        except ValueError:
-            raise self._fail("<page> with a non-integer <id> or <ns>") from None
+        # Export schemas since 0.6 require <ns> and MediaWiki's ids are unsigned: a page
+        # breaking either is from a damaged or hand-made file. Guessing (namespace 0, as
+        # before) would keep talk and user pages as articles, so it stops the read instead,
+        # like a page without <id> or <title>.
+        page_id = self._number(_ID_RE, "id", "<id>", "page id")
+        if page_id is None:
+            raise self._fail("<page> without <id>")
+        at = f" {page_id}"
+        ns = self._number(_NS_RE, "ns", "<ns>", "namespace number", at)
+        if ns is None:
+            raise self._fail(f"<page>{at} without <ns> (export versions before 0.6 lack it; "
+                             "bertdata reads 0.6 and later)")
+        revision_id = self._number(_ID_RE, "revision_id", "revision <id>", "revision id", at)
         title = fields.get("title", "")
         if not title:
-            raise self._fail(f"<page> {page_id} without <title>")
+            raise self._fail(f"<page>{at} without <title>")
         return Page(
             page_id=page_id,
             title=title,
@@ -344,6 +397,7 @@ class _DumpParser:
             redirect=self.redirect,
             revision_id=revision_id,
             timestamp=fields.get("revision_timestamp"),
+            too_large=self.too_large,
         )
 
     def drain(self) -> list[Page]:
@@ -359,11 +413,17 @@ def _iter_parsed(chunks: Iterable[bytes], parser: _DumpParser) -> Iterator[Page]
     yield from parser.drain()
 
 
-def iter_pages(path: str | os.PathLike, opener: Opener = _open_local) -> Iterator[Page]:
-    """Every page of a dump (`.xml`, `.bz2` single- or multistream), in file order; filter with `classify`."""
+def iter_pages(
+    path: str | os.PathLike, opener: Opener = _open_local, max_page_chars: int | None = DEFAULT_MAX_CHARS
+) -> Iterator[Page]:
+    """Every page of a dump (`.xml`, `.bz2` single- or multistream), in file order; filter with `classify`.
+
+    A page whose text is over `max_page_chars` characters (None: no limit) comes out
+    `too_large`, its text never held in memory."""
     name = os.fspath(path)
+    parser = _DumpParser(name, max_text_chars=max_page_chars)
     with _opened(name, opener) as f, contextlib.closing(_xml_chunks(f, name)) as chunks:
-        yield from _iter_parsed(chunks, _DumpParser(name))
+        yield from _iter_parsed(chunks, parser)
 
 
 def read_siteinfo(path: str | os.PathLike, opener: Opener = _open_local) -> dict:
@@ -389,7 +449,7 @@ def read_siteinfo(path: str | os.PathLike, opener: Opener = _open_local) -> dict
 def read_index(index_path: str | os.PathLike, opener: Opener = _open_local) -> Iterator[tuple[int, int, str]]:
     """The `(offset, page_id, title)` entries of a multistream index (bz2 or plain text)."""
     name = os.fspath(index_path)
-    with _opened(name, opener) as f:
+    with _opened(name, opener, "multistream index") as f:
         head = f.read(3)
         f.seek(0)
         if head == _BZ2_MAGIC:
@@ -421,6 +481,39 @@ def _check_stream_start(f: BinaryIO, offset: int, name: str, index_name: str | N
         raise BertdataError(f"{name}: byte {offset} is not the start of a bz2 stream; {source} does not match this dump")
 
 
+# Wikimedia's header stream (`<mediawiki>` and `<siteinfo>`) compresses to a few KB; an
+# index whose first offset lies further in cannot have started right after it.
+_MAX_HEADER_BYTES = 1 << 20
+
+
+def _check_header_stream(f: BinaryIO, first: int, name: str, index_name: str) -> None:
+    """The index's first stream must start where the dump's header stream ends: pages in
+    streams it skips would never be read, and nothing downstream would notice.
+
+    Costs one read of the header stream (a few KB), whatever the size of the dump."""
+    missing = f"the index misses the streams before byte {first} (cut at its start, or made for another dump)"
+    if first > _MAX_HEADER_BYTES:
+        raise BertdataError(
+            f"{index_name}: the first stream listed starts at byte {first:,} of {name}, past any header "
+            f"stream (<siteinfo> takes a few KB); {missing}"
+        )
+    f.seek(0)
+    data = f.read(first)
+    decomp = bz2.BZ2Decompressor()
+    try:
+        xml_head = decomp.decompress(data, _OUT_SIZE)
+    except OSError:
+        raise BertdataError(f"{name}: does not start with a bz2 stream; is it a multistream dump?") from None
+    listed = f"{index_name}: the first stream listed starts at byte {first} of {name}"
+    if b"<page" in xml_head or not (decomp.eof or decomp.needs_input):  # the latter: over 1 MB of XML
+        raise BertdataError(f"{listed}, but the dump's first stream holds pages; {missing}")
+    if not decomp.eof:
+        raise BertdataError(f"{listed}, inside its header stream; the index does not match this dump")
+    if decomp.unused_data:
+        header_end = first - len(decomp.unused_data)
+        raise BertdataError(f"{listed}, but its header stream ends at byte {header_end}; {missing}")
+
+
 def stream_ranges(
     path: str | os.PathLike, index_path: str | os.PathLike, opener: Opener = _open_local
 ) -> list[tuple[int, int]]:
@@ -428,7 +521,9 @@ def stream_ranges(
 
     Taken from the index's distinct offsets; the last range runs to the end of the file
     (it carries the closing `</mediawiki>`). The header stream before the first offset
-    holds only `<siteinfo>` and is not included.
+    holds only `<siteinfo>` and is not included; the first offset must be where it ends,
+    or 0 for a dump whose first stream holds pages too. Streams the index skips further
+    on are still read, as part of the range before them.
     """
     name, index_name = os.fspath(path), os.fspath(index_path)
     offsets: list[int] = []
@@ -451,6 +546,8 @@ def stream_ranges(
         # checked by whichever worker's range starts there.
         _check_stream_start(f, offsets[0], name, index_name)
         _check_stream_start(f, offsets[-1], name, index_name)
+        if offsets[0]:
+            _check_header_stream(f, offsets[0], name, index_name)
     return list(zip(offsets, offsets[1:] + [size]))
 
 
@@ -476,12 +573,14 @@ def plan_ranges(ranges: list[tuple[int, int]], target_bytes: int) -> list[tuple[
 
 
 def iter_pages_in_range(
-    path: str | os.PathLike, start: int, end: int, opener: Opener = _open_local
+    path: str | os.PathLike, start: int, end: int, opener: Opener = _open_local,
+    max_page_chars: int | None = DEFAULT_MAX_CHARS,
 ) -> Iterator[Page]:
     """The pages in the bz2 streams of bytes `[start, end)` of a multistream dump.
 
     A range is a run of whole streams: one without the dump's header gets a synthetic
-    `<mediawiki>` root, one without the footer a synthetic close.
+    `<mediawiki>` root, one without the footer a synthetic close. `max_page_chars` as
+    for `iter_pages`.
     """
     name = os.fspath(path)
     hint = "; does the multistream index match this dump?"
@@ -496,7 +595,7 @@ def iter_pages_in_range(
                 first += chunk
                 if len(first) >= 64:
                     break
-            parser = _DumpParser(name, where)
+            parser = _DumpParser(name, where, max_page_chars)
             if not first.lstrip().startswith((b"<mediawiki", b"<?xml")):
                 parser.feed(EXPORT_ROOT.encode())
             parser.feed(first)

@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import run_cli
 
-from bertdata.download import DumpSpec, download_dump, dump_files, fetch, parse_sums
+from bertdata import download
+from bertdata.download import DumpSpec, download_dump, dump_files, fetch, fetch_text, parse_sums
 from bertdata.errors import BertdataError
 
 STALL_S = 5.0  # a stalled handler gives up after this, or at teardown, whichever comes first
@@ -244,6 +245,35 @@ def test_unreachable_host_fails_fast(tmp_path):
     assert url in str(err.value)
 
 
+def test_unresolvable_host_fails_at_once_in_one_line(tmp_path, monkeypatch):
+    """A name that does not resolve was once retried for 31 s."""
+    def no_dns(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    url = "https://dumps.example.org/enwiki/latest/x.xml.bz2"
+    for get in (lambda: fetch(url, tmp_path / "x.bin", retries=1, backoff=3.0, progress=False),
+                lambda: fetch_text(url, retries=1, backoff=3.0)):
+        started = time.monotonic()
+        with pytest.raises(BertdataError) as err:
+            get()
+        assert time.monotonic() - started < 2.0
+        assert str(err.value) == (f"{url}: cannot resolve the host name dumps.example.org "
+                                  "(Name or service not known); check the URL and the network")
+    assert no_leftovers(tmp_path / "x.bin")
+
+
+def test_text_over_the_size_cap_is_refused_not_retried(server, tmp_path, monkeypatch):
+    """A sums file over the cap was once reported, and retried, as a dropped connection."""
+    monkeypatch.setattr(download, "MAX_TEXT_BYTES", 1000)
+    url = serve(server, "/huge-sha1sums.txt", b"0" * 5000)
+    with pytest.raises(BertdataError, match=r"huge-sha1sums.txt: larger than 1,000 bytes; not a small text file"):
+        fetch_text(url, retries=1, backoff=0.5)
+    assert server.mirror.requests("/huge-sha1sums.txt") == [(None, 200)]
+    serve(server, "/just-sha1sums.txt", b"0" * 1000)
+    assert fetch_text(server.base + "/just-sha1sums.txt") == "0" * 1000
+
+
 def test_existing_verified_file_is_kept_without_a_request(server, tmp_path):
     url = serve(server, "/have.bin")
     dest = tmp_path / "have.bin"
@@ -388,6 +418,24 @@ def test_latest_falls_back_to_the_newest_finished_run_in_the_listing(server, tmp
     serve(server, "/enwiki/", listing.encode())
     record = download_dump(DumpSpec("enwiki", "latest", server.base), tmp_path, progress=False)
     check_record(record, tmp_path, files, "20240101")
+
+
+def test_listing_folders_that_are_not_dates_are_ignored(server, tmp_path):
+    """An 8-digit folder that is no date was once refused as the user's --date."""
+    files = fake_run(server, "enwiki", "20240101")
+    listing = ('<a href="20240101/">20240101/</a>\n<a href="20241399/">20241399/</a>\n'
+               '<a href="99999999/">99999999/</a>\n')
+    serve(server, "/enwiki/", listing.encode())
+    record = download_dump(DumpSpec("enwiki", "latest", server.base), tmp_path, progress=False)
+    check_record(record, tmp_path, files, "20240101")
+
+
+def test_feed_naming_no_dated_run_is_blamed_on_the_feed(server, tmp_path):
+    feed = server.base + "/enwiki/latest/enwiki-latest-pages-articles-multistream.xml.bz2-rss.xml"
+    serve(server, feed.removeprefix(server.base), b"<rss><link>http://x/enwiki/20241399</link></rss>")
+    with pytest.raises(BertdataError) as err:
+        download_dump(DumpSpec("enwiki", "latest", server.base), tmp_path, progress=False)
+    assert str(err.value) == f"{feed}: its <link> names run '20241399', not a date; pass --date YYYYMMDD"
 
 
 def test_unfinished_run_is_refused_before_downloading_anything(server, tmp_path):

@@ -4,6 +4,7 @@ text shard reading, and `bertdata instances` on bad input."""
 from __future__ import annotations
 
 import random
+import re
 from collections import OrderedDict
 from pathlib import Path
 
@@ -457,3 +458,65 @@ def test_sliced_write_gives_the_same_file_as_one_write(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "WRITE_BLOCK_BYTES", 1)  # one chunk row per write
     module.write_instances(tmp_path / "sliced.hdf5", inst, {"a": 1})
     assert (tmp_path / "sliced.hdf5").read_bytes() == (tmp_path / "whole.hdf5").read_bytes()
+
+
+def _binary_files(folder):
+    import bz2
+    import gzip
+    import lzma
+    import zipfile
+
+    text = b"a sentence.\n\nanother document.\n"
+    files = {"bz2": bz2.compress(text), "empty bz2": bz2.compress(b""), "gzip": gzip.compress(text),
+             "xz": lzma.compress(text), "zstd": b"\x28\xb5\x2f\xfd\x04\x00" + text}
+    with zipfile.ZipFile(folder / "z.zip", "w") as z:
+        z.writestr("shard.txt", text)
+    files["zip"] = (folder / "z.zip").read_bytes()
+    return files
+
+
+@pytest.mark.parametrize(("kind", "words"), [("bz2", "bz2-compressed"), ("empty bz2", "bz2-compressed"),
+                                             ("gzip", "gzip-compressed"), ("xz", "xz-compressed"),
+                                             ("zstd", "zstd-compressed"), ("zip", "a zip archive")])
+def test_compressed_input_is_named(tmp_path, wordpiece, kind, words):
+    path = tmp_path / "shard.txt"
+    path.write_bytes(_binary_files(tmp_path)[kind])
+    for errors in ("strict", "replace"):
+        with pytest.raises(BertdataError, match=rf"^{re.escape(str(path))}: {words}, not a text shard"):
+            read_documents(path, wordpiece, errors=errors)
+
+
+def test_text_that_starts_like_a_signature_is_text(tmp_path, wordpiece):
+    path = tmp_path / "shard.txt"
+    path.write_text("BZh9 is how a bz2 file starts.\nPK is a monogram.\n")
+    assert read_documents(path, wordpiece).num_sentences == 2
+
+
+@needs_shared
+def test_cli_hdf5_input_named_even_with_errors_replace(tmp_path, capsys):
+    """An instance shard given back to `instances` was once read as text with --errors replace."""
+    good = tmp_path / "in.txt"
+    good.write_text("a sentence.\n\nanother document.\n")
+    shard = tmp_path / "shard.hdf5"
+    assert run_cli(good, "--output", shard, "--vocab", VOCAB, "--dupe-factor", "1") == 0
+    capsys.readouterr()
+    out = tmp_path / "out.hdf5"
+    assert run_cli(shard, "--output", out, "--vocab", VOCAB, "--errors", "replace") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"bertdata instances: error: {shard}: an HDF5 file (an instance shard?), not a text shard "
+                   "(UTF-8 text, one sentence per line)"]
+    assert not out.exists()
+
+
+def test_a_line_longer_than_many_blocks_is_read_in_linear_time(tmp_path, monkeypatch):
+    """Each block of a long line once copied all of the line before it: quadratic time."""
+    import time
+
+    from bertdata import textshard
+
+    monkeypatch.setattr(textshard, "BLOCK_BYTES", 64)
+    path = tmp_path / "long.txt"
+    path.write_text("x" * 2_000_000 + "\nend\r\n")
+    started = time.perf_counter()
+    assert list(textshard._blocks(str(path), "strict", None)) == ["x" * 2_000_000 + "\nend"]
+    assert time.perf_counter() - started < 1.5  # ~0.06 s; 4.5 s before

@@ -199,3 +199,94 @@ def test_piece_cache_equals_whole_line_encoding_on_random_text(lowercase):
         lines.append(rng.choice(("", " ", "\t")).join(parts))
     wp = WordPiece(load_vocab(VOCAB), lowercase=lowercase)
     assert _encode(wp, lines) == [e.ids for e in wp._encode(lines, add_special_tokens=False)]
+
+
+# --- long lines go to the Rust tokenizer in pieces ---------------------------------------------
+
+
+def _cut_characters():
+    """Every character a long text may be cut after: all punctuation and spaces, and CJK
+    ideographs at their blocks' ends and every 97th between."""
+    cjk = {c for lo, hi in tokenize._CJK for c in (*range(lo, hi + 1, 97), hi)}
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF
+             and (c in cjk or tokenize._is_cut_after(chr(c)) and not any(lo <= c <= hi for lo, hi in tokenize._CJK))]
+    assert len(chars) > 1000 and "," in chars and "[" not in chars and "\u3000" in chars and "\u4e00" in chars
+    return chars
+
+
+@needs_shared
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_bert_splits_after_every_cut_character(lowercase):
+    """The claim the piecewise path rests on, for each character: what follows it, even a
+    combining mark, a control character or "]", never joins a token with what precedes it."""
+    wp = WordPiece(load_vocab(VOCAB), lowercase=lowercase)
+    lefts, rights = [], ["cd", "\u0301e", "]x", "SEP]", "\x00y", "中", "\u200bz", "##a"]
+    for c in _cut_characters():
+        lefts += [f"ab{c}", f"[SEP]{c}", f"é{c}"]
+    whole = [left + right for left in lefts for right in rights]
+    encode = lambda texts: [e.ids for e in wp._encode(texts, add_special_tokens=False)]  # noqa: E731
+    left_ids, right_ids = encode(lefts), encode(rights)
+    got = encode(whole)
+    expected = [a + b for a in left_ids for b in right_ids]
+    wrong = [text for text, g, e in zip(whole, got, expected) if g != e]
+    assert not wrong, [ascii(t) for t in wrong[:10]]
+
+
+LONG_LINES = [
+    "," * 5000,
+    "a." * 3000,
+    "." * 777 + "x" * 300 + "!" * 900,  # a word longer than a piece, between punctuation
+    "y" * 2500,  # one word, no cut at all: [UNK]
+    "中文字符日本語" * 400 + "and English",
+    "Café naïve résumé e\u0301\u0301 ǅ ﬁ İstanbul, " * 150,
+    "[SEP][MASK]" * 300 + "x[SEP]y" * 200,
+    "nbsp\u00a0and\u3000ideographic\u2009spaces—dashes…" * 200,
+    "control\x07\x00\ufffd\u200bchars. " * 300 + "\x85\x0b",
+]
+
+
+@needs_shared
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_long_lines_in_pieces_give_the_whole_lines_ids(lowercase, monkeypatch):
+    import random
+
+    rng = random.Random(7)
+    pool = ".,;!?()[]{}'\"-–—/\\#@&*é\u0301ñüÅß中文字日本한국🤗™°abcXYZ \u00a0\x00"
+    lines = LONG_LINES + ["".join(rng.choice(pool) for _ in range(rng.randint(500, 3000))) for _ in range(40)]
+    wp = WordPiece(load_vocab(VOCAB), lowercase=lowercase)
+    whole = [e.ids for e in wp._encode(lines, add_special_tokens=False)]
+    monkeypatch.setattr(tokenize, "PIECE_CHARS", 64)
+    monkeypatch.setattr(tokenize, "ENCODE_CHARS", 300)
+    assert all(len(tokenize.split_long(line)) > 1 for line in LONG_LINES if line != "y" * 2500)
+    assert _encode(wp, lines) == whole
+    reference = ReferenceTokenizer(load_vocab(VOCAB).tokens, lowercase=lowercase)
+    assert [_encode(wp, [line])[0] == reference.ids(line) for line in LONG_LINES] == [True] * 6 + [False] + [True] * 2
+
+
+def test_split_long():
+    assert tokenize.split_long("ab,cd,ef", size=3) == ["ab,", "cd,", "ef"]
+    assert tokenize.split_long("abcdefg,h", size=3) == ["abcdefg,", "h"]  # no cut within reach: the next one
+    assert tokenize.split_long("[[[[x", size=2) == ["[[[[x"]  # never after "[": it may open [SEP]
+    assert tokenize.split_long("a b\u00a0c", size=2) == ["a ", "b\u00a0", "c"]
+    assert "".join(tokenize.split_long("x" * 100 + ", y" * 50, size=10)) == "x" * 100 + ", y" * 50
+
+
+@needs_shared
+def test_ten_megabyte_line_of_commas_in_bounded_memory(tmp_path):
+    """Once 4.97 GB peak to tokenize; now the arrays of its 10 M ids and a few copies of the line."""
+    import subprocess
+    import sys
+
+    script = (
+        "import resource\n"
+        "from bertdata.tokenize import WordPiece\nfrom bertdata.vocab import load_vocab\n"
+        f"wp = WordPiece(load_vocab({str(VOCAB)!r}))\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "ids, lengths = wp.encode_lines([',' * 4_000_000, 'hello world'])\n"
+        "assert lengths.tolist() == [4_000_000, 2] and set(ids[:-2].tolist()) == {1010}\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    grown_mb = int(proc.stdout)
+    assert grown_mb < 400, f"{grown_mb} MB more to tokenize a 4 MB line"

@@ -373,3 +373,144 @@ def test_sample_vocab_is_valid():
     assert 2000 <= len(vocab) <= 5000
     assert len(set(vocab.tokens)) == len(vocab)
     assert {"harbour", "the", "##s"} <= set(vocab.tokens)
+
+
+# --- hostile pages -------------------------------------------------------------------------
+
+
+def _export(tmp_path: Path, *pages: str, name: str = "d.xml") -> Path:
+    path = tmp_path / name
+    path.write_text(f'<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">{"".join(pages)}</mediawiki>')
+    return path
+
+
+def _page_xml(page_id="1", ns="0", title="A", texts=("Prose.",)) -> str:
+    ns_xml = "" if ns is None else f"<ns>{ns}</ns>"
+    revisions = "".join(f"<revision><id>7</id><text>{t}</text></revision>" for t in texts)
+    return f"<page><title>{title}</title>{ns_xml}<id>{page_id}</id>{revisions}</page>"
+
+
+def test_page_over_the_limit_is_counted_not_kept(tmp_path):
+    big = "&amp;" + "x" * 2_000_000  # entities count as the one character they stand for
+    path = _export(tmp_path, _page_xml("1", texts=(big,)), _page_xml("2", title="B"))
+    pages = list(iter_pages(path, max_page_chars=2_000_000))
+    assert pages[0] == Page(1, "A", 0, "", revision_id=7, too_large=True)
+    assert [classify(p) for p in pages] == ["page_too_large", None]
+    # The limit is inclusive, can be raised, or lifted.
+    assert list(iter_pages(path, max_page_chars=2_000_001))[0].text == "&" + "x" * 2_000_000
+    assert not list(iter_pages(path, max_page_chars=None))[0].too_large
+    # Full history: only the last revision counts.
+    path = _export(tmp_path, _page_xml("1", texts=(big, "Small.")), name="history.xml")
+    assert list(iter_pages(path, max_page_chars=1000)) == [Page(1, "A", 0, "Small.", revision_id=7)]
+    # Another namespace is still counted as such.
+    path = _export(tmp_path, _page_xml("1", ns="1", texts=(big,)), name="talk.xml")
+    assert classify(list(iter_pages(path, max_page_chars=1000))[0]) == "namespace"
+
+
+def test_page_over_the_limit_costs_no_memory(tmp_path):
+    """A 1 GiB page once took 2 to 8 bytes of memory per character before it was skipped;
+    now only the read-ahead buffers (~8 MB of decompressed XML) are live."""
+    import tracemalloc
+
+    big = Page(1, "Big", 0, "ab " * 10_000_000)
+    dump, index = tmp_path / "big.xml.bz2", tmp_path / "big-index.txt.bz2"
+    wikidump.write_multistream([big, Page(2, "Small", 0, "x")], {"namespaces": {0: ""}}, dump, index)
+    del big
+    for read in (lambda: iter_pages(dump, max_page_chars=10_000),
+                 lambda: (p for r in stream_ranges(dump, index) for p in iter_pages_in_range(dump, *r,
+                                                                                             max_page_chars=10_000))):
+        tracemalloc.start()
+        try:
+            pages = list(read())
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert [(p.page_id, p.too_large) for p in pages] == [(1, True), (2, False)]
+        assert peak < 15_000_000, f"{peak:,} bytes traced for a 30 MB page over a 10,000-character limit"
+
+
+@pytest.mark.parametrize(
+    ("page", "message"),
+    [
+        (_page_xml(ns=None), r"<page> 1 without <ns> \(export versions before 0.6"),
+        (_page_xml(page_id="-5"), r"<page> with <id> '-5', not a MediaWiki page id at line 1"),
+        (_page_xml(page_id="1" * 500), r"<page> with <id> '1{20}\.\.\.\(500 characters\)', not a MediaWiki page id"),
+        (_page_xml(page_id="1" * 5000), r"<id> longer than 4,096 characters at line 1"),
+        (_page_xml(page_id="1" * 21), r"<page> with <id> '1{21}', not a MediaWiki page id"),
+        (_page_xml(page_id="\u0661"), r"<page> with <id> '\u0661'"),
+        (_page_xml(ns="main"), r"<page> 1 with <ns> 'main', not a MediaWiki namespace number"),
+        (_page_xml(title="T" * 5000), r"<title> longer than 4,096 characters at line 1"),
+    ],
+)
+def test_pages_no_mediawiki_export_holds(tmp_path, page, message):
+    path = _export(tmp_path, page)
+    with pytest.raises(BertdataError, match=rf"^{re.escape(str(path))}: {message}"):
+        list(iter_pages(path))
+
+
+def test_odd_but_valid_ids_and_namespaces(tmp_path):
+    path = _export(tmp_path, _page_xml(page_id=" 18446744073709551615 ", ns="-1"), _page_xml(page_id="0012"))
+    pages = list(iter_pages(path))
+    assert [(p.page_id, p.ns) for p in pages] == [(18446744073709551615, -1), (12, 0)]
+    assert classify(pages[0]) == "namespace"
+
+
+# --- an index that does not account for every stream ----------------------------------------
+
+
+def _index_without_first_stream(tmp_path: Path, index: Path) -> Path:
+    lines = bz2.decompress(index.read_bytes()).decode().splitlines(keepends=True)
+    first = lines[0].split(":")[0]
+    cut = tmp_path / "cut-index.txt"
+    cut.write_text("".join(line for line in lines if line.split(":")[0] != first))
+    return cut
+
+
+def test_index_missing_its_first_stream(tmp_path, sample_pages):
+    """Such an index once dropped the first stream's pages without a word (35 pages read of 45)."""
+    cut = _index_without_first_stream(tmp_path, SAMPLE_INDEX)
+    header_end = stream_ranges(SAMPLE_DUMP, SAMPLE_INDEX)[0][0]
+    second = stream_ranges(SAMPLE_DUMP, SAMPLE_INDEX)[1][0]
+    with pytest.raises(BertdataError, match=rf"^{re.escape(str(cut))}: the first stream listed starts at byte "
+                                            rf"{second} of {re.escape(str(SAMPLE_DUMP))}, but its header stream "
+                                            rf"ends at byte {header_end}; the index misses the streams before"):
+        stream_ranges(SAMPLE_DUMP, cut)
+
+
+def test_index_first_offset_far_past_any_header(tmp_path, fragment_multistream):
+    dump, index = fragment_multistream
+    offsets = [r[0] for r in stream_ranges(dump, index)]
+    far = next(o for o in offsets if o > 1 << 20)
+    late = tmp_path / "late-index.txt"
+    late.write_text(f"{far}:1:A\n")
+    with pytest.raises(BertdataError, match=rf"late-index.txt: the first stream listed starts at byte {far:,} .* "
+                                            r"past any header stream"):
+        stream_ranges(dump, late)
+
+
+def test_header_stream_with_pages(tmp_path):
+    head = f"{wikidump.EXPORT_ROOT}\n{wikidump.render_siteinfo({'namespaces': {0: ''}})}"
+    first = bz2.compress((head + wikidump.render_page(Page(1, "A", 0, "One."))).encode())
+    second = bz2.compress((wikidump.render_page(Page(2, "B", 0, "Two.")) + "</mediawiki>").encode())
+    dump = tmp_path / "d.xml.bz2"
+    dump.write_bytes(first + second)
+    # An index listing the first stream's pages at offset 0 reads them all.
+    index = tmp_path / "index.txt"
+    index.write_text(f"0:1:A\n{len(first)}:2:B\n")
+    assert [p.page_id for r in stream_ranges(dump, index) for p in iter_pages_in_range(dump, *r)] == [1, 2]
+    # One starting at the second stream would skip page 1.
+    index.write_text(f"{len(first)}:2:B\n")
+    with pytest.raises(BertdataError, match=r"but the dump's first stream holds pages; the index misses"):
+        stream_ranges(dump, index)
+
+
+def test_a_directory_given_as_dump_or_index(tmp_path):
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    dump_errors = rf"^{re.escape(str(folder))}: is a directory, not a dump file$"
+    for read in (lambda: list(iter_pages(folder)), lambda: wikidump.read_siteinfo(folder),
+                 lambda: list(iter_pages_in_range(folder, 0, 10)), lambda: stream_ranges(folder, SAMPLE_INDEX)):
+        with pytest.raises(BertdataError, match=dump_errors):
+            read()
+    with pytest.raises(BertdataError, match=rf"^{re.escape(str(folder))}: is a directory, not a multistream index$"):
+        stream_ranges(SAMPLE_DUMP, folder)
