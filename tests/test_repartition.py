@@ -29,19 +29,30 @@ GEN_ATTRS = {"seed": 7, "max_seq_length": 16, "max_predictions_per_seq": 4, "mas
              "vocab_sha256": "ab" * 32, "lower_case": True}
 
 
-def random_shard(path: Path, n: int, rng: np.random.Generator, seq: int = 16, preds: int = 4,
-                 attrs: dict | None = None) -> Path:
-    """A shard of random (distinct with overwhelming probability) rows."""
-    arrays = {
-        "input_ids": rng.integers(0, 30522, (n, seq)),
-        "input_mask": rng.integers(0, 2, (n, seq)),
-        "segment_ids": rng.integers(0, 2, (n, seq)),
-        "masked_lm_positions": rng.integers(0, seq, (n, preds)),
-        "masked_lm_ids": rng.integers(0, 30522, (n, preds)),
+def valid_rows(n: int, rng: np.random.Generator, seq: int = 16, preds: int = 4,
+               vocab_size: int = 30522) -> dict[str, np.ndarray]:
+    """Random rows that pass `inspect`'s checks (distinct with overwhelming probability)."""
+    length = rng.integers(3, seq + 1, n)
+    real = np.arange(seq) < length[:, None]
+    split = rng.integers(1, length)
+    positions = np.zeros((n, preds), dtype=np.int64)
+    for i in range(n):
+        count = rng.integers(0, min(preds, length[i] - 1) + 1)
+        positions[i, :count] = np.sort(rng.choice(np.arange(1, length[i]), count, replace=False))
+    return {
+        "input_ids": np.where(real, rng.integers(1, vocab_size, (n, seq)), 0),
+        "input_mask": real.astype(np.int8),
+        "segment_ids": (real & (np.arange(seq) >= split[:, None])).astype(np.int8),
+        "masked_lm_positions": positions,
+        "masked_lm_ids": np.where(positions > 0, rng.integers(1, vocab_size, (n, preds)), 0),
         "next_sentence_labels": rng.integers(0, 2, n),
     }
-    write_shard(path, arrays, {**GEN_ATTRS, "max_seq_length": seq, "max_predictions_per_seq": preds,
-                               **(attrs or {})})
+
+
+def random_shard(path: Path, n: int, rng: np.random.Generator, seq: int = 16, preds: int = 4,
+                 attrs: dict | None = None) -> Path:
+    write_shard(path, valid_rows(n, rng, seq, preds),
+                {**GEN_ATTRS, "max_seq_length": seq, "max_predictions_per_seq": preds, **(attrs or {})})
     return path
 
 
@@ -341,11 +352,11 @@ def test_other_integer_dtypes_are_cast_and_bad_ones_refused_without_leftovers(tm
     assert multiset(result.parts) == multiset([good, tmp_path / "src.hdf5"])
 
     with h5py.File(wide, "r+") as f:
-        f["input_mask"][0, 0] = 300  # does not fit int8
-    with pytest.raises(BertdataError, match=f"{wide}: dataset input_mask has values outside int8"):
+        f["input_ids"][0, 1] = 1 << 33  # a valid id for a vocab that big (none recorded), but not int32
+    with pytest.raises(BertdataError, match=f"{wide}: dataset input_ids has values outside int32"):
         shard(good, wide, output=tmp_path / "bad", parts=2)
     with h5py.File(wide, "r+") as f:
-        f["input_mask"][0, 0] = 1
+        f["input_ids"][0, 1] = 1
         del f["segment_ids"]
         f.create_dataset("segment_ids", data=arrays["segment_ids"].astype(np.float32))
     with pytest.raises(BertdataError, match="segment_ids has dtype float32"):
