@@ -286,8 +286,9 @@ def test_cli_errors_exit_2(inputs, tmp_path, capsys, argv, message):
 def test_cli_writes_parts_and_prints_a_summary(inputs, tmp_path, capsys):
     assert main(["shard", str(inputs[0].parent), "--output", str(tmp_path / "out"), "--parts", "2",
                  "--max-instances", "500", "--seed", "3"]) == 0
-    out = capsys.readouterr().out
-    assert "2,701 instances in, 500 out, 2 parts" in out and "MB/s" in out
+    captured = capsys.readouterr()
+    assert "2,701 instances in, 500 out, 2 parts" in captured.out and "MB/s" in captured.out
+    assert captured.err == ""  # no progress bars drawn into a pipe or a log
     assert sorted(p.name for p in (tmp_path / "out").glob("*.hdf5")) == [
         "wikicorpus_en_training_0.hdf5", "wikicorpus_en_training_1.hdf5"]
 
