@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from benchmark import report
-from benchmark.data import ShardInfo, build_loader, rank_units, survey
+from benchmark.data import ShardInfo, build_loader, default_workers, next_batch, rank_units, survey
 from benchmark.lamb import OPTIMIZERS, build_optimizer
 from benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops
 from bertdata.errors import BertdataError
@@ -52,7 +52,7 @@ class BenchConfig:
     compile: bool = False
     device: str | None = None  # None: cuda if available
     loader_only: bool = False
-    workers: int = 4
+    workers: int = dataclasses.field(default_factory=default_workers)
     lr: float = 6e-3
     optimizer: str = "lamb"
     seed: int = 12345
@@ -184,7 +184,7 @@ def _time_steps(plan: Plan, cfg: BenchConfig, label: str, step_fn) -> tuple[list
     """Run warm-up + timed steps; `step_fn()` returns (loader wait, step output)."""
     times, waits, outputs = [], [], []
     with tqdm(total=cfg.warmup_steps + cfg.steps, desc=label, unit="step", file=sys.stderr,
-              disable=plan.rank != 0, leave=False) as bar:
+              disable=None if plan.rank == 0 else True, leave=False) as bar:  # None: only on a terminal
         for step in range(cfg.warmup_steps + cfg.steps):
             start = time.perf_counter()
             wait, out = step_fn()
@@ -223,14 +223,14 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
 def measure_loader(cfg: BenchConfig, plan: Plan) -> dict:
     """The input pipeline alone: disk -> worker -> pinned memory -> device, no model."""
     loader = build_loader(plan.shards, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
-                          pin_memory=plan.device.type == "cuda")
+                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size)
     batches = iter(loader)
 
     def step():
         wait = 0.0
         for _ in range(plan.accumulation):
             start = time.perf_counter()
-            to_device(next(batches), plan.device)
+            to_device(next_batch(batches), plan.device)
             wait += time.perf_counter() - start
         return wait, None
 
@@ -258,7 +258,7 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
     # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range.
     scaler = torch.amp.GradScaler(plan.device.type, enabled=autocast_dtype is torch.float16)
     loader = build_loader(plan.shards, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
-                          pin_memory=plan.device.type == "cuda")
+                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size)
     batches = iter(loader)
 
     def step():
@@ -266,7 +266,7 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
         loss_sum = torch.zeros((), device=plan.device)
         for micro in range(plan.accumulation):
             start = time.perf_counter()
-            batch = next(batches)
+            batch = next_batch(batches)
             wait += time.perf_counter() - start
             masked += int((batch[3] != -1).sum())  # on the host copy: no device sync
             batch = to_device(batch, plan.device)

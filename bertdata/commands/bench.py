@@ -81,7 +81,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--loader-only", action="store_true",
                    help="time the input pipeline alone: disk to device, no model")
     p.add_argument("--matrix", action="store_true", help="one run per batch size x precision, like the table")
-    p.add_argument("--workers", type=int, default=4, help="loader worker processes per GPU (default 4)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="loader worker processes per GPU (default: 4, or the number of cores if fewer)")
     p.add_argument("--lr", type=float, default=6e-3, help="learning rate, constant: throughput does not depend on the schedule (default 6e-3, NGC phase 1)")
     p.add_argument("--optimizer", choices=("lamb", "adamw"), default="lamb")
     p.add_argument("--seed", type=int, default=12345)
@@ -102,8 +103,10 @@ def configs_from_args(args: argparse.Namespace, config_cls) -> list:
     common = dict(data=args.data, model=args.model, bert_config=args.bert_config,
                   global_batch=args.global_batch, accumulation=args.accumulation, steps=args.steps,
                   warmup_steps=args.warmup_steps, gpus=args.gpus, compile=args.compile,
-                  device=args.device, loader_only=args.loader_only, workers=args.workers, lr=args.lr,
+                  device=args.device, loader_only=args.loader_only, lr=args.lr,
                   optimizer=args.optimizer, seed=args.seed)
+    if args.workers is not None:  # else BenchConfig's default, which depends on the machine
+        common["workers"] = args.workers
     return [config_cls(batch_size=b, precision=p, **common) for b in batch_sizes for p in precisions]
 
 
