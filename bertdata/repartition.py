@@ -27,7 +27,6 @@ import re
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 import threading
 import time

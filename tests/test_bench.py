@@ -433,3 +433,36 @@ def test_default_workers_fit_the_cores(tmp_path, monkeypatch):
     assert BenchConfig(data=str(tmp_path)).workers == 2
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     assert BenchConfig(data=str(tmp_path)).workers == 4
+
+
+# ---------------------------------------------------------------- cold start kept out of the timed steps
+
+def _small_shard(tmp_path: Path) -> Path:
+    path = tmp_path / "small.hdf5"
+    write_shard(path, 16)
+    return path
+
+
+def test_warm_up_lasts_until_one_time_work_is_done(tmp_path):
+    from benchmark.train import _time_steps
+
+    plan = make_plan(tiny_cfg(training_dir(tmp_path, _small_shard(tmp_path))))
+    done = []
+
+    def step():
+        done.append(len(done))
+        return 0.0, len(done)
+
+    cfg = tiny_cfg(tmp_path, steps=3, warmup_steps=1)
+    times, waits, outputs, warmup = _time_steps(plan, cfg, "t", step, lambda: len(done) >= 4)
+    assert (len(times), len(waits), warmup, outputs) == (3, 3, 4, [1, 2, 3, 4, 5, 6, 7])
+
+
+def test_first_optimizer_step_and_first_batch_of_each_worker_are_never_timed(tmp_path):
+    data = training_dir(tmp_path, _small_shard(tmp_path))
+    # The first step allocates the optimizer's state: not timed even when no warm-up is asked for.
+    record = run(tiny_cfg(data, warmup_steps=0, steps=2))
+    assert record["warmup_steps"] == 1 and len(record["step_times_s"]) == 2
+    # Each worker reads a whole file before its first batch: one batch per worker before timing.
+    record = run(tiny_cfg(data, warmup_steps=0, steps=2, workers=2, batch_size=2, loader_only=True))
+    assert record["warmup_steps"] == 2 and len(record["step_times_s"]) == 2

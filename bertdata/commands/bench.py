@@ -14,7 +14,13 @@ contains 'training' (the NGC rule), so our shards and the reference's alike.
 One optimizer step = --accumulation micro-batches of --batch-size per GPU; the
 gradient all-reduce runs once, on the last micro-batch. --global-batch 67584
 reproduces the NGC phase-1 setup (accumulation = 67584 / (batch x GPUs)).
-The first --warmup-steps are not timed; every timed step ends with a device sync.
+The first --warmup-steps are not timed, nor any step before the optimizer's first
+real one (fp16 loss scaling skips steps whose gradients overflow; the first real one
+allocates the optimizer state) or before every loader worker's first batch (each
+reads a whole file first); the record gives the warm-up actually run. Every timed
+step ends with a device sync. Shards are checked as `bertdata inspect` checks them:
+an id past the model's vocab or a position past the sequence stops the run with
+the file and the reason.
 
 precisions:
   fp32   full IEEE fp32 matmuls (TF32 off, also on Ampere and later)
