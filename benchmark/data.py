@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from bertdata.errors import BertdataError
+from bertdata.errors import BertdataError, ValidationError
+from bertdata.validate import check_batch, read_layout
 
 FIELDS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
           "next_sentence_labels")
@@ -61,23 +62,20 @@ def find_training_shards(data_dir: str | os.PathLike) -> list[Path]:
     return files
 
 
+def default_workers() -> int:
+    """Loader workers per rank: 4, or fewer on a machine with fewer cores (torch warns when
+    workers outnumber the cores, and they would only compete with training for them)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(4, cores)
+
+
 def read_shard_info(path: str | os.PathLike) -> ShardInfo:
+    """The shard's layout, checked as `bertdata inspect` checks it (any integer dtype: rows are cast)."""
     try:
-        with h5py.File(path, "r") as f:
-            missing = [k for k in FIELDS if k not in f]
-            if missing:
-                raise BertdataError(f"{path}: not a pretraining shard (missing {', '.join(missing)})")
-            n, seq_len = f["input_ids"].shape
-            p = f["masked_lm_positions"].shape[1]
-            for key in FIELDS:
-                shape = f[key].shape
-                expected = {"masked_lm_positions": (n, p), "masked_lm_ids": (n, p),
-                            "next_sentence_labels": (n,)}.get(key, (n, seq_len))
-                if shape != expected:
-                    raise BertdataError(f"{path}: {key} has shape {shape}, expected {expected}")
-    except OSError as err:
-        raise BertdataError(f"{path}: cannot read as hdf5 ({err})") from None
-    return ShardInfo(os.fspath(path), n, seq_len, p)
+        layout = read_layout(os.fspath(path), exact_dtypes=False)
+    except ValidationError as err:
+        raise BertdataError(f"invalid shard: {err}") from None
+    return ShardInfo(os.fspath(path), layout.instances, layout.max_seq_length, layout.max_predictions_per_seq)
 
 
 def survey(data_dir: str | os.PathLike) -> list[ShardInfo]:
@@ -116,10 +114,33 @@ def mlm_labels(positions: np.ndarray, ids: np.ndarray, seq_len: int) -> np.ndarr
     return labels
 
 
-def load_unit(unit: Unit) -> dict[str, np.ndarray]:
+class InvalidShard(NamedTuple):
+    """Yielded in place of a batch when a worker finds invalid rows: raised in a worker, the
+    error would reach the trainer wrapped in a many-line traceback."""
+
+    message: str
+
+
+def next_batch(batches: Iterator) -> tuple[torch.Tensor, ...]:
+    batch = next(batches)
+    if isinstance(batch, InvalidShard):
+        raise BertdataError(batch.message)
+    return batch
+
+
+def load_unit(unit: Unit, vocab_size: int | None = None) -> dict[str, np.ndarray]:
+    """The unit's rows, checked (whole file, so errors name its row numbers) when `vocab_size`
+    is given: an id past the embedding or a position past the sequence would stop training with
+    an IndexError."""
     # Opened here, inside the worker: h5py handles must not cross a fork.
     with h5py.File(unit.path, "r") as f:
-        return {k: f[k][()][unit.start::unit.stride] for k in FIELDS}
+        rows = {k: f[k][()] for k in FIELDS}
+    if vocab_size is not None:
+        try:
+            check_batch(unit.path, 0, rows, vocab_size)
+        except ValidationError as err:
+            raise BertdataError(f"invalid shard: {err}") from None
+    return {k: v[unit.start::unit.stride] for k, v in rows.items()}
 
 
 def to_batch(rows: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
@@ -133,10 +154,12 @@ def to_batch(rows: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
 class ShardStream(IterableDataset):
     """Endless stream of batches from `units`, shuffled per file pass, split among loader workers."""
 
-    def __init__(self, units: list[Unit], batch_size: int, seed: int, rank: int = 0):
+    def __init__(self, units: list[Unit], batch_size: int, seed: int, rank: int = 0,
+                 vocab_size: int | None = None):
         self.units = units
         self.batch_size = batch_size
         self.seed = (seed, rank)
+        self.vocab_size = vocab_size
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
         worker = get_worker_info()
@@ -145,9 +168,15 @@ class ShardStream(IterableDataset):
             return  # more workers than rows: this one has nothing; the others carry on
         rng = np.random.default_rng([*self.seed, worker.id if worker else 0])
         pending: dict[str, np.ndarray] | None = None
+        checked: set[int] = set()
         while True:
             for i in rng.permutation(len(units)):
-                rows = load_unit(units[i])
+                try:
+                    rows = load_unit(units[i], None if i in checked else self.vocab_size)
+                except BertdataError as err:
+                    yield InvalidShard(str(err))
+                    return
+                checked.add(i)
                 order = rng.permutation(len(rows["input_ids"]))
                 rows = {k: v[order] for k, v in rows.items()}
                 if pending is not None:
@@ -160,8 +189,9 @@ class ShardStream(IterableDataset):
 
 
 def build_loader(infos: list[ShardInfo], batch_size: int, rank: int, world: int, workers: int,
-                 seed: int, pin_memory: bool) -> DataLoader:
-    stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, rank)
+                 seed: int, pin_memory: bool, vocab_size: int | None = None) -> DataLoader:
+    """Batches for `rank`; with `vocab_size`, every file's rows are checked when first read."""
+    stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, rank, vocab_size)
     # Workers build whole batches (no per-sample collate); batch_size=None passes them through.
     return DataLoader(stream, batch_size=None, num_workers=workers, pin_memory=pin_memory,
                       persistent_workers=workers > 0, prefetch_factor=4 if workers else None)

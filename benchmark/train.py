@@ -3,7 +3,9 @@
 One optimizer step = `accumulation` micro-batches of `batch_size` per rank, gradients
 all-reduced once (on the last micro-batch), then LAMB. Each step ends with a device
 synchronisation so its wall time is the GPU's, not the launch queue's; the first
-`warmup_steps` (cuDNN/cuBLAS heuristics, torch.compile, loader start-up) are not timed.
+`warmup_steps` (cuDNN/cuBLAS heuristics, torch.compile, loader start-up) are not timed, and
+warm-up goes on until the optimizer has taken a real step and every loader worker has
+delivered a batch (see `warm`).
 
 Multi-GPU: `gpus > 1` re-runs this module under torchrun, one process per GPU. Under any
 torchrun (several nodes, or CPU processes) the world comes from its environment variables.
@@ -20,6 +22,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -28,12 +31,14 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from benchmark import report
-from benchmark.data import ShardInfo, build_loader, rank_units, survey
+from benchmark.data import ShardInfo, build_loader, default_workers, next_batch, rank_units, survey
 from benchmark.lamb import OPTIMIZERS, build_optimizer
 from benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops
 from bertdata.errors import BertdataError
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "amp")
+# Warm-up steps added, at most, while one-time work is still pending (see _time_steps).
+MAX_EXTRA_WARMUP = 100
 AUTOCAST_DTYPE = {"fp16": torch.float16, "amp": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -52,7 +57,7 @@ class BenchConfig:
     compile: bool = False
     device: str | None = None  # None: cuda if available
     loader_only: bool = False
-    workers: int = 4
+    workers: int = dataclasses.field(default_factory=default_workers)
     lr: float = 6e-3
     optimizer: str = "lamb"
     seed: int = 12345
@@ -180,22 +185,46 @@ def to_device(batch: tuple[torch.Tensor, ...], device: torch.device) -> list[tor
     return [t.to(device, non_blocking=True) for t in batch]
 
 
-def _time_steps(plan: Plan, cfg: BenchConfig, label: str, step_fn) -> tuple[list[float], list[float], list]:
-    """Run warm-up + timed steps; `step_fn()` returns (loader wait, step output)."""
+def _time_steps(plan: Plan, cfg: BenchConfig, label: str, step_fn,
+                warm: Callable[[], bool]) -> tuple[list[float], list[float], list, int]:
+    """Run warm-up steps, then `cfg.steps` timed ones; `step_fn()` returns (loader wait, step output).
+
+    Warm-up lasts `cfg.warmup_steps` and then for as long as `warm()` is false before a step
+    (at most MAX_EXTRA_WARMUP more): a count of steps alone can end before one-time work is
+    done, which then lands in the timed steps. `warm()` must read host state only (no device
+    sync), and give every rank the same answer, as every rank must run the same steps.
+    Returns the timed steps' times and loader waits, every step's output, the warm-up count."""
     times, waits, outputs = [], [], []
+    warmup = 0
     with tqdm(total=cfg.warmup_steps + cfg.steps, desc=label, unit="step", file=sys.stderr,
-              disable=plan.rank != 0, leave=False) as bar:
-        for step in range(cfg.warmup_steps + cfg.steps):
+              disable=None if plan.rank == 0 else True, leave=False) as bar:  # None: only on a terminal
+        while len(times) < cfg.steps:
+            timed = warmup >= cfg.warmup_steps and (warm() or warmup >= cfg.warmup_steps + MAX_EXTRA_WARMUP)
             start = time.perf_counter()
             wait, out = step_fn()
             synchronize(plan.device)
             elapsed = time.perf_counter() - start
             outputs.append(out)
-            if step >= cfg.warmup_steps:
+            if timed:
                 times.append(elapsed)
                 waits.append(wait)
+            else:
+                warmup += 1
+                bar.total = warmup + cfg.steps
             bar.update()
-    return times, waits, outputs
+    return times, waits, outputs, warmup
+
+
+def warm(optimizer: torch.optim.Optimizer, drawn: int, workers: int) -> bool:
+    """Whether the one-time work of training is behind us:
+
+    - the optimizer has taken a real step: its state (two fp32 copies of the weights for LAMB
+      and AdamW) is allocated on the first one, and under fp16 loss scaling the first steps
+      are often skipped for overflowing gradients -- sometimes more of them than the warm-up
+      has, so the allocation (and the first launch of every optimizer kernel) was timed;
+    - every loader worker has delivered a batch: each reads a whole file before its first one,
+      and the loader takes batches from the workers in turn."""
+    return bool(optimizer.state) and drawn >= workers
 
 
 def _slowest(times: list[float], waits: list[float], device: torch.device) -> tuple[list[float], list[float]]:
@@ -205,7 +234,8 @@ def _slowest(times: list[float], waits: list[float], device: torch.device) -> tu
     return reduced[:n], reduced[n:]
 
 
-def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], waits: list[float]) -> dict:
+def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], waits: list[float],
+                warmup: int) -> dict:
     times, waits = _slowest(times, waits, plan.device)
     return dict(
         mode=mode, model=cfg.bert_config or cfg.model, device_type=plan.device.type,
@@ -213,7 +243,7 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
         batch_size=cfg.batch_size, accumulation=plan.accumulation, global_batch=plan.global_batch,
         seq_len=plan.seq_len, max_predictions=plan.max_predictions, compile=cfg.compile,
         optimizer=cfg.optimizer, lr=cfg.lr, workers=cfg.workers, timed_steps=cfg.steps,
-        warmup_steps=cfg.warmup_steps, shards=len(plan.shards),
+        warmup_steps=warmup, shards=len(plan.shards),
         sequences=int(all_reduce([cfg.steps * plan.accumulation * cfg.batch_size], dist.ReduceOp.SUM,
                                  plan.device)[0]),
         step_times_s=times, loader_wait_s=waits, torch_version=torch.__version__,
@@ -223,19 +253,22 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
 def measure_loader(cfg: BenchConfig, plan: Plan) -> dict:
     """The input pipeline alone: disk -> worker -> pinned memory -> device, no model."""
     loader = build_loader(plan.shards, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
-                          pin_memory=plan.device.type == "cuda")
+                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size)
     batches = iter(loader)
+    drawn = 0
 
     def step():
+        nonlocal drawn
         wait = 0.0
         for _ in range(plan.accumulation):
             start = time.perf_counter()
-            to_device(next(batches), plan.device)
+            to_device(next_batch(batches), plan.device)
             wait += time.perf_counter() - start
+            drawn += 1
         return wait, None
 
-    times, waits, _ = _time_steps(plan, cfg, "loader", step)
-    return report.summarize(_raw_record(cfg, plan, "loader", times, waits))
+    times, waits, _, warmup = _time_steps(plan, cfg, "loader", step, lambda: drawn >= cfg.workers)
+    return report.summarize(_raw_record(cfg, plan, "loader", times, waits, warmup))
 
 
 def train(cfg: BenchConfig, plan: Plan) -> dict:
@@ -258,16 +291,19 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
     # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range.
     scaler = torch.amp.GradScaler(plan.device.type, enabled=autocast_dtype is torch.float16)
     loader = build_loader(plan.shards, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
-                          pin_memory=plan.device.type == "cuda")
+                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size)
     batches = iter(loader)
+    drawn = 0
 
     def step():
+        nonlocal drawn
         wait, masked = 0.0, 0
         loss_sum = torch.zeros((), device=plan.device)
         for micro in range(plan.accumulation):
             start = time.perf_counter()
-            batch = next(batches)
+            batch = next_batch(batches)
             wait += time.perf_counter() - start
+            drawn += 1
             masked += int((batch[3] != -1).sum())  # on the host copy: no device sync
             batch = to_device(batch, plan.device)
             last = micro == plan.accumulation - 1
@@ -283,10 +319,10 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
         return wait, (loss_sum / plan.accumulation, masked)
 
     label = f"BERT-{cfg.model} {plan.precision} bs{cfg.batch_size}"
-    times, waits, outputs = _time_steps(plan, cfg, label, step)
+    times, waits, outputs, warmup = _time_steps(plan, cfg, label, step, lambda: warm(optimizer, drawn, cfg.workers))
     losses = [float(loss) for loss, _ in outputs]
-    timed_masked = sum(masked for _, masked in outputs[cfg.warmup_steps:])
-    raw = _raw_record(cfg, plan, "train", times, waits)
+    timed_masked = sum(masked for _, masked in outputs[warmup:])
+    raw = _raw_record(cfg, plan, "train", times, waits, warmup)
     digests = [params_digest(model)]
     if dist.is_initialized():
         digests = [None] * plan.world

@@ -26,10 +26,11 @@ import queue
 import re
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,12 +41,12 @@ from tqdm import tqdm
 
 from bertdata import __version__
 from bertdata.config import ShardConfig
-from bertdata.errors import BertdataError
+from bertdata.errors import BertdataError, ValidationError
 from bertdata.fsutil import atomic_path
-from bertdata.hdf5io import DTYPES, FIELDS, ShardInfo, ShardWriter, chunk_rows, iter_slices, shard_info
+from bertdata.hdf5io import DTYPES, FIELDS, ShardInfo, ShardWriter, chunk_rows, iter_slices
 from bertdata.layout import shard_stem
 from bertdata.manifest import dumps, file_sha256
-from bertdata.validate import find_shards
+from bertdata.validate import check_batch, find_shards, read_layout
 
 # Largest bucket we aim for: a part may map all of one bucket, so this bounds memory (per worker).
 BUCKET_BYTES = 48 << 20
@@ -63,6 +64,11 @@ BLOCK = 1 << 16
 _KEEP_STREAM, _BLOCK_STREAM, _BUCKET_STREAM = 1, 2, 3
 
 MANIFEST = "manifest.json"
+# The temporary folder inside --output, and the file in it naming the process that owns it.
+# No temporary name contains "train": NGC's loader takes every file whose name contains
+# "training", PaddleNLP's every one containing "train", hidden ones too.
+TEMP_PREFIX = ".bertdata-shard-"
+OWNER = "owner.json"
 PART_PATTERN = re.compile(r"^(?P<name>.+)_(?P<split>training|test)_(?P<index>\d+)\.hdf5$")
 # Attributes that describe one part, not the generation settings, so they never carry over.
 PART_ATTRS = ("shard_seed", "part_index", "num_parts")
@@ -116,6 +122,23 @@ def dataset_name(paths: Iterable[str]) -> str:
     """The name the inputs share before `_training_<i>` / `_test_<i>`, else "shards"."""
     names = {m["name"] if (m := PART_PATTERN.match(Path(p).name)) else None for p in paths}
     return names.pop() if len(names) == 1 and None not in names else "shards"
+
+
+@contextlib.contextmanager
+def _refuse_invalid() -> Iterator[None]:
+    """An invalid input stops `shard` with exit code 2: it is bad input, not a finding of `inspect`."""
+    try:
+        yield
+    except ValidationError as err:
+        raise BertdataError(f"invalid input shard: {err}") from None
+
+
+def read_input(path: str) -> ShardInfo:
+    """The layout of one input, checked as `inspect` checks it (other integer dtypes allowed:
+    they are cast), before anything is written."""
+    with _refuse_invalid():
+        layout = read_layout(path, exact_dtypes=False)
+    return ShardInfo(path, layout.instances, layout.max_seq_length, layout.max_predictions_per_seq, layout.attrs)
 
 
 def check_inputs(infos: list[ShardInfo]) -> dict[str, Any]:
@@ -246,11 +269,14 @@ def _scatter(inputs: list[ShardInfo], chooser: _Chooser, buckets: _Buckets, dtyp
     """Pass 1; returns the number of instances read."""
     rows = _slice_rows(dtype)
     offset = 0
+    # disable=None: no bar when stderr is not a terminal (a log file, CI).
     with tqdm(total=int(sum(i.num_instances for i in inputs)), unit="inst", desc="scatter",
-              dynamic_ncols=True) as bar:
+              dynamic_ncols=True, disable=None) as bar:
         for info in inputs:
             try:
                 for start, arrays in iter_slices(info.path, rows):
+                    with _refuse_invalid():
+                        check_batch(info.path, start, arrays, info.attrs.get("vocab_size"))
                     n = len(arrays["input_ids"])
                     picked, labels = chooser(offset + start, offset + start + n)
                     records = np.empty(len(picked), dtype=dtype)
@@ -374,35 +400,46 @@ def _run_in_worker(task: tuple[Callable, _Plan, int]):
     return func(plan, index, _progress_queue.put)
 
 
+class Terminated(BertdataError):
+    """SIGTERM, after the temporary files are removed; the exit code a shell gives a process it ends."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
 class _CtrlC:
-    """Ctrl-C, raised where it is safe to stop.
+    """Ctrl-C and SIGTERM, raised where it is safe to stop.
 
     h5py runs Python weakref callbacks all the time, and a KeyboardInterrupt that lands in one
-    is printed and dropped -- the run would go on to the end. So SIGINT only sets a flag here,
-    and `check()`, called between slices, raises it.
+    is printed and dropped -- the run would go on to the end. So the signals only set a flag
+    here, and `check()`, called between slices, raises. SIGTERM (a job scheduler, `kill`, a
+    container stopping) must clean up as Ctrl-C does: by default it ends the process at once,
+    leaving up to 3.4x the input in the temporary folder.
     """
 
     def __init__(self) -> None:
-        self.pressed = False
-        self.previous = None
+        self.received: int | None = None
+        self.previous: dict[int, Any] = {}
 
     def __enter__(self) -> "_CtrlC":
-        # Only the main thread may set handlers; an ignored SIGINT (a background job) stays ignored.
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self.previous = signal.signal(signal.SIGINT, self._press)
+        # Only the main thread may set handlers; an ignored signal (SIGINT in a background job) stays ignored.
+        if threading.current_thread() is threading.main_thread():
+            for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+                if signal.getsignal(signum) is default:
+                    self.previous[signum] = signal.signal(signum, self._press)
         return self
 
     def _press(self, signum, frame) -> None:
-        self.pressed = True
+        self.received = signum
 
     def check(self) -> None:
-        if self.pressed:
+        if self.received == signal.SIGTERM:
+            raise Terminated("stopped by SIGTERM; temporary files removed, no parts written")
+        if self.received is not None:
             raise KeyboardInterrupt
 
     def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
 
 
 class _Workers:
@@ -421,7 +458,7 @@ class _Workers:
 
     def run(self, func: Callable, plan: _Plan, indices: list[int], total: int, desc: str) -> list:
         """Results in completion order."""
-        with tqdm(total=total, unit="inst", desc=desc, dynamic_ncols=True) as bar:
+        with tqdm(total=total, unit="inst", desc=desc, dynamic_ncols=True, disable=None) as bar:
             if self.pool is None or len(indices) == 1:
                 def progress(rows: int) -> None:
                     bar.update(rows)
@@ -459,6 +496,8 @@ class ShardResult:
     bytes_out: int
     seconds: float
     removed: list[str] = field(default_factory=list)
+    # About temporary folders of earlier runs: removed (their run is gone) or left alone.
+    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         mb_in, mb_out, secs = self.bytes_in / 1e6, self.bytes_out / 1e6, max(self.seconds, 1e-9)
@@ -489,6 +528,77 @@ def _stale_parts(output: Path, name: str, split_word: str, keep: set[str]) -> li
     return sorted(stale)
 
 
+def _gigabytes(size: int) -> str:
+    return f"{size / 1e9:,.1f} GB" if size >= 1e8 else f"{size / 1e6:,.1f} MB"
+
+
+def _check_free_space(output: Path, needed: int) -> None:
+    """Refuse before writing anything when the temporary files cannot fit."""
+    existing = next(p for p in (output, *output.parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    if needed > free:
+        raise BertdataError(f"{output}: the temporary files need about {_gigabytes(needed)}, but only "
+                            f"{_gigabytes(free)} is free there; free some space or pass another --output")
+
+
+def _process_start(pid: int) -> str | None:
+    """When process `pid` started (Linux: clock ticks since boot), to tell it from a later
+    process given the same pid -- in a restarted container the same pids come back."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _make_temp_folder(output: Path) -> str:
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=output)
+        owner = {"pid": os.getpid(), "host": socket.gethostname(), "start": _process_start(os.getpid())}
+        Path(tmp, OWNER).write_text(json.dumps(owner))
+    except OSError as err:
+        raise BertdataError(f"{output}: cannot write the parts there ({err.strerror or err})") from None
+    return tmp
+
+
+def _owner_gone(owner: Any) -> bool:
+    """Whether the run that made a temporary folder is certainly dead: it ran on this host and
+    its pid is gone (or now belongs to a process that started later)."""
+    if not (isinstance(owner, dict) and type(owner.get("pid")) is int and owner["pid"] > 0
+            and owner.get("host") == socket.gethostname()):
+        return False
+    try:
+        os.kill(owner["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        pass
+    start = _process_start(owner["pid"])
+    return owner.get("start") is not None and start is not None and start != owner["start"]
+
+
+def remove_dead_temp_folders(output: Path) -> list[str]:
+    """Remove the temporary folders that runs killed outright (SIGKILL, power loss) left in
+    `output`; never one whose run may still be going. Returns a line for each folder seen."""
+    notes = []
+    for folder in sorted(output.glob(TEMP_PREFIX + "*")) if output.is_dir() else []:
+        try:
+            owner = json.loads((folder / OWNER).read_text())
+        except (OSError, ValueError):
+            owner = None
+        if _owner_gone(owner):
+            shutil.rmtree(folder, ignore_errors=True)
+            notes.append(f"removed {folder}, left by a run that was killed (pid {owner['pid']})")
+        elif isinstance(owner, dict):
+            notes.append(f"left {folder} alone: it belongs to pid {owner.get('pid')} on host "
+                         f"{owner.get('host')}, which may still be running")
+        else:
+            notes.append(f"left {folder} alone: it does not say which run made it; remove it "
+                         "yourself if no `bertdata shard` is writing to this folder")
+    return notes
+
+
 def _input_digests(paths: list[str], stop: threading.Event) -> list[str]:
     digests = []
     for path in paths:
@@ -505,7 +615,7 @@ def repartition(config: ShardConfig) -> ShardResult:
     if output.exists() and not output.is_dir():
         raise BertdataError(f"{output}: exists and is not a folder")
     paths = find_inputs(config.inputs, config.split, output)
-    infos = [shard_info(p) for p in paths]
+    infos = [read_input(p) for p in paths]
     attrs = check_inputs(infos)
     total = sum(i.num_instances for i in infos)
     keep = sample_size(total, config.sample, config.max_instances)
@@ -524,8 +634,12 @@ def repartition(config: ShardConfig) -> ShardResult:
     first = infos[0]
     dtype = record_dtype(first.max_seq_length, first.max_predictions_per_seq)
     num_buckets = max(1, -(-keep * dtype.itemsize // BUCKET_BYTES))
-    output.mkdir(parents=True, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".bertdata-shard-", dir=output)
+    bytes_in = sum(os.path.getsize(p) for p in paths)
+    notes = remove_dead_temp_folders(output)
+    # Buckets hold the kept rows uncompressed; the parts, compressed about as well as the inputs,
+    # are written beside them before either is removed.
+    _check_free_space(output, keep * dtype.itemsize + bytes_in * keep // max(total, 1))
+    tmp = _make_temp_folder(output)
     hasher, stop_hashing = ThreadPoolExecutor(1), threading.Event()
     workers: _Workers | None = None
     with _CtrlC() as ctrl_c:
@@ -535,8 +649,9 @@ def repartition(config: ShardConfig) -> ShardResult:
             input_digests = hasher.submit(_input_digests, paths, stop_hashing)
             buckets = _Buckets(tmp, num_buckets)
             _scatter(infos, _Chooser(total, keep, num_buckets, config.seed), buckets, dtype, ctrl_c)
+            temp_parts = [f"part_{i:06d}.hdf5" for i in range(config.parts)]
             plan = _Plan(tuple(buckets.paths), tuple(int(s) for s in buckets.sizes),
-                         tuple(os.path.join(tmp, f) for f in part_files), tuple(part_sizes(keep, config.parts)),
+                         tuple(os.path.join(tmp, f) for f in temp_parts), tuple(part_sizes(keep, config.parts)),
                          first.max_seq_length, first.max_predictions_per_seq, attrs, config.seed)
             written = sorted(workers.run(write_part, plan, list(range(config.parts)), keep, "write"))
             workers.close()
@@ -557,8 +672,8 @@ def repartition(config: ShardConfig) -> ShardResult:
                 "parts": [{"file": part_files[i], "instances": plan.part_sizes[i], "sha256": digest,
                            "bytes": size} for i, digest, size in written],
             }
-            removed = _publish(Path(tmp), output, part_files, _stale_parts(output, name, split_word, set(part_files)),
-                               manifest)
+            removed = _publish(Path(tmp), output, dict(zip(temp_parts, part_files)),
+                               _stale_parts(output, name, split_word, set(part_files)), manifest)
         finally:
             if workers is not None:
                 workers.close()
@@ -566,19 +681,19 @@ def repartition(config: ShardConfig) -> ShardResult:
             hasher.shutdown(wait=True)
             shutil.rmtree(tmp, ignore_errors=True)
     return ShardResult(str(output), [str(output / f) for f in part_files], total, keep,
-                       sum(os.path.getsize(p) for p in paths), sum(size for _, _, size in written),
-                       time.perf_counter() - began, [str(p) for p in removed])
+                       bytes_in, sum(size for _, _, size in written),
+                       time.perf_counter() - began, [str(p) for p in removed], notes)
 
 
-def _publish(tmp: Path, output: Path, part_files: list[str], stale: list[Path], manifest: dict) -> list[Path]:
+def _publish(tmp: Path, output: Path, part_files: dict[str, str], stale: list[Path], manifest: dict) -> list[Path]:
     """Move the complete parts into `output`, drop `stale` earlier parts, write the manifest.
 
     The old manifest goes first: a crash midway leaves a folder without a manifest, never one
     whose manifest does not match its parts."""
     with contextlib.suppress(FileNotFoundError):
         (output / MANIFEST).unlink()
-    for part_file in part_files:
-        os.replace(tmp / part_file, output / part_file)
+    for temp_name, part_file in part_files.items():
+        os.replace(tmp / temp_name, output / part_file)
     for path in stale:
         path.unlink()
     with atomic_path(output / MANIFEST) as path:

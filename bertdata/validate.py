@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import h5py
 import numpy as np
 
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.hdf5io import DTYPES, FIELDS, _open, file_attrs
+from bertdata.hdf5io import ATTRS_KEY, DTYPES, FIELDS, _open, file_attrs
 
 BATCH = 8192
+# Largest hdf5 chunk accepted (uncompressed); h5py's automatic chunks stay under 1 MiB.
+MAX_CHUNK_BYTES = 64 << 20
 
 
 @dataclass
@@ -41,11 +47,13 @@ class ShardStats:
 
 
 def find_shards(paths: list[str]) -> list[str]:
-    """Files as given; folders searched recursively for *.hdf5 in sorted order."""
+    """Files as given; folders searched recursively for *.hdf5 in sorted order, skipping hidden
+    files and anything in hidden folders (the temporary folder of a running `bertdata shard`)."""
     found: list[str] = []
     for path in paths:
         if os.path.isdir(path):
-            found.extend(sorted(str(p) for p in Path(path).rglob("*.hdf5") if not p.name.startswith(".")))
+            found.extend(sorted(str(p) for p in Path(path).rglob("*.hdf5")
+                                if not any(part.startswith(".") for part in p.relative_to(path).parts)))
         elif os.path.exists(path):
             found.append(path)
         else:
@@ -59,10 +67,85 @@ def _fail(path: str, message: str) -> None:
     raise ValidationError(f"{path}: {message}")
 
 
-def validate_shard(path: str, vocab_size: int | None = None) -> ShardStats:
-    """Check every invariant of the reference layout; raise ValidationError naming the first broken one."""
+@dataclass(frozen=True)
+class Layout:
+    """What a shard declares: sizes and the generation attributes it records."""
+
+    instances: int
+    max_seq_length: int
+    max_predictions_per_seq: int
+    attrs: dict[str, Any]
+
+    @property
+    def vocab_size(self) -> int | None:
+        return self.attrs.get("vocab_size")
+
+
+def check_layout(path: str, f: h5py.File, exact_dtypes: bool = True) -> Layout:
+    """The six datasets, their dtypes (exactly the reference's, or any integer type when
+    `exact_dtypes` is false, for readers that cast), their shapes, that every row is stored,
+    and the recorded attributes. Cheap: reads no rows. Raises ValidationError."""
+    for name in FIELDS:
+        node = f.get(name)
+        if node is None:
+            _fail(path, f"missing dataset {name}")
+        if not isinstance(node, h5py.Dataset):
+            _fail(path, f"{name} is a {type(node).__name__.lower()}, not a dataset")
+        dtype = node.dtype
+        if dtype != DTYPES[name] if exact_dtypes else not np.issubdtype(dtype, np.integer):
+            _fail(path, f"dataset {name} has dtype {dtype}, expected {DTYPES[name]}")
+    if f["input_ids"].ndim != 2:
+        _fail(path, f"input_ids has shape {f['input_ids'].shape}, expected [N, max_seq_length]")
+    n, seq = f["input_ids"].shape
+    preds = f["masked_lm_positions"].shape[-1] if f["masked_lm_positions"].ndim == 2 else -1
+    expected = {"input_ids": (n, seq), "input_mask": (n, seq), "segment_ids": (n, seq),
+                "masked_lm_positions": (n, preds), "masked_lm_ids": (n, preds),
+                "next_sentence_labels": (n,)}
+    for name, shape in expected.items():
+        if f[name].shape != shape:
+            _fail(path, f"dataset {name} has shape {f[name].shape}, expected {shape}")
+    for name in FIELDS:
+        _check_storage(path, n, f[name])
     try:
-        return _validate(path, vocab_size)
+        attrs = file_attrs(f)
+    except TypeError:  # valid JSON, but a number or a list: file_attrs expects an object
+        _fail(path, f"attribute {ATTRS_KEY!r} is not a JSON object")
+    vocab_size = attrs.get("vocab_size")
+    if vocab_size is not None and (type(vocab_size) is not int or vocab_size < 1):
+        _fail(path, f"recorded vocab_size {vocab_size!r} is not a positive integer")
+    return Layout(n, seq, preds, attrs)
+
+
+def _check_storage(path: str, n: int, dataset: h5py.Dataset) -> None:
+    """Refuse a dataset that declares more rows than the file holds data for.
+
+    HDF5 reads rows never written as zeros, so a few kB can declare 200 M (empty, invalid) rows
+    that a reader would stream for hours or a shuffle would spill to disk. A writer stores every
+    chunk it writes, so a complete shard has all of them. Chunks are capped too, because a reader
+    inflates a whole chunk at once: deflate packs a GB of zeros into one MB."""
+    if not n:
+        return
+    name = dataset.name.lstrip("/")
+    if dataset.chunks:
+        chunk_bytes = int(np.prod(dataset.chunks, dtype=np.int64)) * dataset.dtype.itemsize
+        if chunk_bytes > MAX_CHUNK_BYTES:
+            _fail(path, f"dataset {name} has chunks of {chunk_bytes / 2**20:,.0f} MiB "
+                        f"(at most {MAX_CHUNK_BYTES >> 20} MiB accepted: readers inflate whole chunks)")
+        needed = int(np.prod([-(-size // rows) for size, rows in zip(dataset.shape, dataset.chunks)],
+                             dtype=np.int64))
+        stored = dataset.id.get_num_chunks()
+        if stored < needed:
+            _fail(path, f"declares {n:,} instances, but dataset {name} stores {stored:,} of its "
+                        f"{needed:,} chunks (rows never written; the file is {os.path.getsize(path):,} bytes)")
+    elif dataset.id.get_storage_size() < dataset.nbytes:
+        _fail(path, f"declares {n:,} instances, but dataset {name} stores "
+                    f"{dataset.id.get_storage_size():,} of its {dataset.nbytes:,} bytes")
+
+
+@contextlib.contextmanager
+def _invalid_on_read_errors(path: str) -> Iterator[None]:
+    try:
+        yield
     except ValidationError:
         raise
     except BertdataError as err:  # not hdf5 at all, or unreadable
@@ -71,35 +154,29 @@ def validate_shard(path: str, vocab_size: int | None = None) -> ShardStats:
         raise ValidationError(f"{path}: unreadable data ({err})") from None
 
 
-def _validate(path: str, vocab_size: int | None) -> ShardStats:
-    with _open(path) as f:
-        missing = [name for name in FIELDS if name not in f]
-        if missing:
-            _fail(path, f"missing dataset {', '.join(missing)}")
-        for name in FIELDS:
-            if f[name].dtype != DTYPES[name]:
-                _fail(path, f"dataset {name} has dtype {f[name].dtype}, expected {DTYPES[name]}")
-        n, seq = f["input_ids"].shape if f["input_ids"].ndim == 2 else (None, None)
-        if n is None:
-            _fail(path, f"input_ids has shape {f['input_ids'].shape}, expected [N, max_seq_length]")
-        preds = f["masked_lm_positions"].shape[-1] if f["masked_lm_positions"].ndim == 2 else -1
-        expected = {"input_ids": (n, seq), "input_mask": (n, seq), "segment_ids": (n, seq),
-                    "masked_lm_positions": (n, preds), "masked_lm_ids": (n, preds),
-                    "next_sentence_labels": (n,)}
-        for name, shape in expected.items():
-            if f[name].shape != shape:
-                _fail(path, f"dataset {name} has shape {f[name].shape}, expected {shape}")
+def read_layout(path: str, exact_dtypes: bool = True) -> Layout:
+    """`check_layout` of the file at `path`; raises ValidationError."""
+    with _invalid_on_read_errors(path), _open(path) as f:
+        return check_layout(path, f, exact_dtypes)
+
+
+def validate_shard(path: str, vocab_size: int | None = None) -> ShardStats:
+    """Check every invariant of the reference layout; raise ValidationError naming the first broken one."""
+    with _invalid_on_read_errors(path), _open(path) as f:
+        layout = check_layout(path, f)
         if vocab_size is None:
-            vocab_size = file_attrs(f).get("vocab_size")
-        stats = ShardStats(path, instances=n, max_seq_length=seq)
-        for start in range(0, n, BATCH):
+            vocab_size = layout.vocab_size
+        stats = ShardStats(path, instances=layout.instances, max_seq_length=layout.max_seq_length)
+        for start in range(0, layout.instances, BATCH):
             batch = {name: f[name][start:start + BATCH] for name in FIELDS}
-            _check_batch(path, start, batch, vocab_size, stats)
+            check_batch(path, start, batch, vocab_size, stats)
         return stats
 
 
-def _check_batch(path: str, start: int, b: dict[str, np.ndarray], vocab_size: int | None,
-                 stats: ShardStats) -> None:
+def check_batch(path: str, start: int, b: dict[str, np.ndarray], vocab_size: int | None,
+                stats: ShardStats | None = None) -> None:
+    """Rows start.. of a shard, as arrays of any integer dtype: raise ValidationError naming the
+    first broken row; add the rows' statistics to `stats`."""
     def bad_row(mask: np.ndarray, what: str) -> None:
         if mask.any():
             _fail(path, f"instance {start + int(np.flatnonzero(mask)[0])}: {what}")
@@ -114,6 +191,7 @@ def _check_batch(path: str, start: int, b: dict[str, np.ndarray], vocab_size: in
     bad_row(length < 3, "fewer than 3 real tokens")
     bad_row(((ids != 0) & (mask == 0)).any(1), "input_ids not 0-padded after the real tokens")
     bad_row((ids < 0).any(1), "negative token id")
+    bad_row((mids < 0).any(1), "masked_lm_ids has a negative id")
     if vocab_size is not None:
         bad_row((ids >= vocab_size).any(1), f"token id >= vocab size {vocab_size}")
         bad_row((mids >= vocab_size).any(1), f"masked_lm_ids has an id >= vocab size {vocab_size}")
@@ -134,6 +212,8 @@ def _check_batch(path: str, start: int, b: dict[str, np.ndarray], vocab_size: in
     bad_row((~increasing & head[:, 1:]).any(1), "masked_lm_positions not strictly increasing")
     bad_row((head & ((pos < 0) | (pos >= length[:, None]))).any(1),
             "masked position outside the real tokens (input_mask is 0 there)")
+    if stats is None:
+        return
     stats.real_tokens += int(length.sum())
     stats.full_length += int((length == seq).sum())
     stats.masked += int(count.sum())

@@ -111,3 +111,40 @@ def resolve_vocab(path: str | os.PathLike | None) -> Vocab:
             f"{DEFAULT_VOCAB_SHA256}); delete it to download again, or pass --vocab PATH"
         )
     return vocab
+
+
+def check_vocab(vocab: Vocab, attrs: dict, path: str | os.PathLike) -> None:
+    """Refuse a vocab other than the one a shard records it was made with: its ids would decode
+    to other words, or past the vocab's end, without a sign of trouble."""
+    sha256, size = attrs.get("vocab_sha256"), attrs.get("vocab_size")
+    if (sha256 is not None and sha256 != vocab.sha256) or (size is not None and size != len(vocab)):
+        raise BertdataError(
+            f"{path}: made with a vocab of {f'{size:,}' if size is not None else 'unrecorded'} tokens, sha256 "
+            f"{sha256 or 'unrecorded'}, but {vocab.path} has {len(vocab):,} tokens, sha256 {vocab.sha256}; "
+            "pass the vocab the shard was made with")
+
+
+def vocab_for_shard(attrs: dict, path: str | os.PathLike) -> Vocab:
+    """The vocab a shard was made with, found by the sha256 it records: the standard vocab
+    (downloaded once), the bundled sample vocab, or a vocab in the cache. A shard that records
+    none (the reference's) gets the standard vocab."""
+    sha256 = attrs.get("vocab_sha256")
+    if sha256 is None or sha256 == DEFAULT_VOCAB_SHA256:
+        vocab = resolve_vocab(None)
+    else:
+        from bertdata.wikidump import sample_paths
+
+        candidates = [sample_paths()[2], *sorted(cache_dir().glob("*.txt"))]
+        found = next((c for c in candidates if _sha256(c) == sha256), None)
+        if found is None:
+            raise BertdataError(
+                f"{path}: made with a vocab of sha256 {sha256}, which is neither the bundled sample vocab "
+                f"nor in {cache_dir()}; pass --vocab PATH")
+        vocab = load_vocab(found)
+    check_vocab(vocab, attrs, path)
+    return vocab
+
+
+def _sha256(path: Path) -> str:
+    with input_errors(path, "vocab file"):
+        return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -131,7 +131,8 @@ def _count_text_file(path: str, counter: CharacterCounter) -> None:
         with input_errors(path, "input file"):
             size = os.path.getsize(path)
             with open(path, encoding="utf-8") as f, tqdm(
-                total=size, unit="B", unit_scale=True, desc=f"reading {os.path.basename(path)}", leave=False
+                total=size, unit="B", unit_scale=True, desc=f"reading {os.path.basename(path)}", leave=False,
+                disable=None,  # no bar when stderr is not a terminal: it would fill a log with \r lines
             ) as bar:
                 while lines := f.readlines(1 << 20):
                     counter.add_lines(lines)
@@ -149,7 +150,8 @@ def dump_sentences(dump: str, counts: Counter) -> Iterator[tuple[str, ...]]:
     from bertdata.wikitext import DEFAULT_MAX_CHARS
 
     splitter = default_splitter()
-    for page in tqdm(iter_pages(dump), desc=f"cleaning {os.path.basename(dump)}", unit=" pages", leave=False):
+    for page in tqdm(iter_pages(dump), desc=f"cleaning {os.path.basename(dump)}", unit=" pages", leave=False,
+                     disable=None):
         document = page_document(page, splitter, DEFAULT_MAX_CHARS, counts)
         if document is not None:
             yield document.sentences

@@ -24,6 +24,7 @@ from benchmark.model import PRESETS, BertConfig, BertForPretraining, training_fl
 from benchmark.train import BenchConfig, execute, make_plan, run  # noqa: E402
 from bertdata.cli import main as cli_main  # noqa: E402
 from bertdata.errors import BertdataError  # noqa: E402
+from shards import hostile_files  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PARITY = REPO.parent / "shared" / "data" / "parity"
@@ -324,7 +325,7 @@ def test_no_shards(tmp_path):
 
 def test_unreadable_and_mixed_shards(tmp_path):
     (tmp_path / "x_training.hdf5").write_bytes(b"garbage")
-    with pytest.raises(BertdataError, match="x_training.hdf5: cannot read as hdf5"):
+    with pytest.raises(BertdataError, match="x_training.hdf5: not a readable hdf5 file"):
         make_plan(tiny_cfg(tmp_path))
     os.remove(tmp_path / "x_training.hdf5")
     write_shard(tmp_path / "a_training.hdf5", 4, seq_len=16)
@@ -393,3 +394,75 @@ def test_report_mfu_and_table_for_a_gpu_record():
     table = report.markdown_table([record])
     assert "| 8 | 1232.1 | 5055.6 | 6846.0 | 12075.6 | 1000.0 |" in table
     assert "0.08x A100 AMP bs128" in table
+
+
+# ---------------------------------------------------------------- hostile and careless input
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("field, index, value, reason", [
+    ("input_ids", (3, 2), 40000, "instance 3: token id >= vocab size 30522"),
+    ("masked_lm_positions", (5, 1), 16, "instance 5: masked position outside the real tokens"),
+    ("masked_lm_positions", (5, 1), 15, "instance 5: masked position outside the real tokens"),
+])
+def test_out_of_range_rows_stop_training_with_one_line(tmp_path, capsys, field, index, value, reason, workers):
+    path = tmp_path / "x_training_0.hdf5"
+    write_shard(path, 8)
+    with h5py.File(path, "r+") as f:
+        if reason.endswith("real tokens"):
+            f["input_mask"][5, 12:] = 0
+            f["input_ids"][5, 12:] = 0
+        f[field][index] = value
+    argv = ["bench", "--data", str(tmp_path), "--model", "tiny", "--device", "cpu", "--batch-size", "4",
+            "--steps", "2", "--warmup-steps", "1", "--workers", str(workers)]
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"bertdata bench: error: invalid shard: {path}: {reason}"), err
+
+
+def test_hostile_layouts_are_refused_before_training(tmp_path):
+    for name, (path, reason) in hostile_files(tmp_path).items():
+        folder = tmp_path / name
+        folder.mkdir()
+        path.rename(folder / path.name)
+        with pytest.raises(BertdataError, match=f"invalid shard: {folder / path.name}: "):
+            make_plan(tiny_cfg(folder))
+
+
+def test_default_workers_fit_the_cores(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert BenchConfig(data=str(tmp_path)).workers == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert BenchConfig(data=str(tmp_path)).workers == 4
+
+
+# ---------------------------------------------------------------- cold start kept out of the timed steps
+
+def _small_shard(tmp_path: Path) -> Path:
+    path = tmp_path / "small.hdf5"
+    write_shard(path, 16)
+    return path
+
+
+def test_warm_up_lasts_until_one_time_work_is_done(tmp_path):
+    from benchmark.train import _time_steps
+
+    plan = make_plan(tiny_cfg(training_dir(tmp_path, _small_shard(tmp_path))))
+    done = []
+
+    def step():
+        done.append(len(done))
+        return 0.0, len(done)
+
+    cfg = tiny_cfg(tmp_path, steps=3, warmup_steps=1)
+    times, waits, outputs, warmup = _time_steps(plan, cfg, "t", step, lambda: len(done) >= 4)
+    assert (len(times), len(waits), warmup, outputs) == (3, 3, 4, [1, 2, 3, 4, 5, 6, 7])
+
+
+def test_first_optimizer_step_and_first_batch_of_each_worker_are_never_timed(tmp_path):
+    data = training_dir(tmp_path, _small_shard(tmp_path))
+    # The first step allocates the optimizer's state: not timed even when no warm-up is asked for.
+    record = run(tiny_cfg(data, warmup_steps=0, steps=2))
+    assert record["warmup_steps"] == 1 and len(record["step_times_s"]) == 2
+    # Each worker reads a whole file before its first batch: one batch per worker before timing.
+    record = run(tiny_cfg(data, warmup_steps=0, steps=2, workers=2, batch_size=2, loader_only=True))
+    assert record["warmup_steps"] == 2 and len(record["step_times_s"]) == 2

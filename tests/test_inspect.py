@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import h5py
@@ -9,7 +10,10 @@ import numpy as np
 import pytest
 
 from bertdata.hdf5io import read_shard, write_shard
+from bertdata.vocab import load_vocab
+from bertdata.wikidump import sample_paths
 from conftest import PARITY, VOCAB, need_shared, run_cli
+from shards import hostile_files, valid_rows
 
 PHASE1 = "A_s12345_128_20_p15_d5.hdf5"
 
@@ -97,3 +101,65 @@ def test_one_bad_file_among_good_ones(shard):
     proc = run_cli("inspect", tmp_path, check=False)
     assert proc.returncode == 1
     assert "good.hdf5" in proc.stdout and "invalid shard" in proc.stdout and "bad.hdf5" in proc.stdout
+
+
+def test_every_file_is_checked_and_each_bad_one_reported(tmp_path):
+    write_shard(tmp_path / "good.hdf5", valid_rows(30, np.random.default_rng(2)))
+    bad = hostile_files(tmp_path)
+    # A running `bertdata shard` keeps unfinished parts in a hidden folder: not shards to check.
+    hidden = tmp_path / ".bertdata-shard-x"
+    hidden.mkdir()
+    (hidden / "part_000000.hdf5").write_bytes(b"half written")
+    proc = run_cli("inspect", tmp_path, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert next(line for line in proc.stdout.splitlines() if line.endswith("good.hdf5")).split()[0] == "30"
+    for path, reason in bad.values():
+        assert f"invalid shard: {path}: {reason}" in proc.stdout, (reason, proc.stdout)
+    assert "part_000000" not in proc.stdout
+
+
+def sample_vocab_shard(tmp_path, **attrs):
+    vocab = load_vocab(sample_paths()[2])
+    path = tmp_path / "demo_training_0.hdf5"
+    arrays = valid_rows(5, np.random.default_rng(3), vocab_size=len(vocab))
+    write_shard(path, arrays, {"vocab_sha256": vocab.sha256, "vocab_size": len(vocab), **attrs})
+    return path, vocab, arrays
+
+
+# No network: a download attempt fails at once instead of fetching a vocab.
+OFFLINE = {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+
+
+def test_show_decodes_with_the_vocab_the_shard_records_offline(tmp_path):
+    path, vocab, arrays = sample_vocab_shard(tmp_path)
+    env = {**os.environ, **OFFLINE, "XDG_CACHE_HOME": str(tmp_path / "empty-cache")}
+    proc = run_cli("inspect", path, "--show", "1", check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    first = vocab.tokens[arrays["input_ids"][0, 0]]
+    assert "#0 " in proc.stdout and first.lstrip("#") in proc.stdout
+
+
+def test_a_vocab_other_than_the_recorded_one_is_refused(tmp_path):
+    need_shared(VOCAB)
+    path, vocab, _ = sample_vocab_shard(tmp_path)
+    proc = run_cli("inspect", path, "--show", "1", "--vocab", VOCAB, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert f"{path}: made with a vocab of {len(vocab):,} tokens, sha256 {vocab.sha256}" in proc.stderr
+    assert "#0" not in proc.stdout
+
+
+def test_a_recorded_vocab_found_nowhere_is_named(tmp_path):
+    path, _, _ = sample_vocab_shard(tmp_path, vocab_sha256="cd" * 32)
+    env = {**os.environ, **OFFLINE, "XDG_CACHE_HOME": str(tmp_path / "empty-cache")}
+    proc = run_cli("inspect", path, "--show", "1", check=False, env=env)
+    assert proc.returncode == 2
+    assert f"{path}: made with a vocab of sha256 {'cd' * 32}" in proc.stderr and "--vocab PATH" in proc.stderr
+
+
+@pytest.mark.slow
+def test_show_on_the_demo_build_works_offline(tmp_path):
+    env = {**os.environ, **OFFLINE, "XDG_CACHE_HOME": str(tmp_path / "empty-cache")}
+    run_cli("build", "--wiki-only", "--sample", "--output", tmp_path / "demo", env=env)
+    proc = run_cli("inspect", tmp_path / "demo", "--show", "1", check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "INVALID" not in proc.stdout and proc.stdout.count("#0 ") >= 2 and "[MASK]→" in proc.stdout

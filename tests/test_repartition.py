@@ -5,6 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +21,7 @@ from bertdata.cli import main
 from bertdata.config import ShardConfig
 from bertdata.errors import BertdataError
 from bertdata.hdf5io import DTYPES, FIELDS, file_attrs, shard_info, write_shard
+from shards import hostile_files, valid_rows
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PARITY = SHARED / "data" / "parity"
@@ -31,17 +36,8 @@ GEN_ATTRS = {"seed": 7, "max_seq_length": 16, "max_predictions_per_seq": 4, "mas
 
 def random_shard(path: Path, n: int, rng: np.random.Generator, seq: int = 16, preds: int = 4,
                  attrs: dict | None = None) -> Path:
-    """A shard of random (distinct with overwhelming probability) rows."""
-    arrays = {
-        "input_ids": rng.integers(0, 30522, (n, seq)),
-        "input_mask": rng.integers(0, 2, (n, seq)),
-        "segment_ids": rng.integers(0, 2, (n, seq)),
-        "masked_lm_positions": rng.integers(0, seq, (n, preds)),
-        "masked_lm_ids": rng.integers(0, 30522, (n, preds)),
-        "next_sentence_labels": rng.integers(0, 2, n),
-    }
-    write_shard(path, arrays, {**GEN_ATTRS, "max_seq_length": seq, "max_predictions_per_seq": preds,
-                               **(attrs or {})})
+    write_shard(path, valid_rows(n, rng, seq, preds),
+                {**GEN_ATTRS, "max_seq_length": seq, "max_predictions_per_seq": preds, **(attrs or {})})
     return path
 
 
@@ -290,8 +286,9 @@ def test_cli_errors_exit_2(inputs, tmp_path, capsys, argv, message):
 def test_cli_writes_parts_and_prints_a_summary(inputs, tmp_path, capsys):
     assert main(["shard", str(inputs[0].parent), "--output", str(tmp_path / "out"), "--parts", "2",
                  "--max-instances", "500", "--seed", "3"]) == 0
-    out = capsys.readouterr().out
-    assert "2,701 instances in, 500 out, 2 parts" in out and "MB/s" in out
+    captured = capsys.readouterr()
+    assert "2,701 instances in, 500 out, 2 parts" in captured.out and "MB/s" in captured.out
+    assert captured.err == ""  # no progress bars drawn into a pipe or a log
     assert sorted(p.name for p in (tmp_path / "out").glob("*.hdf5")) == [
         "wikicorpus_en_training_0.hdf5", "wikicorpus_en_training_1.hdf5"]
 
@@ -341,11 +338,11 @@ def test_other_integer_dtypes_are_cast_and_bad_ones_refused_without_leftovers(tm
     assert multiset(result.parts) == multiset([good, tmp_path / "src.hdf5"])
 
     with h5py.File(wide, "r+") as f:
-        f["input_mask"][0, 0] = 300  # does not fit int8
-    with pytest.raises(BertdataError, match=f"{wide}: dataset input_mask has values outside int8"):
+        f["input_ids"][0, 1] = 1 << 33  # a valid id for a vocab that big (none recorded), but not int32
+    with pytest.raises(BertdataError, match=f"{wide}: dataset input_ids has values outside int32"):
         shard(good, wide, output=tmp_path / "bad", parts=2)
     with h5py.File(wide, "r+") as f:
-        f["input_mask"][0, 0] = 1
+        f["input_ids"][0, 1] = 1
         del f["segment_ids"]
         f.create_dataset("segment_ids", data=arrays["segment_ids"].astype(np.float32))
     with pytest.raises(BertdataError, match="segment_ids has dtype float32"):
@@ -369,3 +366,155 @@ def test_output_folder_that_is_the_input_folder_is_explained(inputs, tmp_path):
     shard(inputs[0].parent, output=tmp_path / "parts", parts=2)
     with pytest.raises(BertdataError, match="2 inside the output folder are not read"):
         shard(tmp_path / "parts", output=tmp_path / "parts", parts=2, force=True)
+
+
+# ---------------------------------------------------------------- hostile and careless input
+
+def test_invalid_layouts_are_refused_by_name_before_anything_is_written(tmp_path, capsys):
+    for name, (path, reason) in hostile_files(tmp_path).items():
+        out = tmp_path / f"out_{name}"
+        assert main(["shard", str(path), "--output", str(out), "--parts", "1"]) == 2, name
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{path}: {reason}" in err, err
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("field, index, value, reason", [
+    ("input_ids", (3, 1), 50, "token id >= vocab size 50"),
+    ("input_ids", (3, 1), -7, "negative token id"),
+    ("masked_lm_ids", (4, 0), -1, "masked_lm_ids has a negative id"),
+    ("next_sentence_labels", 5, 3, "next_sentence_labels not 0 or 1"),
+    ("masked_lm_positions", (6, 0), 16, "masked position outside the real tokens"),
+])
+def test_invalid_rows_are_refused_naming_file_instance_and_reason(tmp_path, capsys, field, index, value, reason):
+    rng = np.random.default_rng(8)
+    good = random_shard(tmp_path / "a_training_0.hdf5", 30, rng)
+    arrays = valid_rows(30, rng, vocab_size=50)
+    arrays["masked_lm_positions"][6] = [15, 0, 0, 0]  # then position 16 is past the last real token only
+    arrays["input_mask"][6], arrays["segment_ids"][6] = 1, 0
+    arrays["input_ids"][6] = 9
+    arrays[field][index] = value
+    bad = tmp_path / "b_training_0.hdf5"
+    write_shard(bad, arrays, {"vocab_size": 50})
+    out = tmp_path / "out"
+    assert main(["shard", str(good), str(bad), "--output", str(out), "--parts", "2"]) == 2
+    err = capsys.readouterr().err
+    assert f"invalid input shard: {bad}: instance {index if np.isscalar(index) else index[0]}: {reason}" in err, err
+    assert list(out.iterdir()) == []
+
+
+def test_float_ids_are_refused_before_anything_is_written(tmp_path):
+    rng = np.random.default_rng(9)
+    arrays = valid_rows(10, rng)
+    path = tmp_path / "f_training_0.hdf5"
+    with h5py.File(path, "w") as f:
+        for name in FIELDS:
+            f[name] = arrays[name].astype(np.float64 if name == "input_ids" else DTYPES[name])
+    with pytest.raises(BertdataError, match=f"{path}: dataset input_ids has dtype float64, expected int32"):
+        shard(path, output=tmp_path / "out", parts=1)
+    assert not (tmp_path / "out").exists()
+
+
+def test_too_little_free_disk_is_refused_saying_how_much_is_needed(inputs, tmp_path, monkeypatch):
+    monkeypatch.setattr(rp.shutil, "disk_usage", lambda path: __import__("shutil")._ntuple_diskusage(1, 1, 1000))
+    # 2,701 rows of 101 bytes uncompressed, plus the parts about as large as the inputs.
+    needed = 2701 * rp.record_dtype(16, 4).itemsize + sum(p.stat().st_size for p in inputs)
+    with pytest.raises(BertdataError, match=rf"need about {needed / 1e6:.1f} MB, but only 0\.0 MB is free"):
+        shard(*inputs, output=tmp_path / "out", parts=2)
+    assert not (tmp_path / "out").exists()
+
+
+def test_read_only_output_is_one_line(inputs, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "locked"
+    out.mkdir()
+    out.chmod(0o555)
+    if os.geteuid() == 0:  # root writes anyway: fail as the kernel does for everyone else
+        def refuse(*args, **kwargs):
+            raise PermissionError(13, "Permission denied")
+        monkeypatch.setattr(rp.tempfile, "mkdtemp", refuse)
+    assert main(["shard", str(inputs[0]), "--output", str(out), "--parts", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"bertdata shard: error: {out}: cannot write the parts there (Permission denied)\n"
+
+
+def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(inputs, tmp_path, monkeypatch):
+    def terminated(plan, part, progress):
+        os.kill(os.getpid(), signal.SIGTERM)
+        progress(1)
+
+    monkeypatch.setattr(rp, "write_part", terminated)
+    with pytest.raises(rp.Terminated) as caught:
+        shard(*inputs, output=tmp_path / "out", parts=2)
+    assert caught.value.exit_code == 143
+    assert list((tmp_path / "out").iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def _temp_folder(output: Path, owner) -> Path:
+    folder = output / f"{rp.TEMP_PREFIX}{len(list(output.iterdir()))}"
+    folder.mkdir(parents=True)
+    (folder / "bucket_000000.bin").write_bytes(bytes(100))
+    if owner is not None:
+        (folder / rp.OWNER).write_text(json.dumps(owner))
+    return folder
+
+
+def test_next_run_removes_only_temp_folders_of_dead_runs(inputs, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = socket.gethostname()
+    dead = _temp_folder(out, {"pid": int(ended.stdout), "host": host, "start": None})
+    reused = _temp_folder(out, {"pid": os.getpid(), "host": host, "start": "1"})  # pid now someone else's
+    live = _temp_folder(out, {"pid": os.getpid(), "host": host, "start": rp._process_start(os.getpid())})
+    elsewhere = _temp_folder(out, {"pid": int(ended.stdout), "host": host + "-other", "start": None})
+    unknown = _temp_folder(out, None)
+    result = shard(*inputs, output=out, parts=1)
+    assert not dead.exists() and not reused.exists()
+    assert live.exists() and elsewhere.exists() and unknown.exists()
+    assert sum(note.startswith("removed") for note in result.notes) == 2
+    assert sum(note.startswith("left") for note in result.notes) == 3
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(rp.TEMP_PREFIX)) == \
+        sorted(p.name for p in (live, elsewhere, unknown))
+
+
+_STALLED_RUN = """
+import sys, time
+from bertdata import repartition as rp
+real = rp.write_part
+def stalled(plan, part, progress):
+    real(plan, part, progress)
+    print("stalled", flush=True)
+    while True:
+        time.sleep(0.05)
+        progress(0)
+rp.write_part = stalled
+from bertdata.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGKILL, -9)])
+def test_killed_run_leaves_nothing_a_loader_would_take_and_nothing_the_next_run_keeps(inputs, tmp_path, signum, code):
+    out = tmp_path / "out"
+    argv = ["shard", str(inputs[0].parent), "--output", str(out), "--parts", "2"]
+    proc = subprocess.Popen([sys.executable, "-c", _STALLED_RUN, *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "stalled\n"
+        temp = [p for p in out.rglob("*") if p.is_file()]
+        assert any(p.name.endswith(".hdf5") for p in temp) and any(p.name == rp.OWNER for p in temp)
+        assert not [p for p in temp if "train" in str(p.relative_to(out))]
+        proc.send_signal(signum)
+        assert proc.wait(timeout=60) == code
+    finally:
+        proc.kill()
+        proc.wait()
+    if signum == signal.SIGTERM:
+        assert "stopped by SIGTERM" in proc.stderr.read() and list(out.iterdir()) == []
+    else:
+        assert len(list(out.iterdir())) == 1
+        again = subprocess.run([sys.executable, "-m", "bertdata.cli", *argv], capture_output=True, text=True)
+        assert again.returncode == 0 and "left by a run that was killed" in again.stderr
+        assert sorted(p.name for p in out.iterdir()) == [
+            "manifest.json", "wikicorpus_en_training_0.hdf5", "wikicorpus_en_training_1.hdf5"]

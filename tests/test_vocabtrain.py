@@ -39,6 +39,7 @@ def test_cli_is_deterministic_across_processes(tmp_path, sample_sentences):
         out = tmp_path / f"vocab{i}.txt"
         proc = run_cli("vocab", sample_sentences, "--output", out, "--size", "1500", "--limit-alphabet", "40")
         assert "1,500 tokens" in proc.stdout and "40 of" in proc.stdout
+        assert proc.stderr == ""  # no progress bars drawn into a pipe or a log
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] == outputs[2]
     tokens = outputs[0].decode().splitlines()
@@ -138,3 +139,8 @@ def test_trained_vocab_covers_the_parity_shard(tmp_path):
     ids, _ = WordPiece(vocab).encode_lines(lines)
     assert len(ids) > 100_000
     assert (ids == vocab.unk_id).mean() < 0.001
+
+
+def test_cleaning_a_dump_draws_no_bar_into_a_log(tmp_path):
+    proc = run_cli("vocab", "--dump", SAMPLE_DUMP, "--output", tmp_path / "vocab.txt", "--size", "500")
+    assert "34 articles" in proc.stdout and proc.stderr == ""

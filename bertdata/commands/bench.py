@@ -14,7 +14,13 @@ contains 'training' (the NGC rule), so our shards and the reference's alike.
 One optimizer step = --accumulation micro-batches of --batch-size per GPU; the
 gradient all-reduce runs once, on the last micro-batch. --global-batch 67584
 reproduces the NGC phase-1 setup (accumulation = 67584 / (batch x GPUs)).
-The first --warmup-steps are not timed; every timed step ends with a device sync.
+The first --warmup-steps are not timed, nor any step before the optimizer's first
+real one (fp16 loss scaling skips steps whose gradients overflow; the first real one
+allocates the optimizer state) or before every loader worker's first batch (each
+reads a whole file first); the record gives the warm-up actually run. Every timed
+step ends with a device sync. Shards are checked as `bertdata inspect` checks them:
+an id past the model's vocab or a position past the sequence stops the run with
+the file and the reason.
 
 precisions:
   fp32   full IEEE fp32 matmuls (TF32 off, also on Ampere and later)
@@ -81,7 +87,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--loader-only", action="store_true",
                    help="time the input pipeline alone: disk to device, no model")
     p.add_argument("--matrix", action="store_true", help="one run per batch size x precision, like the table")
-    p.add_argument("--workers", type=int, default=4, help="loader worker processes per GPU (default 4)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="loader worker processes per GPU (default: 4, or the number of cores if fewer)")
     p.add_argument("--lr", type=float, default=6e-3, help="learning rate, constant: throughput does not depend on the schedule (default 6e-3, NGC phase 1)")
     p.add_argument("--optimizer", choices=("lamb", "adamw"), default="lamb")
     p.add_argument("--seed", type=int, default=12345)
@@ -102,8 +109,10 @@ def configs_from_args(args: argparse.Namespace, config_cls) -> list:
     common = dict(data=args.data, model=args.model, bert_config=args.bert_config,
                   global_batch=args.global_batch, accumulation=args.accumulation, steps=args.steps,
                   warmup_steps=args.warmup_steps, gpus=args.gpus, compile=args.compile,
-                  device=args.device, loader_only=args.loader_only, workers=args.workers, lr=args.lr,
+                  device=args.device, loader_only=args.loader_only, lr=args.lr,
                   optimizer=args.optimizer, seed=args.seed)
+    if args.workers is not None:  # else BenchConfig's default, which depends on the machine
+        common["workers"] = args.workers
     return [config_cls(batch_size=b, precision=p, **common) for b in batch_sizes for p in precisions]
 
 

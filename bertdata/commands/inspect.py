@@ -10,7 +10,8 @@ Validate hdf5 shards against the reference layout and print statistics.
 Checks: the six datasets, their dtypes, that shapes agree, token ids below the
 vocab size (from --vocab, else the vocab_size the shard records), input_mask a
 run of 1s, masked positions strictly increasing then 0-padded and inside the
-real tokens. A file that fails: its name and the reason, exit code 1.
+real tokens. A file that fails: its name and the reason, exit code 1; every
+file is checked. A --vocab other than the one a shard records: exit code 2.
 
 examples:
   bertdata inspect data/hdf5_lower_case_1_seq_len_128_*/
@@ -25,22 +26,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--show", type=int, default=0, metavar="N",
                    help="decode the first N instances of each file to text ([shown→original] marks predictions)")
     p.add_argument("--vocab", metavar="PATH",
-                   help="vocab for --show and the id range check (default: the bert-base-uncased vocab for --show)")
+                   help="vocab for --show and the id range check; refused if the shard records another "
+                        "(default for --show: the vocab whose sha256 the shard records -- the bundled "
+                        "sample vocab or one in the cache -- else the bert-base-uncased vocab)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import itertools
 
-    from bertdata.errors import ValidationError
+    from bertdata.errors import BertdataError, ValidationError
     from bertdata.hdf5io import decode_instance, iter_instances
-    from bertdata.validate import ShardStats, find_shards, validate_shard
-    from bertdata.vocab import resolve_vocab
+    from bertdata.validate import ShardStats, find_shards, read_layout, validate_shard
+    from bertdata.vocab import check_vocab, load_vocab, vocab_for_shard
 
     if args.show < 0:
-        from bertdata.errors import BertdataError
         raise BertdataError("--show must be >= 0")
-    vocab = resolve_vocab(args.vocab) if (args.vocab or args.show) else None
+    given = load_vocab(args.vocab) if args.vocab else None
     shards = find_shards(args.paths)
     totals: dict[int, ShardStats] = {}  # by sequence length: phase 1 and 2 do not average together
     counts: dict[int, int] = {}
@@ -49,15 +51,19 @@ def run(args: argparse.Namespace) -> int:
     print(header)
     for path in shards:
         try:
+            attrs = read_layout(path).attrs
+            if given is not None:
+                check_vocab(given, attrs, path)
+            vocab = given or (vocab_for_shard(attrs, path) if args.show else None)
             stats = validate_shard(path, len(vocab) if vocab else None)
         except ValidationError as err:
             failures.append(str(err))
-            print(f"{'INVALID':>10} {'':>4} {'':>8} {'':>6} {'':>6} {'':>11}  {path}")
+            print(f"{'INVALID':>10} {'':>4} {'':>8} {'':>6} {'':>6} {'':>11}  {path}", flush=True)
             continue
         totals.setdefault(stats.max_seq_length, ShardStats("total")).add(stats)
         counts[stats.max_seq_length] = counts.get(stats.max_seq_length, 0) + 1
         _print_row(stats, path)
-        if args.show and vocab is not None:
+        if args.show:
             for i, inst in enumerate(itertools.islice(iter_instances(path), args.show)):
                 label = "random next" if inst.next_sentence_label else "actual next"
                 print(f"  #{i} ({label}): {decode_instance(inst, vocab.tokens)}")

@@ -21,8 +21,12 @@ Memory stays flat whatever the input size: instances are first scattered at
 random into temporary bucket files (at most ~48 MB each) in a hidden folder
 inside --output, then each bucket is shuffled in memory and streamed into the
 parts. That folder needs free disk of about the inputs' uncompressed size
-(roughly 3x their hdf5 size) and is removed at the end, also on error or
-Ctrl-C. Parts appear only when all are complete, with manifest.json (inputs
+(roughly 3x their hdf5 size), checked before anything is written, and is
+removed at the end, also on error, Ctrl-C or SIGTERM; one left by a run killed
+outright (SIGKILL) is removed by the next run here, once its process is gone.
+Inputs are checked as `bertdata inspect` checks them; an invalid one stops
+the run with its name and the reason. Parts appear only when all are
+complete, with manifest.json (inputs
 and parts with sha256, instance counts, options). A folder that already holds
 parts or a manifest is replaced only with --force, which also removes old
 parts the new set does not overwrite.
@@ -63,6 +67,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from bertdata.config import ShardConfig
     from bertdata.repartition import repartition
 
@@ -72,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         force=args.force, workers=args.workers,
     )
     result = repartition(config)
+    for note in result.notes:
+        print(f"bertdata shard: {note}", file=sys.stderr)
     for path in result.removed:
         print(f"removed old part {path}")
     print(f"bertdata shard: {result.summary()}")
