@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: an unpinned torch would pull a CUDA build of several GB.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-fast perf perf-text perf-build perf-shard clean
+.PHONY: demo test test-fast perf perf-text perf-build perf-scale perf-shard clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ perf-text: $(VENV)/.installed-dev
 
 perf-build: $(VENV)/.installed-dev
 	$(BIN)/python scripts/perf_build.py
+
+# 8x/32x/64x dumps (made once under perf/scale), 1 and 2 workers, full-dump projection.
+# BASELINE=path/to/other/.venv/bin/python times another install side by side on 32x.
+perf-scale: $(VENV)/.installed-dev
+	$(BIN)/python scripts/perf_scale.py $(if $(BASELINE),--baseline-python $(BASELINE))
 
 perf-shard: $(VENV)/.installed-dev
 	$(BIN)/python scripts/perf_shard.py

@@ -7,6 +7,7 @@ from collections import Counter
 
 from bertdata.articles import BOOKS_SOURCE, Document
 from bertdata.errors import BertdataError
+from bertdata.textshard import binary_kind
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SPACES = re.compile(r"\s+")
@@ -15,6 +16,9 @@ SNIFF_BYTES = 1 << 16
 
 def check_text_file(path: str, head: bytes) -> None:
     """Refuse a file whose first bytes are not UTF-8 text: a binary book would train on garbage."""
+    kind = binary_kind(head)
+    if kind is not None:
+        raise BertdataError(f"{path}: {kind}, not a book; books must be plain UTF-8 text")
     if b"\x00" in head:
         raise BertdataError(f"{path}: binary file (NUL bytes) in the books folder; books must be plain text")
     try:

@@ -177,9 +177,12 @@ def file_attrs(f: h5py.File) -> dict[str, Any]:
     attrs = {k: _plain(v) for k, v in f.attrs.items() if k != ATTRS_KEY}
     if ATTRS_KEY in f.attrs:
         try:
-            attrs.update(json.loads(_plain(f.attrs[ATTRS_KEY])))
-        except ValueError:
+            recorded = json.loads(_plain(f.attrs[ATTRS_KEY]))
+        except (ValueError, TypeError):
             raise BertdataError(f"{f.filename}: attribute {ATTRS_KEY!r} is not valid JSON") from None
+        if not isinstance(recorded, dict):
+            raise BertdataError(f"{f.filename}: attribute {ATTRS_KEY!r} is not a JSON object")
+        attrs.update(recorded)
     return attrs
 
 

@@ -31,7 +31,7 @@ from bertdata.sharding import TextShard
 from bertdata.vocab import Vocab, load_vocab, resolve_vocab
 from bertdata.wikitext import RULES_VERSION
 from pipelines import fsio, progress
-from bertdata.fsutil import TEMP_PREFIX
+from bertdata.fsutil import TEMP_PREFIX, input_errors
 from pipelines.instances import TextShardsToHDF5
 from pipelines.runners import make_pipeline, worker_count
 from pipelines.text import Counts, DumpToTextShards, Gather, TextPlan, WorkItem, open_raw, runs_folder
@@ -103,8 +103,8 @@ def _dump_record(dump: str, index: str | None) -> dict:
 
     digest = hashlib.sha1()
     size = 0
-    with open_raw(dump) as f, tqdm(desc="sha1 of dump", unit="B", unit_scale=True, leave=False,
-                                   disable=None) as bar:
+    with input_errors(dump, "dump file"), open_raw(dump) as f, tqdm(
+            desc="sha1 of dump", unit="B", unit_scale=True, leave=False, disable=None) as bar:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
             size += len(block)

@@ -91,8 +91,8 @@ def _documents(item: WorkItem, cfg: TextConfig, splitter, counts: Counter):
             doc = book_document(item.path, f.read(), splitter, counts)
         docs = [] if doc is None else [(f"book:{FileSystems.split(item.path)[1]}", doc)]
     else:
-        pages = (iter_pages(item.path, open_raw) if item.start is None
-                 else iter_pages_in_range(item.path, item.start, item.end, open_raw))
+        pages = (iter_pages(item.path, open_raw, max_page_chars=cfg.max_page_chars) if item.start is None
+                 else iter_pages_in_range(item.path, item.start, item.end, open_raw, max_page_chars=cfg.max_page_chars))
         docs = ((str(page.page_id), page_document(page, splitter, cfg.max_page_chars, counts,
                                                   keep_lists=cfg.keep_lists)) for page in pages)
     for key, doc in docs:

@@ -1,8 +1,8 @@
 """Benchmark `bertdata build --wiki-only --phase 1` on the real fragment (1x) and a 4x dump.
 
 Prints wall seconds, peak RSS of the whole process tree (launcher + Beam workers) and
-instances/s for 1 and 2 workers, the 4x/1x memory ratio, the speed-up of a second
-worker, and the core-hours this projects for the full English dump (~22 GB compressed).
+instances/s for 1 and 2 workers, the 4x/1x memory ratio and the speed-up of a second
+worker. `make perf-scale` measures larger dumps and projects the full English one.
 
   .venv/bin/python scripts/perf_build.py [--keep]
 """
@@ -19,23 +19,14 @@ from pathlib import Path
 
 import psutil
 
+from perf_scale import tree_rss  # scripts/ is on sys.path when a script runs
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 FRAGMENT = SHARED / "wiki" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 VOCAB = SHARED / "vocab" / "bert-base-uncased-vocab.txt"
 WORK = ROOT / "perf" / "build"
 REFERENCE_4X_SECONDS = 33.0  # WikiExtractor + NLTK + create_pretraining_data.py, one process
-FULL_DUMP_MB = 22_000
-
-
-def tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            pass
-    return total
 
 
 def timed_build(dump: Path, workers: int, out: Path, *extra: str) -> dict:
@@ -46,7 +37,7 @@ def timed_build(dump: Path, workers: int, out: Path, *extra: str) -> dict:
     proc = psutil.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     peak = 0
     while proc.poll() is None:
-        peak = max(peak, tree_rss(proc))
+        peak = max(peak, tree_rss(proc)[0])
         time.sleep(0.05)
     seconds = time.perf_counter() - start
     if proc.returncode:
@@ -97,10 +88,7 @@ def main() -> None:
     for workers in (1, 2):
         ratio = results[(4, workers)]["peak_mb"] / results[(1, workers)]["peak_mb"]
         print(f"peak RSS 4x / 1x, {workers} worker(s): {ratio:.2f} (ceiling 1.25)")
-    per_mb = one["seconds"] / (dumps[4].stat().st_size / 1e6)
-    print(f"projection, full English dump ({FULL_DUMP_MB / 1000:.0f} GB bz2): "
-          f"{per_mb * FULL_DUMP_MB / 3600:.0f} core-hours at the 1-worker rate "
-          f"(phase 1; Beam start-up amortised, so this overestimates)")
+    print("projection for the full English dump: make perf-scale")
     if not args.keep:
         shutil.rmtree(WORK, ignore_errors=True)
 

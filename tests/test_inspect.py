@@ -163,3 +163,15 @@ def test_show_on_the_demo_build_works_offline(tmp_path):
     proc = run_cli("inspect", tmp_path / "demo", "--show", "1", check=False, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "INVALID" not in proc.stdout and proc.stdout.count("#0 ") >= 2 and "[MASK]→" in proc.stdout
+
+
+def test_a_shard_of_one_document_draws_a_next_sentence_warning(tmp_path):
+    need_shared(PARITY)
+    lines = [line for line in (PARITY / "shard_A.txt").read_text().splitlines() if line]
+    one_doc = tmp_path / "one_doc.txt"
+    one_doc.write_text("\n".join(lines[:400]) + "\n")  # one document: no other to draw from
+    run_cli("instances", one_doc, "--output", tmp_path / "one.hdf5", "--vocab", VOCAB)
+    proc = run_cli("inspect", tmp_path / "one.hdf5", PARITY / PHASE1)
+    assert proc.returncode == 0
+    warnings = [line for line in proc.stdout.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "one.hdf5" in warnings[0] and "far from 50%" in warnings[0]

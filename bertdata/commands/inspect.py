@@ -32,6 +32,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+# The reference pairs about half of its segments at random (a little more: a chunk of one
+# segment always is); a share far off means a shard with too few documents.
+NSP_TOLERANCE = 0.15
+NSP_MIN_INSTANCES = 50
+
+
 def run(args: argparse.Namespace) -> int:
     import itertools
 
@@ -46,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     shards = find_shards(args.paths)
     totals: dict[int, ShardStats] = {}  # by sequence length: phase 1 and 2 do not average together
     counts: dict[int, int] = {}
-    failures = []
+    failures, warnings = [], []
     header = f"{'instances':>10} {'seq':>4} {'real tok':>8} {'short':>6} {'masked':>6} {'random next':>11}  file"
     print(header)
     for path in shards:
@@ -63,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         totals.setdefault(stats.max_seq_length, ShardStats("total")).add(stats)
         counts[stats.max_seq_length] = counts.get(stats.max_seq_length, 0) + 1
         _print_row(stats, path)
+        share = stats.row()["random_next_share"]
+        if stats.instances >= NSP_MIN_INSTANCES and abs(share - 0.5) > NSP_TOLERANCE:
+            warnings.append(f"{path}: {share:.1%} random next, far from 50%: its text shard has too few "
+                            "documents (or one document) for next-sentence pairs")
         if args.show:
             for i, inst in enumerate(itertools.islice(iter_instances(path), args.show)):
                 label = "random next" if inst.next_sentence_label else "actual next"
@@ -70,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     for seq, total in sorted(totals.items()):
         if len(shards) > 1:
             _print_row(total, f"total of {counts[seq]} valid file(s) with sequence length {seq}")
+    for warning in warnings:
+        print(f"bertdata inspect: warning: {warning}")
     for failure in failures:
         print(f"bertdata inspect: invalid shard: {failure}")
     return 1 if failures else 0
