@@ -574,13 +574,14 @@ def plan_ranges(ranges: list[tuple[int, int]], target_bytes: int) -> list[tuple[
 
 def iter_pages_in_range(
     path: str | os.PathLike, start: int, end: int, opener: Opener = _open_local,
-    max_page_chars: int | None = DEFAULT_MAX_CHARS,
+    max_page_chars: int | None = DEFAULT_MAX_CHARS, prefetch: bool = True,
 ) -> Iterator[Page]:
     """The pages in the bz2 streams of bytes `[start, end)` of a multistream dump.
 
     A range is a run of whole streams: one without the dump's header gets a synthetic
     `<mediawiki>` root, one without the footer a synthetic close. `max_page_chars` as
-    for `iter_pages`.
+    for `iter_pages`. `prefetch` decompresses on a helper thread: worth it only when a
+    core is free for it, else the hand-offs cost more than they overlap.
     """
     name = os.fspath(path)
     hint = "; does the multistream index match this dump?"
@@ -589,7 +590,8 @@ def iter_pages_in_range(
         _check_stream_start(f, start, name)
         f.seek(start)
         # Closed before the file is, so the prefetch thread never reads a closed file.
-        with contextlib.closing(_prefetched(_bz2_chunks(f, name, start, end, hint))) as chunks:
+        chunks = _bz2_chunks(f, name, start, end, hint)
+        with contextlib.closing(_prefetched(chunks) if prefetch else chunks) as chunks:
             first = b""
             for chunk in chunks:
                 first += chunk

@@ -33,19 +33,20 @@ from bertdata.wikitext import RULES_VERSION
 from pipelines import fsio, progress
 from bertdata.fsutil import TEMP_PREFIX, input_errors
 from pipelines.instances import TextShardsToHDF5
-from pipelines.runners import make_pipeline, worker_count
+from pipelines.runners import make_pipeline, spare_cores, worker_count
 from pipelines.text import Counts, DumpToTextShards, Gather, TextPlan, WorkItem, open_raw, runs_folder
 
 MANIFEST = "manifest.json"
 # The text options' key for the cleaner's rules version: a new release's rules redo the text.
 RULES = "cleaning_rules"
-# Compressed bytes per read work item: a few MB keeps each piece of reading short and its
-# progress visible; small dumps are cut finer so that every worker gets several items.
-WORK_ITEM_BYTES = 4 << 20
-ITEMS_PER_WORKER = 4
 # Work groups (what one worker cleans and spills in one go) per worker: each makes at least
-# one run file, and the local runner hands every worker the same number of elements.
-GROUPS_PER_WORKER = 2
+# one run file, and the local runner hands every worker the same number of them, fixed in
+# advance, so groups must be of equal weight and several per worker to even out the rest.
+GROUPS_PER_WORKER = 4
+# Compressed bytes per read work item (the unit of progress): a few MB, and small enough
+# that every group is made of several, or groups could not be of equal size.
+WORK_ITEM_BYTES = 4 << 20
+ITEMS_PER_GROUP = 16
 # A byte of book text is worth about a third of a byte of bz2 dump in cleaning work.
 BOOK_BYTE_WEIGHT = 1 / 3
 _DUMP_DATE = re.compile(r"-(\d{8}|latest)-")
@@ -136,7 +137,7 @@ def work_items(dump: str, index: str | None, workers: int) -> list[WorkItem]:
         return [WorkItem("dump", dump)]
     ranges = stream_ranges(dump, index, open_raw)
     total = ranges[-1][1] - ranges[0][0]
-    target = max(1, min(WORK_ITEM_BYTES, total // (ITEMS_PER_WORKER * workers)))
+    target = max(1, min(WORK_ITEM_BYTES, total // (ITEMS_PER_GROUP * GROUPS_PER_WORKER * workers)))
     return [WorkItem("dump", dump, start, end) for start, end in plan_ranges(ranges, target)]
 
 
@@ -148,15 +149,13 @@ def work_groups(items: list[WorkItem], books: list[str], workers: int) -> list[l
     weighted += [(WorkItem("book", b), fsio.size(b) * BOOK_BYTE_WEIGHT) for b in books]
     count = max(1, min(len(weighted), GROUPS_PER_WORKER * workers))
     total = sum(w for _, w in weighted) or 1
-    groups: list[list[WorkItem]] = [[]]
+    groups: list[list[WorkItem]] = [[] for _ in range(count)]
     done = 0.0
     for item, weight in weighted:
-        # A new group once this one holds its share, keeping enough items for the rest.
-        if groups[-1] and done >= total * len(groups) / count and len(groups) < count:
-            groups.append([])
-        groups[-1].append(item)
+        # The group its midpoint falls in: contiguous groups, each off by at most half an item.
+        groups[min(count - 1, int((done + weight / 2) * count / total))].append(item)
         done += weight
-    return groups
+    return [g for g in groups if g]
 
 
 # --- what a re-run may reuse ------------------------------------------------------------
@@ -447,7 +446,8 @@ def run_build(cfg: BuildConfig) -> dict:
              f"{fsio.join(cfg.output, 'sharded_*', dataset)}")
         items = work_items(dump, index, workers)
         records = (pipeline
-                   | "Text" >> DumpToTextShards(work_groups(items, books, workers), t, cfg.output, dataset, work_dir)
+                   | "Text" >> DumpToTextShards(work_groups(items, books, workers), t, cfg.output, dataset, work_dir,
+                                                prefetch=spare_cores(cfg.runner))
                    | "GatherText" >> Gather()
                    | "TextManifest" >> beam.ParDo(_WriteTextManifest(common, text_options, work_dir)))
     else:

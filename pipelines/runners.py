@@ -18,13 +18,21 @@ from bertdata.errors import BertdataError
 LOCAL_RUNNERS = ("local", "in-memory")
 
 
+def _cores() -> int:
+    # The cores this process may use (taskset, cgroups), not the machine's total.
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def worker_count(cfg: RunnerConfig) -> int:
     if cfg.runner == "in-memory":
         return 1
-    if cfg.workers:
-        return cfg.workers
-    # The cores this process may use (taskset, cgroups), not the machine's total.
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cfg.workers or _cores()
+
+
+def spare_cores(cfg: RunnerConfig) -> bool:
+    """Whether a worker has a core beside its own (for helper threads). Unknown on a
+    cluster runner: assume so."""
+    return cfg.runner not in LOCAL_RUNNERS or worker_count(cfg) < _cores()
 
 
 def make_pipeline(cfg: RunnerConfig) -> beam.Pipeline:

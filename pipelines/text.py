@@ -84,7 +84,7 @@ def runs_folder(work_dir: str) -> str:
     return fsio.join(work_dir, RUNS)
 
 
-def _documents(item: WorkItem, cfg: TextConfig, splitter, counts: Counter):
+def _documents(item: WorkItem, cfg: TextConfig, splitter, counts: Counter, prefetch: bool):
     """(shard, document) for every document of the item."""
     if item.kind == "book":
         with open_raw(item.path) as f:
@@ -92,7 +92,8 @@ def _documents(item: WorkItem, cfg: TextConfig, splitter, counts: Counter):
         docs = [] if doc is None else [(f"book:{FileSystems.split(item.path)[1]}", doc)]
     else:
         pages = (iter_pages(item.path, open_raw, max_page_chars=cfg.max_page_chars) if item.start is None
-                 else iter_pages_in_range(item.path, item.start, item.end, open_raw, max_page_chars=cfg.max_page_chars))
+                 else iter_pages_in_range(item.path, item.start, item.end, open_raw, max_page_chars=cfg.max_page_chars,
+                                          prefetch=prefetch))
         docs = ((str(page.page_id), page_document(page, splitter, cfg.max_page_chars, counts,
                                                   keep_lists=cfg.keep_lists)) for page in pages)
     for key, doc in docs:
@@ -104,8 +105,8 @@ class _CleanAndSpill(beam.DoFn):
     """A work group -> its documents cleaned, split into sentences and written as runs;
     yields a Run record per run and one Counts record."""
 
-    def __init__(self, cfg: TextConfig, work_dir: str):
-        self.cfg, self.work_dir = cfg, work_dir
+    def __init__(self, cfg: TextConfig, work_dir: str, prefetch: bool):
+        self.cfg, self.work_dir, self.prefetch = cfg, work_dir, prefetch
 
     def setup(self):
         from bertdata.sentences import SentenceSplitter
@@ -118,7 +119,7 @@ class _CleanAndSpill(beam.DoFn):
         buffer = RunBuffer()
         sequence = 0
         for item in items:
-            for shard, doc in _documents(item, self.cfg, self.splitter, counts):
+            for shard, doc in _documents(item, self.cfg, self.splitter, counts, self.prefetch):
                 if buffer.add(shard, doc):
                     yield self._write(buffer, number, sequence)
                     sequence += 1
@@ -195,18 +196,21 @@ class Gather(beam.PTransform):
 
 class DumpToTextShards(beam.PTransform):
     """Work groups (lists of WorkItems) -> written text shards (TextShard records), the
-    TextPlan and one Counts record. Run files and progress markers go to `work_dir`."""
+    TextPlan and one Counts record. Run files and progress markers go to `work_dir`;
+    `prefetch`: whether workers have a spare core to decompress on."""
 
-    def __init__(self, groups: list[list[WorkItem]], cfg: TextConfig, output: str, dataset: str, work_dir: str):
+    def __init__(self, groups: list[list[WorkItem]], cfg: TextConfig, output: str, dataset: str, work_dir: str,
+                 prefetch: bool = True):
         super().__init__()
         self.groups, self.cfg, self.output, self.dataset, self.work_dir = groups, cfg, output, dataset, work_dir
+        self.prefetch = prefetch
 
     def expand(self, pbegin):
         return (
             pbegin
             | "WorkGroups" >> beam.Create(list(enumerate(self.groups)))
             | "SpreadGroups" >> beam.Reshuffle()
-            | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.work_dir))
+            | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.work_dir, self.prefetch))
             | "GatherRuns" >> Gather()
             | "PlanShards" >> beam.FlatMap(plan_shards, self.cfg, self.output, self.dataset)
             | "SpreadShards" >> beam.Reshuffle()

@@ -77,12 +77,14 @@ def timed_build(python: str, dump: Path, workers: int, out: Path) -> dict:
     cmd = [python, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", str(dump), "--vocab", str(VOCAB),
            "--phase", "1", "--workers", str(workers), "--output", str(out)]
     start = time.perf_counter()
-    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Run from the work folder: from the repository root `-m bertdata.cli` would import the
+    # checkout's package whatever install `python` belongs to.
+    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=WORK)
     peak_tree = peak_launcher = peak_spill = 0
     while proc.poll() is None:
         tree, launcher = tree_rss(proc)
         peak_tree, peak_launcher = max(peak_tree, tree), max(peak_launcher, launcher)
-        peak_spill = max(peak_spill, folder_bytes("sharded_*/*/.spill/*", out))
+        peak_spill = max(peak_spill, folder_bytes(".bertdata-work/runs/*", out))
         time.sleep(0.1)
     seconds = time.perf_counter() - start
     if proc.returncode:

@@ -348,3 +348,18 @@ def test_repeated_page_ids_keep_the_first_copy_whatever_the_workers(tmp_path):
     assert counts["skipped_duplicate_id"] == 3 and counts["pages"] == expected["pages"] + 3
     same = ("articles", "sentences", "text_chars", "words", "unterminated_sentences")
     assert {k: counts[k] for k in same} == {k: expected[k] for k in same}
+
+
+def test_work_groups_are_contiguous_in_dump_order_and_of_equal_weight():
+    from pipelines.build import GROUPS_PER_WORKER, work_groups
+    from pipelines.text import WorkItem
+
+    sizes = [5, 7, 3, 9, 4, 4, 6, 8, 2, 5, 7, 3, 9, 4, 4, 6, 8, 2] * 8
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    items = [WorkItem("dump", "d", s, s + w) for s, w in zip(starts, sizes)]
+    groups = work_groups(items, [], workers=2)
+    assert len(groups) == 2 * GROUPS_PER_WORKER
+    assert [i for g in groups for i in g] == items  # contiguous, in dump order
+    weights = [sum(i.end - i.start for i in g) for g in groups]
+    assert max(weights) - min(weights) <= max(sizes)  # off by at most one item
+    assert work_groups(items[:3], [], workers=4) == [[i] for i in items[:3]]
