@@ -185,14 +185,15 @@ def rows_from_arrays(arrays: Mapping[str, np.ndarray], tokens: Sequence[str], ma
     return pa.Table.from_pydict(columns, schema=schema)
 
 
-def _split_rows(strings: pa.Array, token_array: pa.Array, what: str, source: str) -> tuple[np.ndarray, np.ndarray]:
+def _split_rows(strings: pa.Array, token_array: pa.Array, what: str, source: str,
+                error: type[BertdataError] = BertdataError) -> tuple[np.ndarray, np.ndarray]:
     """Space-separated tokens per row -> (token ids flat, tokens per row), as the loader's
     `str.split()` reads them (an empty string is no tokens)."""
     strings = pa.array(strings) if not isinstance(strings, (pa.Array, pa.ChunkedArray)) else strings
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks()
     if strings.null_count:
-        raise BertdataError(f"{source}: column {what} has nulls")
+        raise error(f"{source}: column {what} has nulls")
     words = pc.utf8_split_whitespace(strings)
     flat = pc.list_flatten(words)
     counts = pc.list_value_length(words).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -205,7 +206,7 @@ def _split_rows(strings: pa.Array, token_array: pa.Array, what: str, source: str
     found = pc.index_in(flat, value_set=token_array)
     if found.null_count:
         missing = flat.filter(pc.is_null(found))[0].as_py()
-        raise BertdataError(f"{source}: token {missing!r} in column {what} is not in the vocab")
+        raise error(f"{source}: token {missing!r} in column {what} is not in the vocab")
     return found.to_numpy(zero_copy_only=False).astype(np.int64), counts
 
 
@@ -464,12 +465,15 @@ def read_folder(folder: str | os.PathLike) -> Iterator[tuple[Path, int | None, p
 
 def _check_rows(path: Path, batch: pa.RecordBatch, first_row: int, token_array: pa.Array | None) -> np.ndarray:
     """Row checks the loader would trip on later, or silently train on; returns num_tokens."""
+    for name in batch.schema.names:
+        if batch.column(name).null_count:
+            raise ValidationError(f"{path}: column {name} has nulls")
     num_tokens = batch.column("num_tokens").to_numpy(zero_copy_only=False).astype(np.int64)
     counts = []
     for what in ("A", "B"):
         words = pc.utf8_split_whitespace(batch.column(what))
         if token_array is not None:
-            _split_rows(batch.column(what), token_array, what, str(path))
+            _split_rows(batch.column(what), token_array, what, str(path), ValidationError)
         counts.append(pc.list_value_length(words).to_numpy(zero_copy_only=False).astype(np.int64)
                       - pc.equal(batch.column(what), "").to_numpy(zero_copy_only=False))
     bad = np.flatnonzero(counts[0] + counts[1] + 3 != num_tokens)
@@ -482,7 +486,8 @@ def _check_rows(path: Path, batch: pa.RecordBatch, first_row: int, token_array: 
         num_labels = (pc.list_value_length(labels).to_numpy(zero_copy_only=False).astype(np.int64)
                       - pc.equal(batch.column("masked_lm_labels"), "").to_numpy(zero_copy_only=False))
         if token_array is not None:
-            _split_rows(batch.column("masked_lm_labels"), token_array, "masked_lm_labels", str(path))
+            _split_rows(batch.column("masked_lm_labels"), token_array, "masked_lm_labels", str(path),
+                        ValidationError)
         for r, blob in enumerate(batch.column("masked_lm_positions").to_pylist()):
             try:
                 pos = np.load(io.BytesIO(blob), allow_pickle=False)
