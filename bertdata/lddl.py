@@ -185,11 +185,10 @@ def rows_from_arrays(arrays: Mapping[str, np.ndarray], tokens: Sequence[str], ma
     return pa.Table.from_pydict(columns, schema=schema)
 
 
-def _split_rows(strings: pa.Array, token_array: pa.Array, what: str, source: str,
-                error: type[BertdataError] = BertdataError) -> tuple[np.ndarray, np.ndarray]:
-    """Space-separated tokens per row -> (token ids flat, tokens per row), as the loader's
-    `str.split()` reads them (an empty string is no tokens)."""
-    strings = pa.array(strings) if not isinstance(strings, (pa.Array, pa.ChunkedArray)) else strings
+def _words(strings: pa.Array | pa.ChunkedArray, what: str, source: str,
+           error: type[BertdataError]) -> tuple[pa.Array, np.ndarray]:
+    """Space-separated tokens per row -> (all tokens flat, tokens per row), as the loader's
+    `str.split()` reads them: no empty tokens, so "" is no tokens at all."""
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks()
     if strings.null_count:
@@ -199,10 +198,17 @@ def _split_rows(strings: pa.Array, token_array: pa.Array, what: str, source: str
     counts = pc.list_value_length(words).to_numpy(zero_copy_only=False).astype(np.int64)
     nonempty = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
     if not nonempty.all():
-        # utf8_split_whitespace gives [""] for "" and keeps edge pieces; str.split() drops them.
+        # arrow's split keeps the empty pieces around leading, trailing or lone whitespace.
         parent = pc.list_parent_indices(words).to_numpy()
         counts -= np.bincount(parent[~nonempty], minlength=len(counts))
         flat = flat.filter(pa.array(nonempty))
+    return flat, counts
+
+
+def _split_rows(strings: pa.Array | pa.ChunkedArray, token_array: pa.Array, what: str, source: str,
+                error: type[BertdataError] = BertdataError) -> tuple[np.ndarray, np.ndarray]:
+    """Space-separated tokens per row -> (their ids flat, tokens per row)."""
+    flat, counts = _words(strings, what, source, error)
     found = pc.index_in(flat, value_set=token_array)
     if found.null_count:
         missing = flat.filter(pc.is_null(found))[0].as_py()
@@ -469,25 +475,19 @@ def _check_rows(path: Path, batch: pa.RecordBatch, first_row: int, token_array: 
         if batch.column(name).null_count:
             raise ValidationError(f"{path}: column {name} has nulls")
     num_tokens = batch.column("num_tokens").to_numpy(zero_copy_only=False).astype(np.int64)
+    # With a vocab, every token must be in it; without, only counted.
+    split = _words if token_array is None else functools.partial(_split_rows, token_array=token_array)
     counts = []
     for what in ("A", "B"):
-        words = pc.utf8_split_whitespace(batch.column(what))
-        if token_array is not None:
-            _split_rows(batch.column(what), token_array, what, str(path), ValidationError)
-        counts.append(pc.list_value_length(words).to_numpy(zero_copy_only=False).astype(np.int64)
-                      - pc.equal(batch.column(what), "").to_numpy(zero_copy_only=False))
+        counts.append(split(batch.column(what), what=what, source=str(path), error=ValidationError)[1])
     bad = np.flatnonzero(counts[0] + counts[1] + 3 != num_tokens)
     if bad.size:
         r = int(bad[0])
         raise ValidationError(f"{path}: row {first_row + r} has num_tokens {num_tokens[r]} but A and B hold "
                               f"{counts[0][r] + counts[1][r]} tokens (+3 for [CLS] [SEP] [SEP])")
     if "masked_lm_positions" in batch.schema.names:
-        labels = pc.utf8_split_whitespace(batch.column("masked_lm_labels"))
-        num_labels = (pc.list_value_length(labels).to_numpy(zero_copy_only=False).astype(np.int64)
-                      - pc.equal(batch.column("masked_lm_labels"), "").to_numpy(zero_copy_only=False))
-        if token_array is not None:
-            _split_rows(batch.column("masked_lm_labels"), token_array, "masked_lm_labels", str(path),
-                        ValidationError)
+        num_labels = split(batch.column("masked_lm_labels"), what="masked_lm_labels", source=str(path),
+                           error=ValidationError)[1]
         for r, blob in enumerate(batch.column("masked_lm_positions").to_pylist()):
             try:
                 pos = np.load(io.BytesIO(blob), allow_pickle=False)
