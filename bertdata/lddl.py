@@ -382,15 +382,16 @@ def write_phase(batches: Iterable[Mapping[str, np.ndarray]], out_dir: str | os.P
         finally:
             for writer in writers.values():
                 writer.close()
-        last = max((b for b in range(num_bins) if rows_in[b]), default=None)
-        if last is None:
+        if not any(rows_in):
             raise BertdataError(f"{out_dir}: no instances to write")
-        empty = [b for b in range(last) if not rows_in[b]]
+        empty = [b for b in range(num_bins) if not rows_in[b]]
         if empty:
+            # The loader refuses a bin of empty files, and would mis-number bins after a gap;
+            # NGC's launch script also expects all seq_len // bin_size bins.
             raise BertdataError(f"{out_dir}: bin {empty[0]} (num_tokens {empty[0] * bin_size + 1}-"
-                                f"{(empty[0] + 1) * bin_size}) has no instances, and LDDL's bins must run "
-                                "from 0 without gaps; use a larger --bin-size")
-        for b in range(last + 1):
+                                f"{(empty[0] + 1) * bin_size}) has no instances; every bin needs one, "
+                                "so use a larger --bin-size")
+        for b in range(num_bins):
             bin_id = None if bin_size is None else b
             sizes, dropped = balanced_sizes(rows_in[b], num_shards)
             stream = _RowStream(spills[b], ROW_GROUP_ROWS)

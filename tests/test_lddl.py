@@ -234,6 +234,9 @@ def test_writer_refuses_bad_input(parity, tokens, tmp_path):
     with pytest.raises(BertdataError, match="bin 0 .* has no instances"):
         lddl.write_phase([long_rows], tmp_path / "c", tokens, seq_len=128, num_shards=2, masking="static",
                          bin_size=32)
+    with pytest.raises(BertdataError, match="bin 2 .* has no instances"):  # a trailing gap too
+        lddl.write_phase([{k: v[lengths <= 64] for k, v in parity["A_s12345_128_20_p15_d5"].items()}], tmp_path / "d",
+                         tokens, seq_len=128, num_shards=2, masking="static", bin_size=32)
     broken = dict(arrays, segment_ids=np.zeros_like(arrays["segment_ids"]))
     with pytest.raises(BertdataError, match="row 0 is not"):
         lddl.rows_from_arrays(broken, tokens, "static")
