@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.fsutil import atomic_path, temp_name
+from bertdata.fsutil import atomic_path, temp_basename
 from bertdata.hdf5io import DTYPES
 
 MASKINGS = ("static", "dynamic")
@@ -341,7 +341,11 @@ def write_phase(batches: Iterable[Mapping[str, np.ndarray]], out_dir: str | os.P
     loader demands; `num_shards` must divide by `ranks` (training ranks x loader workers per
     rank). Memory stays at a few row groups: rows are spilled per bin to hidden temporary files
     first, since a bin's file sizes are known only once all its rows are counted. The same rows
-    give the same bytes (for one pyarrow version, which parquet records)."""
+    give the same bytes (for one pyarrow version, which parquet records).
+
+    Returns {"files": {name: rows}, "bins": [{"bin", "rows_in", "rows", "dropped", "dropped_row"
+    (the dropped row's index among its bin's rows in input order, or None), "min_rows",
+    "max_rows"}], "rows_in", "rows", "dropped", "bytes", and the options}."""
     out_dir = Path(out_dir)
     if num_shards < 2:
         raise BertdataError(f"{out_dir}: LDDL needs at least 2 files per bin (its loader wants the largest "
@@ -356,7 +360,7 @@ def write_phase(batches: Iterable[Mapping[str, np.ndarray]], out_dir: str | os.P
     num_bins = 1 if bin_size is None else seq_len // bin_size
     schema = schema_for(masking, binned=bin_size is not None)
     _prepare_folder(out_dir, force)
-    spills = [temp_name(out_dir / f"spill-{b}") for b in range(num_bins)]
+    spills = [out_dir / temp_basename() for _ in range(num_bins)]
     rows_in = [0] * num_bins
     summary_bins = []
     files: dict[str, int] = {}
@@ -404,9 +408,9 @@ def write_phase(batches: Iterable[Mapping[str, np.ndarray]], out_dir: str | os.P
                                                row_group_size=ROW_GROUP_ROWS)
                 files[name] = size
             spills[b].unlink()
-            summary_bins.append({"bin": bin_id, "rows_in": rows_in[b], "rows": rows_in[b] - dropped,
-                                 "dropped": dropped,
-                                 "dropped_row": rows_in[b] - 1 if dropped else None, "min_rows": min(sizes), "max_rows": max(sizes)})
+            summary_bins.append({"bin": bin_id, "rows_in": rows_in[b], "rows": rows_in[b] - dropped, "dropped": dropped,
+                                 "dropped_row": rows_in[b] - 1 if dropped else None,
+                                 "min_rows": min(sizes), "max_rows": max(sizes)})
         with atomic_path(out_dir / NUM_SAMPLES_JSON) as tmp:
             tmp.write_text(json.dumps(files, sort_keys=True) + "\n")
     except BaseException:
