@@ -1,0 +1,590 @@
+"""BERT pretraining data as LDDL parquet folders, the input of NVIDIA's current BERT recipe.
+
+DeepLearningExamples' PyTorch BERT reads its data with `lddl.torch.get_bert_pretrain_data_loader`.
+That loader takes every file under a folder whose last extension contains ".parquet":
+`shard-<i>.parquet` unbinned, `shard-<i>.parquet_<bin>` binned by sequence length. Each row is
+one instance: segments `A` and `B` as space-separated WordPieces (no [CLS]/[SEP]),
+`is_random_next`, `num_tokens` (A + B + 3), and, for static masking, `masked_lm_positions` (an
+`np.save`d uint16 array of positions in `[CLS] A [SEP] B [SEP]`) and `masked_lm_labels` (the
+original tokens there). Without those two columns the loader masks each epoch anew, so A and B
+then hold the original tokens.
+
+The loader refuses a bin unless its file count divides by ranks x workers and its largest file
+holds exactly one row more than its smallest; `write_phase` balances every bin that way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from bertdata.errors import BertdataError, ValidationError
+from bertdata.fsutil import atomic_path, temp_basename
+from bertdata.hdf5io import DTYPES
+
+MASKINGS = ("static", "dynamic")
+BASE_SCHEMA = pa.schema([
+    ("A", pa.string()),
+    ("B", pa.string()),
+    ("is_random_next", pa.bool_()),
+    ("num_tokens", pa.uint16()),
+])
+MASK_FIELDS = [pa.field("masked_lm_positions", pa.binary()), pa.field("masked_lm_labels", pa.string())]
+# LDDL's binned files carry their bin as a column too; its loader ignores it, we check it.
+BIN_FIELD = pa.field("bin_id", pa.int64())
+NUM_SAMPLES_JSON = ".num_samples.json"
+# Fixed so the same rows give the same bytes whatever batches they arrived in. The loader reads
+# whole files, so row groups only bound the writer's memory.
+ROW_GROUP_ROWS = 8192
+COMPRESSION = "snappy"  # what LDDL's own preprocessor writes
+# Dictionaries pay only on the small columns; A, B and the labels are nearly all distinct.
+DICTIONARY_COLUMNS = ["is_random_next", "num_tokens", "bin_id"]
+_NAME = re.compile(r"shard-(\d+)\.parquet(?:_(\d+))?")
+
+
+def schema_for(masking: str, binned: bool) -> pa.Schema:
+    if masking not in MASKINGS:
+        raise BertdataError(f"masking must be one of {', '.join(MASKINGS)}, not {masking!r}")
+    fields = list(BASE_SCHEMA) + (MASK_FIELDS if masking == "static" else []) + ([BIN_FIELD] if binned else [])
+    return pa.schema(fields)
+
+
+def bin_of(num_tokens: np.ndarray, seq_len: int, bin_size: int) -> np.ndarray:
+    """LDDL's bin rule: bins of `bin_size` tokens, the last one also taking whatever is longer."""
+    return np.minimum((np.asarray(num_tokens, np.int64) - 1) // bin_size, seq_len // bin_size - 1)
+
+
+def file_name(shard: int, bin_id: int | None) -> str:
+    return f"shard-{shard}.parquet" + ("" if bin_id is None else f"_{bin_id}")
+
+
+# --- rows <-> the six hdf5 arrays ---
+
+@functools.lru_cache(maxsize=4)
+def _token_table(tokens: tuple[str, ...]) -> tuple[pa.Array, np.ndarray]:
+    """The vocab as an arrow array, and which ids survive the trip through text: the loader maps
+    a token back with a dict, so a token listed twice reads back as its last id, and one with
+    whitespace (or empty) would split into other tokens."""
+    token_array = pa.array(list(tokens), pa.string())
+    last_id: dict[str, int] = {}
+    for i, t in enumerate(tokens):
+        last_id[t] = i
+    ok = np.fromiter((last_id[t] == i and t != "" and len(t.split()) == 1 for i, t in enumerate(tokens)),
+                     dtype=bool, count=len(tokens))
+    return token_array, ok
+
+
+def _join_rows(token_array: pa.Array, ids: np.ndarray, keep: np.ndarray) -> pa.Array:
+    """Per row, the tokens of `ids` where `keep`, joined by single spaces."""
+    offsets = np.zeros(len(ids) + 1, np.int32)
+    np.cumsum(keep.sum(axis=1), out=offsets[1:])
+    words = token_array.take(pa.array(ids[keep]))
+    return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), words), " ")
+
+
+def _special_id(tokens: Sequence[str], token: str, source: str) -> int:
+    try:
+        return list(tokens).index(token)
+    except ValueError:
+        raise BertdataError(f"{source}: the vocab has no {token}") from None
+
+
+_NPY_HEADERS: dict[int, bytes] = {}
+
+
+def _npy_uint16(values: np.ndarray) -> bytes:
+    """`np.save` of a uint16 vector, with the header (fixed for a length) made once by np.save."""
+    header = _NPY_HEADERS.get(len(values))
+    if header is None:
+        buf = io.BytesIO()
+        np.save(buf, np.zeros(len(values), np.uint16))
+        header = _NPY_HEADERS[len(values)] = buf.getvalue()[:len(buf.getvalue()) - 2 * len(values)]
+    return header + values.astype("<u2").tobytes()
+
+
+def rows_from_arrays(arrays: Mapping[str, np.ndarray], tokens: Sequence[str], masking: str,
+                     source: str = "instances") -> pa.Table:
+    """A batch of instances (the six hdf5 arrays) as LDDL rows, in the same order.
+
+    Static: A and B as the model sees them (with [MASK], random and kept tokens) plus positions
+    and labels. Dynamic: A and B with the original tokens put back and no masking columns.
+    `source` names the input in errors."""
+    schema = schema_for(masking, binned=False)
+    ids = np.asarray(arrays["input_ids"])
+    mask = np.asarray(arrays["input_mask"]) != 0
+    segment = np.asarray(arrays["segment_ids"])
+    positions = np.asarray(arrays["masked_lm_positions"])
+    labels = np.asarray(arrays["masked_lm_ids"])
+    n, seq_len = ids.shape
+    if n == 0:
+        return schema.empty_table()
+    if seq_len > np.iinfo(np.uint16).max:
+        raise BertdataError(f"{source}: sequence length {seq_len} does not fit LDDL's uint16 num_tokens")
+    num_tokens = mask.sum(axis=1)
+    # Segment 0 is [CLS] A [SEP], segment 1 is B [SEP]; padding is segment 0 outside the mask.
+    len_a = (mask & (segment == 0)).sum(axis=1) - 2
+    len_b = (mask & (segment == 1)).sum(axis=1) - 1
+    rows = np.arange(n)
+    col = np.arange(seq_len)
+    inside = col[None, :] < num_tokens[:, None]
+    expected_segment = inside & (col[None, :] >= (len_a + 2)[:, None])
+    cls_id, sep_id = _special_id(tokens, "[CLS]", source), _special_id(tokens, "[SEP]", source)
+    bad = (mask != inside).any(axis=1) | (segment != expected_segment).any(axis=1) | (len_a < 0) | (len_b < 0)
+    if not bad.any():
+        bad = ((ids[:, 0] != cls_id) | (ids[rows, len_a + 1] != sep_id) | (ids[rows, num_tokens - 1] != sep_id)
+               | (ids * ~inside != 0).any(axis=1))
+    if bad.any():
+        raise BertdataError(f"{source}: row {int(np.flatnonzero(bad)[0])} is not [CLS] A [SEP] B [SEP] "
+                            "then padding (input_ids, input_mask and segment_ids disagree)")
+    num_masked = (positions != 0).sum(axis=1)
+    slot = np.arange(positions.shape[1])
+    in_list = slot[None, :] < num_masked[:, None]
+    bad = ((positions != 0) != in_list).any(axis=1) | (in_list & (positions >= num_tokens[:, None])).any(axis=1)
+    bad |= (in_list & (labels <= 0)).any(axis=1) | (~in_list & (labels != 0)).any(axis=1)
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        raise BertdataError(f"{source}: row {r} has masked_lm_positions/ids that are not a 0-padded list "
+                            "of positions inside the sequence with their original token ids")
+    token_array, ok = _token_table(tuple(tokens))
+    shown = ids
+    if masking == "dynamic":
+        shown = ids.copy()
+        shown[np.repeat(rows, num_masked), positions[in_list]] = labels[in_list]
+    used = np.concatenate([shown[mask], labels[in_list]])
+    if used.size and (used.min() < 0 or used.max() >= len(tokens)):
+        raise BertdataError(f"{source}: token id {int(used.max() if used.max() >= len(tokens) else used.min())} "
+                            f"is outside the vocab ({len(tokens)} tokens)")
+    if not ok[used].all():
+        token = tokens[int(used[~ok[used]][0])]
+        raise BertdataError(f"{source}: vocab token {token!r} cannot be written as LDDL text (it is listed twice, "
+                            "empty, or contains whitespace)")
+    keep_a = (col[None, :] >= 1) & (col[None, :] <= len_a[:, None])
+    keep_b = (col[None, :] >= (len_a + 2)[:, None]) & (col[None, :] < (num_tokens - 1)[:, None])
+    columns: dict[str, Any] = {
+        "A": _join_rows(token_array, shown, keep_a),
+        "B": _join_rows(token_array, shown, keep_b),
+        "is_random_next": pa.array(np.asarray(arrays["next_sentence_labels"]) != 0),
+        "num_tokens": pa.array(num_tokens.astype(np.uint16)),
+    }
+    if masking == "static":
+        columns["masked_lm_positions"] = pa.array(
+            [_npy_uint16(positions[r, :num_masked[r]]) for r in range(n)], pa.binary())
+        columns["masked_lm_labels"] = _join_rows(token_array, labels, in_list)
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def _words(strings: pa.Array | pa.ChunkedArray, what: str, source: str,
+           error: type[BertdataError]) -> tuple[pa.Array, np.ndarray]:
+    """Space-separated tokens per row -> (all tokens flat, tokens per row), as the loader's
+    `str.split()` reads them: no empty tokens, so "" is no tokens at all."""
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks()
+    if strings.null_count:
+        raise error(f"{source}: column {what} has nulls")
+    words = pc.utf8_split_whitespace(strings)
+    flat = pc.list_flatten(words)
+    counts = pc.list_value_length(words).to_numpy(zero_copy_only=False).astype(np.int64)
+    nonempty = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
+    if not nonempty.all():
+        # arrow's split keeps the empty pieces around leading, trailing or lone whitespace.
+        parent = pc.list_parent_indices(words).to_numpy()
+        counts -= np.bincount(parent[~nonempty], minlength=len(counts))
+        flat = flat.filter(pa.array(nonempty))
+    return flat, counts
+
+
+def _split_rows(strings: pa.Array | pa.ChunkedArray, token_array: pa.Array, what: str, source: str,
+                error: type[BertdataError] = BertdataError) -> tuple[np.ndarray, np.ndarray]:
+    """Space-separated tokens per row -> (their ids flat, tokens per row)."""
+    flat, counts = _words(strings, what, source, error)
+    found = pc.index_in(flat, value_set=token_array)
+    if found.null_count:
+        missing = flat.filter(pc.is_null(found))[0].as_py()
+        raise error(f"{source}: token {missing!r} in column {what} is not in the vocab")
+    return found.to_numpy(zero_copy_only=False).astype(np.int64), counts
+
+
+def arrays_from_rows(table: pa.Table, tokens: Sequence[str], seq_len: int, max_predictions: int,
+                     source: str = "rows") -> dict[str, np.ndarray]:
+    """LDDL rows back as the six hdf5 arrays, read the way LDDL's loader reads them.
+
+    Static rows give back exactly the arrays they were made from. Dynamic rows have no masking
+    columns, so positions and ids come back as zeros and input_ids as the original tokens."""
+    n = table.num_rows
+    token_array, _ = _token_table(tuple(tokens))
+    cls_id, sep_id = _special_id(tokens, "[CLS]", source), _special_id(tokens, "[SEP]", source)
+    ids_a, len_a = _split_rows(table.column("A"), token_array, "A", source)
+    ids_b, len_b = _split_rows(table.column("B"), token_array, "B", source)
+    num_tokens = len_a + len_b + 3
+    stored = table.column("num_tokens").to_numpy().astype(np.int64)
+    if (stored != num_tokens).any():
+        r = int(np.flatnonzero(stored != num_tokens)[0])
+        raise BertdataError(f"{source}: row {r} has num_tokens {stored[r]} but A and B hold {num_tokens[r] - 3} tokens")
+    if n and num_tokens.max() > seq_len:
+        r = int(np.argmax(num_tokens))
+        raise BertdataError(f"{source}: row {r} has {num_tokens[r]} tokens, more than the sequence length {seq_len}")
+    col = np.arange(seq_len)
+    out = {name: np.zeros(shape, DTYPES[name]) for name, shape in (
+        ("input_ids", (n, seq_len)), ("input_mask", (n, seq_len)), ("segment_ids", (n, seq_len)),
+        ("masked_lm_positions", (n, max_predictions)), ("masked_lm_ids", (n, max_predictions)),
+        ("next_sentence_labels", (n,)))}
+    rows = np.arange(n)
+    inside = col[None, :] < num_tokens[:, None]
+    out["input_mask"][inside] = 1
+    out["segment_ids"][inside & (col[None, :] >= (len_a + 2)[:, None])] = 1
+    input_ids = out["input_ids"]
+    input_ids[:, 0] = cls_id
+    input_ids[rows, len_a + 1] = sep_id
+    input_ids[rows, num_tokens - 1] = sep_id
+    input_ids[(col[None, :] >= 1) & (col[None, :] <= len_a[:, None])] = ids_a
+    input_ids[(col[None, :] >= (len_a + 2)[:, None]) & (col[None, :] < (num_tokens - 1)[:, None])] = ids_b
+    out["next_sentence_labels"][:] = table.column("is_random_next").to_numpy(zero_copy_only=False)
+    if "masked_lm_positions" in table.column_names:
+        label_ids, num_labels = _split_rows(table.column("masked_lm_labels"), token_array, "masked_lm_labels", source)
+        blobs = table.column("masked_lm_positions").to_pylist()
+        num_positions = np.zeros(n, np.int64)
+        for r, blob in enumerate(blobs):
+            try:
+                pos = np.load(io.BytesIO(blob), allow_pickle=False)
+            except (ValueError, OSError, TypeError):
+                raise BertdataError(f"{source}: row {r} masked_lm_positions is not an np.save'd array") from None
+            if pos.ndim != 1 or len(pos) > max_predictions or (len(pos) and (pos.min() < 1 or pos.max() >= num_tokens[r])):
+                raise BertdataError(f"{source}: row {r} masked_lm_positions {pos.tolist()} do not fit "
+                                    f"{max_predictions} predictions inside its {num_tokens[r]} tokens")
+            out["masked_lm_positions"][r, :len(pos)] = pos
+            num_positions[r] = len(pos)
+        if (num_positions != num_labels).any():
+            r = int(np.flatnonzero(num_positions != num_labels)[0])
+            raise BertdataError(f"{source}: row {r} has {num_positions[r]} masked positions but {num_labels[r]} labels")
+        out["masked_lm_ids"][np.arange(max_predictions)[None, :] < num_labels[:, None]] = label_ids
+    return out
+
+
+# --- writing a phase folder ---
+
+def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    small = [name for name in DICTIONARY_COLUMNS if name in schema.names]
+    return pq.ParquetWriter(path, schema, compression=COMPRESSION, use_dictionary=small,
+                            write_statistics=small)
+
+
+def _loader_visible(name: str) -> bool:
+    """Whether LDDL's loader would read a file of this name (its test: the last extension)."""
+    return ".parquet" in os.path.splitext(name)[1]
+
+
+def _prepare_folder(out_dir: Path, force: bool) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BertdataError(f"{out_dir}: exists and is not a folder")
+    if not out_dir.parent.is_dir():
+        raise BertdataError(f"{out_dir}: parent folder {out_dir.parent} does not exist")
+    out_dir.mkdir(exist_ok=True)
+    entries = sorted(out_dir.iterdir())
+    if entries and not force:
+        raise BertdataError(f"{out_dir}: folder is not empty; pass --force to replace the parquet files in it")
+    for entry in entries:
+        if entry.is_dir():
+            # The loader walks subfolders too: their parquet files would join this phase.
+            raise BertdataError(f"{entry}: a subfolder in an LDDL phase folder; the loader would read it too")
+        if _loader_visible(entry.name) or entry.name == NUM_SAMPLES_JSON:
+            entry.unlink()
+
+
+class _RowStream:
+    """Rows of spilled batches handed out in exact counts, one row group's worth at a time."""
+
+    def __init__(self, path: Path, batch_rows: int):
+        self._batches = pq.ParquetFile(path).iter_batches(batch_size=batch_rows)
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+
+    def take(self, count: int) -> pa.Table:
+        while self._pending_rows < count:
+            batch = next(self._batches)
+            self._pending.append(batch)
+            self._pending_rows += batch.num_rows
+        table = pa.Table.from_batches(self._pending)
+        rest = table.slice(count)
+        self._pending = rest.to_batches()
+        self._pending_rows = rest.num_rows
+        return table.slice(0, count).combine_chunks()
+
+
+def balanced_sizes(rows: int, num_files: int) -> tuple[list[int], int]:
+    """File sizes for one bin as LDDL's loader demands (largest = smallest + 1), and how many
+    rows must go for that: with `rows` a multiple of `num_files` every file would be equal,
+    which the loader refuses, so the last row is dropped."""
+    dropped = 1 if rows % num_files == 0 else 0
+    q, r = divmod(rows - dropped, num_files)
+    return [q + 1] * r + [q] * (num_files - r), dropped
+
+
+def write_phase(batches: Iterable[Mapping[str, np.ndarray]], out_dir: str | os.PathLike,
+                tokens: Sequence[str], *, seq_len: int, num_shards: int, masking: str,
+                bin_size: int | None = None, ranks: int = 1, force: bool = False) -> dict[str, Any]:
+    """Write one phase's instances (batches of the six hdf5 arrays, e.g. from
+    `hdf5io.iter_slices`) as an LDDL folder and return what was written.
+
+    Each bin gets `num_shards` files, contiguous runs of its rows in input order, sized as the
+    loader demands; `num_shards` must divide by `ranks` (training ranks x loader workers per
+    rank). Memory stays at a few row groups: rows are spilled per bin to hidden temporary files
+    first, since a bin's file sizes are known only once all its rows are counted. The same rows
+    give the same bytes (for one pyarrow version, which parquet records).
+
+    Returns {"files": {name: rows}, "bins": [{"bin", "rows_in", "rows", "dropped", "dropped_row"
+    (the dropped row's index among its bin's rows in input order, or None), "min_rows",
+    "max_rows"}], "rows_in", "rows", "dropped", "bytes", and the options}."""
+    out_dir = Path(out_dir)
+    if num_shards < 2:
+        raise BertdataError(f"{out_dir}: LDDL needs at least 2 files per bin (its loader wants the largest "
+                            f"file one row longer than the smallest), not --num-shards {num_shards}")
+    if ranks < 1 or num_shards % ranks:
+        raise BertdataError(f"{out_dir}: --num-shards {num_shards} does not divide by {ranks} ranks x workers; "
+                            "LDDL's loader gives every rank and worker the same number of files")
+    if not 0 < seq_len <= np.iinfo(np.uint16).max:
+        raise BertdataError(f"{out_dir}: sequence length {seq_len} does not fit LDDL's uint16 num_tokens")
+    if bin_size is not None and not 0 < bin_size <= seq_len:
+        raise BertdataError(f"{out_dir}: bin size {bin_size} must be between 1 and the sequence length {seq_len}")
+    num_bins = 1 if bin_size is None else seq_len // bin_size
+    schema = schema_for(masking, binned=bin_size is not None)
+    _prepare_folder(out_dir, force)
+    spills = [out_dir / temp_basename() for _ in range(num_bins)]
+    rows_in = [0] * num_bins
+    summary_bins = []
+    files: dict[str, int] = {}
+    try:
+        writers: dict[int, pq.ParquetWriter] = {}
+        try:
+            for index, batch in enumerate(batches):
+                width = np.asarray(batch["input_ids"]).shape[1]
+                if width != seq_len:
+                    raise BertdataError(f"{out_dir}: input batch {index} has sequence length {width}, not {seq_len}")
+                table = rows_from_arrays(batch, tokens, masking, source=f"input batch {index}")
+                if bin_size is None:
+                    parts = {0: table}
+                else:
+                    bins = bin_of(table.column("num_tokens").to_numpy(), seq_len, bin_size)
+                    parts = {int(b): table.filter(pa.array(bins == b)).append_column(
+                        BIN_FIELD, pa.array(np.full(int((bins == b).sum()), b, np.int64))) for b in np.unique(bins)}
+                for b, part in parts.items():
+                    if b not in writers:
+                        writers[b] = pq.ParquetWriter(spills[b], schema, compression="lz4")
+                    writers[b].write_table(part)
+                    rows_in[b] += part.num_rows
+        finally:
+            for writer in writers.values():
+                writer.close()
+        if not any(rows_in):
+            raise BertdataError(f"{out_dir}: no instances to write")
+        empty = [b for b in range(num_bins) if not rows_in[b]]
+        if empty:
+            # The loader refuses a bin of empty files, and would mis-number bins after a gap;
+            # NGC's launch script also expects all seq_len // bin_size bins.
+            raise BertdataError(f"{out_dir}: bin {empty[0]} (num_tokens {empty[0] * bin_size + 1}-"
+                                f"{(empty[0] + 1) * bin_size}) has no instances; every bin needs one, "
+                                "so use a larger --bin-size")
+        for b in range(num_bins):
+            bin_id = None if bin_size is None else b
+            sizes, dropped = balanced_sizes(rows_in[b], num_shards)
+            stream = _RowStream(spills[b], ROW_GROUP_ROWS)
+            for shard, size in enumerate(sizes):
+                name = file_name(shard, bin_id)
+                with atomic_path(out_dir / name) as tmp:
+                    with contextlib.closing(_parquet_writer(tmp, schema)) as writer:
+                        for start in range(0, size, ROW_GROUP_ROWS):
+                            writer.write_table(stream.take(min(ROW_GROUP_ROWS, size - start)),
+                                               row_group_size=ROW_GROUP_ROWS)
+                files[name] = size
+            spills[b].unlink()
+            summary_bins.append({"bin": bin_id, "rows_in": rows_in[b], "rows": rows_in[b] - dropped, "dropped": dropped,
+                                 "dropped_row": rows_in[b] - 1 if dropped else None,
+                                 "min_rows": min(sizes), "max_rows": max(sizes)})
+        with atomic_path(out_dir / NUM_SAMPLES_JSON) as tmp:
+            tmp.write_text(json.dumps(files, sort_keys=True) + "\n")
+    except BaseException:
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                (out_dir / name).unlink()
+        raise
+    finally:
+        for spill in spills:
+            with contextlib.suppress(FileNotFoundError):
+                spill.unlink()
+    return {
+        "path": str(out_dir), "masking": masking, "seq_len": seq_len, "bin_size": bin_size,
+        "num_shards": num_shards, "ranks": ranks, "bins": summary_bins, "files": files,
+        "rows_in": sum(rows_in), "rows": sum(files.values()), "dropped": sum(b["dropped"] for b in summary_bins),
+        "bytes": sum((out_dir / name).stat().st_size for name in files),
+    }
+
+
+# --- reading and checking a phase folder ---
+
+def _phase_files(folder: Path) -> dict[int | None, dict[int, Path]]:
+    """{bin (None unbinned): {shard: path}}, refusing any file the loader would read that is
+    not ours to name."""
+    if not folder.is_dir():
+        raise ValidationError(f"{folder}: no such folder")
+    found: dict[int | None, dict[int, Path]] = {}
+    for root, _dirs, names in os.walk(folder):
+        for name in sorted(names):
+            if not _loader_visible(name):
+                continue
+            path = Path(root) / name
+            match = _NAME.fullmatch(name)
+            if Path(root) != folder or not match:
+                raise ValidationError(f"{path}: LDDL's loader would read this file, but it is not "
+                                      "shard-<i>.parquet or shard-<i>.parquet_<bin> in the phase folder")
+            bin_id = None if match.group(2) is None else int(match.group(2))
+            found.setdefault(bin_id, {})[int(match.group(1))] = path
+    if not found:
+        raise ValidationError(f"{folder}: no shard-<i>.parquet files")
+    if None in found and len(found) > 1:
+        raise ValidationError(f"{found[None][min(found[None])]}: an unbinned file among binned ones; "
+                              "the loader would silently skip it")
+    bins = sorted(b for b in found if b is not None)
+    if bins != list(range(len(bins))):
+        missing = min(set(range(len(bins) + 1)) - set(bins))
+        raise ValidationError(f"{folder}: bins must run 0, 1, 2, ... without gaps; bin {missing} is missing")
+    return dict(sorted(found.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
+
+
+def read_folder(folder: str | os.PathLike) -> Iterator[tuple[Path, int | None, pa.RecordBatch]]:
+    """(file, bin or None, a batch of its rows) through a phase folder, bin by bin, file by file."""
+    for bin_id, shards in _phase_files(Path(folder)).items():
+        for shard in sorted(shards):
+            path = shards[shard]
+            try:
+                batches = pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP_ROWS)
+                for batch in batches:
+                    yield path, bin_id, batch
+            except (pa.ArrowException, OSError) as err:
+                raise ValidationError(f"{path}: not a readable parquet file ({err})") from None
+
+
+def _check_rows(path: Path, batch: pa.RecordBatch, first_row: int, token_array: pa.Array | None) -> np.ndarray:
+    """Row checks the loader would trip on later, or silently train on; returns num_tokens."""
+    for name in batch.schema.names:
+        if batch.column(name).null_count:
+            raise ValidationError(f"{path}: column {name} has nulls")
+    num_tokens = batch.column("num_tokens").to_numpy(zero_copy_only=False).astype(np.int64)
+    # With a vocab, every token must be in it; without, only counted.
+    split = _words if token_array is None else functools.partial(_split_rows, token_array=token_array)
+    counts = []
+    for what in ("A", "B"):
+        counts.append(split(batch.column(what), what=what, source=str(path), error=ValidationError)[1])
+    bad = np.flatnonzero(counts[0] + counts[1] + 3 != num_tokens)
+    if bad.size:
+        r = int(bad[0])
+        raise ValidationError(f"{path}: row {first_row + r} has num_tokens {num_tokens[r]} but A and B hold "
+                              f"{counts[0][r] + counts[1][r]} tokens (+3 for [CLS] [SEP] [SEP])")
+    if "masked_lm_positions" in batch.schema.names:
+        num_labels = split(batch.column("masked_lm_labels"), what="masked_lm_labels", source=str(path),
+                           error=ValidationError)[1]
+        for r, blob in enumerate(batch.column("masked_lm_positions").to_pylist()):
+            try:
+                pos = np.load(io.BytesIO(blob), allow_pickle=False)
+            except (ValueError, OSError, TypeError):
+                raise ValidationError(f"{path}: row {first_row + r} masked_lm_positions is not an np.save'd array") from None
+            special = (0, counts[0][r] + 1, num_tokens[r] - 1)
+            if (pos.ndim != 1 or len(pos) != num_labels[r] or np.isin(pos, special).any()
+                    or (len(pos) and (pos.min() < 0 or pos.max() >= num_tokens[r]))):
+                raise ValidationError(f"{path}: row {first_row + r} masked_lm_positions {pos.tolist()} are not "
+                                      f"{num_labels[r]} positions of A or B tokens within its {num_tokens[r]} tokens")
+    return num_tokens
+
+
+def validate_folder(folder: str | os.PathLike, *, ranks: int = 1, bin_size: int | None = None,
+                    seq_len: int | None = None, tokens: Sequence[str] | None = None) -> dict[str, Any]:
+    """Check a phase folder as LDDL's loader will use it, reading every row; raise ValidationError
+    naming the file and the fault, else return {"bins": {bin: [rows per file]}, "masking", "rows"}.
+
+    Checked: file names and contiguous bins; one schema with LDDL's column types; per bin a file
+    count that divides by `ranks` and sizes with largest = smallest + 1; `.num_samples.json`
+    matching the files; per row num_tokens = A + B + 3 tokens, masking columns consistent, the
+    row in its file's bin (exactly with `bin_size` and `seq_len`, else bins ordered by length),
+    and with `tokens` every token in the vocab."""
+    folder = Path(folder)
+    phase = _phase_files(folder)
+    binned = None not in phase
+    token_array = None if tokens is None else _token_table(tuple(tokens))[0]
+    recorded_path = folder / NUM_SAMPLES_JSON
+    try:
+        recorded = json.loads(recorded_path.read_text())
+    except FileNotFoundError:
+        raise ValidationError(f"{recorded_path}: missing; LDDL's loader would count every file's rows itself") from None
+    except (OSError, ValueError) as err:
+        raise ValidationError(f"{recorded_path}: not a JSON object of file name -> rows ({err})") from None
+    if not isinstance(recorded, dict):
+        raise ValidationError(f"{recorded_path}: not a JSON object of file name -> rows")
+    schema = None
+    masking = None
+    sizes: dict[int | None, list[int]] = {}
+    previous_max = 0
+    for bin_id, shards in phase.items():
+        where = "" if bin_id is None else f" in bin {bin_id}"
+        if len(shards) % ranks:
+            raise ValidationError(f"{folder}: {len(shards)} files{where} do not divide by {ranks} ranks x workers")
+        bin_min, bin_max = None, 0
+        sizes[bin_id] = []
+        for shard in sorted(shards):
+            path = shards[shard]
+            try:
+                meta = pq.ParquetFile(path)
+                file_schema = meta.schema_arrow
+            except (pa.ArrowException, OSError) as err:
+                raise ValidationError(f"{path}: not a readable parquet file ({err})") from None
+            if schema is None:
+                has_mask = "masked_lm_positions" in file_schema.names
+                masking = "static" if has_mask else "dynamic"
+                schema = schema_for(masking, binned)
+                if not binned or "bin_id" not in file_schema.names:
+                    schema = pa.schema([f for f in schema if f.name != "bin_id"])
+            if not file_schema.remove_metadata().equals(schema):
+                raise ValidationError(f"{path}: columns {file_schema.remove_metadata().to_string()!r} are not "
+                                      f"LDDL's {schema.to_string()!r}".replace("\n", ", "))
+            rows = meta.metadata.num_rows
+            if recorded.get(path.name) != rows:
+                raise ValidationError(f"{path}: holds {rows} rows but {NUM_SAMPLES_JSON} says {recorded.get(path.name)}")
+            sizes[bin_id].append(rows)
+            first_row = 0
+            for batch in meta.iter_batches(batch_size=ROW_GROUP_ROWS):
+                num_tokens = _check_rows(path, batch, first_row, token_array)
+                if seq_len is not None and batch.num_rows and num_tokens.max() > seq_len:
+                    raise ValidationError(f"{path}: a row has {num_tokens.max()} tokens, more than {seq_len}")
+                if binned and "bin_id" in batch.schema.names and (batch.column("bin_id").to_numpy() != bin_id).any():
+                    raise ValidationError(f"{path}: bin_id column disagrees with the file's bin {bin_id}")
+                if binned and bin_size is not None and seq_len is not None and batch.num_rows:
+                    wrong = np.flatnonzero(bin_of(num_tokens, seq_len, bin_size) != bin_id)
+                    if wrong.size:
+                        r = int(wrong[0])
+                        raise ValidationError(f"{path}: row {first_row + r} has {num_tokens[r]} tokens, which "
+                                              f"belongs in bin {int(bin_of(num_tokens[r:r + 1], seq_len, bin_size)[0])}")
+                if batch.num_rows:
+                    low, high = int(num_tokens.min()), int(num_tokens.max())
+                    bin_min = low if bin_min is None else min(bin_min, low)
+                    bin_max = max(bin_max, high)
+                first_row += batch.num_rows
+        if max(sizes[bin_id]) != min(sizes[bin_id]) + 1:
+            raise ValidationError(f"{folder}: files{where} hold {min(sizes[bin_id])} to {max(sizes[bin_id])} rows; "
+                                  "LDDL's loader needs the largest to hold exactly one more than the smallest")
+        if binned and bin_min is not None and bin_min <= previous_max:
+            raise ValidationError(f"{folder}: bin {bin_id} holds a row of {bin_min} tokens, no longer than "
+                                  f"one of {previous_max} in a lower bin")
+        previous_max = max(previous_max, bin_max)
+    extra = sorted(set(recorded) - {p.name for shards in phase.values() for p in shards.values()})
+    if extra:
+        raise ValidationError(f"{recorded_path}: lists {extra[0]}, which is not in the folder")
+    return {"masking": masking, "bins": sizes, "rows": sum(sum(v) for v in sizes.values())}
