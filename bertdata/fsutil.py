@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import socket
+import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 from bertdata.errors import BertdataError
@@ -68,3 +72,73 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
+
+
+def _process_start(pid: int) -> str | None:
+    """When process `pid` started (Linux: clock ticks since boot), to tell it from a later
+    process given the same pid -- in a restarted container the same pids come back."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def this_process() -> dict[str, Any]:
+    """What identifies this process to a later run: pid, host, start time."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "start": _process_start(os.getpid()),
+            "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def owner_gone(owner: Any) -> bool:
+    """Whether the process an ownership record names is certainly dead: it ran on this host
+    and its pid is gone (or now belongs to a process that started later)."""
+    if not (isinstance(owner, dict) and type(owner.get("pid")) is int and owner["pid"] > 0
+            and owner.get("host") == socket.gethostname()):
+        return False
+    try:
+        os.kill(owner["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        pass
+    start = _process_start(owner["pid"])
+    return owner.get("start") is not None and start is not None and start != owner["start"]
+
+
+LOCK_NAME = ".bertdata-lock"
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike, what: str) -> Iterator[list[str]]:
+    """One writer per output folder: a lock file naming this process, refused while its
+    owner lives, taken over once it is dead. Yields notes to show (a lock taken over)."""
+    path = Path(folder) / LOCK_NAME
+    notes: list[str] = []
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            try:
+                owner = json.loads(path.read_text())
+            except (OSError, ValueError):
+                owner = None
+            if not owner_gone(owner):
+                who = (f"pid {owner.get('pid')} on {owner.get('host')}, since {owner.get('since')}"
+                       if isinstance(owner, dict) else f"unknown; remove {path} if no bertdata runs here")
+                raise BertdataError(f"{folder}: another {what} is writing here ({who}); wait for it or choose "
+                                    "another output folder") from None
+            # Renamed away first: of two runs taking over together, only one can rename it.
+            stale = path.with_name(temp_basename())
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(path, stale)
+                stale.unlink()
+                notes.append(f"took over the lock of a {what} that was killed (pid {owner['pid']})")
+    with os.fdopen(fd, "w") as f:
+        json.dump(this_process(), f)
+    try:
+        yield notes
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()

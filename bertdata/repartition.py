@@ -26,7 +26,6 @@ import queue
 import re
 import shutil
 import signal
-import socket
 import tempfile
 import threading
 import time
@@ -42,7 +41,7 @@ from tqdm import tqdm
 from bertdata import __version__
 from bertdata.config import ShardConfig
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.fsutil import atomic_path
+from bertdata.fsutil import atomic_path, owner_gone, this_process
 from bertdata.hdf5io import DTYPES, FIELDS, ShardInfo, ShardWriter, chunk_rows, iter_slices
 from bertdata.layout import shard_stem
 from bertdata.manifest import dumps, file_sha256
@@ -541,41 +540,14 @@ def _check_free_space(output: Path, needed: int) -> None:
                             f"{_gigabytes(free)} is free there; free some space or pass another --output")
 
 
-def _process_start(pid: int) -> str | None:
-    """When process `pid` started (Linux: clock ticks since boot), to tell it from a later
-    process given the same pid -- in a restarted container the same pids come back."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def _make_temp_folder(output: Path) -> str:
     try:
         output.mkdir(parents=True, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=output)
-        owner = {"pid": os.getpid(), "host": socket.gethostname(), "start": _process_start(os.getpid())}
-        Path(tmp, OWNER).write_text(json.dumps(owner))
+        Path(tmp, OWNER).write_text(json.dumps(this_process()))
     except OSError as err:
         raise BertdataError(f"{output}: cannot write the parts there ({err.strerror or err})") from None
     return tmp
-
-
-def _owner_gone(owner: Any) -> bool:
-    """Whether the run that made a temporary folder is certainly dead: it ran on this host and
-    its pid is gone (or now belongs to a process that started later)."""
-    if not (isinstance(owner, dict) and type(owner.get("pid")) is int and owner["pid"] > 0
-            and owner.get("host") == socket.gethostname()):
-        return False
-    try:
-        os.kill(owner["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        pass
-    start = _process_start(owner["pid"])
-    return owner.get("start") is not None and start is not None and start != owner["start"]
 
 
 def remove_dead_temp_folders(output: Path) -> list[str]:
@@ -587,7 +559,7 @@ def remove_dead_temp_folders(output: Path) -> list[str]:
             owner = json.loads((folder / OWNER).read_text())
         except (OSError, ValueError):
             owner = None
-        if _owner_gone(owner):
+        if owner_gone(owner):
             shutil.rmtree(folder, ignore_errors=True)
             notes.append(f"removed {folder}, left by a run that was killed (pid {owner['pid']})")
         elif isinstance(owner, dict):

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import asdict
@@ -31,7 +32,7 @@ from bertdata.sharding import TextShard
 from bertdata.vocab import Vocab, load_vocab, resolve_vocab
 from bertdata.wikitext import RULES_VERSION
 from pipelines import fsio, progress
-from bertdata.fsutil import TEMP_PREFIX, input_errors
+from bertdata.fsutil import TEMP_PREFIX, folder_lock, input_errors
 from pipelines.instances import TextShardsToHDF5
 from pipelines.runners import make_pipeline, spare_cores, worker_count
 from pipelines.text import Counts, DumpToTextShards, Gather, TextPlan, WorkItem, open_raw, runs_folder
@@ -338,6 +339,17 @@ _OUTPUT_ERROR = re.compile(r"(?:OSError|PermissionError): \[Errno (\d+)\] ([^\n\
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
+# HDF5 tells a failed write in its own words, with the system's inside.
+_HDF5_WRITE = re.compile(r"filename = '([^']*)'.*?error message = '([^']*)'", re.S)
+
+
+def _output_error(text: str, message: str, filename: str | None) -> str:
+    hdf5 = _HDF5_WRITE.search(text)
+    if hdf5:
+        message, filename = hdf5.group(2), hdf5.group(1)
+    return f"cannot write output: {message}" + (f": {filename}" if filename else "")
+
+
 def user_error(err: BaseException) -> str | None:
     """The message behind a pipeline failure the user can fix (a BertdataError, or a full or
     read-only output disk), if that is what it was."""
@@ -347,7 +359,7 @@ def user_error(err: BaseException) -> str | None:
         if isinstance(err, BertdataError):  # raised in this process; Beam appends the step's name
             return re.sub(r"( \[while running '[^']*'\])+$", "", str(err))
         if isinstance(err, OSError) and err.errno in _OUTPUT_ERRNOS:
-            return f"cannot write output: {err.strerror}: {err.filename}"
+            return _output_error(str(err), err.strerror, err.filename)
         for module, name, message in _REMOTE_ERROR.findall(str(err)):
             with contextlib.suppress(ImportError):
                 cls = getattr(importlib.import_module(module), name, None)
@@ -355,7 +367,7 @@ def user_error(err: BaseException) -> str | None:
                     return message
         for number, message in _OUTPUT_ERROR.findall(str(err)):
             if int(number) in _OUTPUT_ERRNOS:
-                return f"cannot write output: {message.strip()}"
+                return _output_error(str(err), message.strip(), None)
         err = err.__cause__ or err.__context__
     return None
 
@@ -372,38 +384,68 @@ def check_output(output: str) -> None:
         raise BertdataError(f"{output}: output folder is not writable")
 
 
+class _LogPump:
+    """Copies what its pipe receives into the log file. When the disk refuses (full, say),
+    it goes on draining the pipe, so no process ever fails or blocks writing its stderr:
+    a Beam worker that cannot report its error leaves the run waiting forever."""
+
+    def __init__(self, log_path: str):
+        self.read_fd, self.write_fd = os.pipe()
+        self.log = open(log_path, "ab", buffering=0)  # noqa: SIM115 (closed by close())
+        self.failed: OSError | None = None
+        self.thread = threading.Thread(target=self._pump, name="build-log", daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        while chunk := os.read(self.read_fd, 1 << 16):
+            if self.failed is None:
+                try:
+                    self.log.write(chunk)
+                except OSError as err:
+                    self.failed = err
+
+    def close(self) -> None:
+        os.close(self.write_fd)
+        self.thread.join(timeout=5)  # a worker that outlives the run keeps its end open
+        with contextlib.suppress(OSError):
+            self.log.close()
+
+
 @contextlib.contextmanager
 def beam_output_to(log_path: str):
     """Send stderr -- Beam's and its worker processes', which inherit it -- to `log_path`,
-    so the console shows the build's own lines; the log keeps the details. Yields the console."""
+    so the console shows the build's own lines; the log keeps the details. Yields the
+    console and the pump (whose `failed` says whether the log is complete)."""
     sys.stderr.flush()
     saved = os.dup(2)
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log, 2)
-    os.close(log)
+    pump = _LogPump(log_path)
+    os.dup2(pump.write_fd, 2)
     console = os.fdopen(os.dup(saved), "w")
     try:
-        yield console  # the terminal, for progress bars
+        yield console, pump  # the terminal, for progress bars
     finally:
         console.close()
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+        pump.close()
 
 
 def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manifest, ranges: int | None,
                  phase_dirs: list[str]) -> None:
     log_path = os.path.join(output if fsio.is_local(output) else ".", "build.log")
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    pump = None
     try:
-        with beam_output_to(log_path) as console, progress.Watcher(console, work_dir, text_manifest, ranges,
-                                                                   phase_dirs):
+        with beam_output_to(log_path) as (console, pump), progress.Watcher(console, work_dir, text_manifest, ranges,
+                                                                           phase_dirs):
             pipeline.run().wait_until_finish()
     except Exception as err:
         message = user_error(err)
         if message is None:
             raise
-        raise BertdataError(f"{message} (Beam's log: {log_path})") from None
+        incomplete = f", incomplete: {pump.failed.strerror}" if pump and pump.failed else ""
+        raise BertdataError(f"{message} (Beam's log: {log_path}{incomplete})") from None
     finally:  # success, failure and Ctrl-C alike; a killed run's are removed by the next
         remove_temporaries(work_dir)
 
@@ -411,6 +453,16 @@ def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manif
 def run_build(cfg: BuildConfig) -> dict:
     started = time.time()
     check_output(cfg.output)
+    # One build per output folder: two would replace each other's shards and temporaries.
+    # (Object stores have no exclusive create: there the user keeps builds apart.)
+    with folder_lock(cfg.output, "bertdata build") if fsio.is_local(cfg.output) else contextlib.nullcontext([]) \
+            as notes:
+        for note in notes:
+            _log(note)
+        return _build(cfg, started)
+
+
+def _build(cfg: BuildConfig, started: float) -> dict:
     dump, index, dump_record, vocab = resolve_inputs(cfg)
     _log(f"dump {dump_record['name']} ({dump_record['bytes'] / 1e6:.1f} MB, sha1 {dump_record['sha1'][:12]}…), "
          f"vocab {vocab.path} ({len(vocab)} tokens)")

@@ -363,3 +363,49 @@ def test_work_groups_are_contiguous_in_dump_order_and_of_equal_weight():
     weights = [sum(i.end - i.start for i in g) for g in groups]
     assert max(weights) - min(weights) <= max(sizes)  # off by at most one item
     assert work_groups(items[:3], [], workers=4) == [[i] for i in items[:3]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_full_disk_ends_in_one_line_not_a_hang(tmp_path, workers):
+    import subprocess
+
+    disk = tmp_path / "small"
+    disk.mkdir()
+    # A real full disk: a 200 KB tmpfs (needs root; skipped elsewhere). The build's text
+    # fits, its hdf5 shards do not; Beam's log sits on the same disk.
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        proc = build(disk / "out", "--workers", workers, check=False)
+        assert proc.returncode == 2, proc.stderr
+        line = proc.stderr.strip().splitlines()[-1]
+        assert "cannot write output: No space left on device" in line and "Traceback" not in proc.stderr
+        assert not [p for p in (disk / "out").rglob("*") if p.name.startswith(".bertdata")]
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_one_build_per_output_folder_and_a_dead_builds_lock_is_taken_over(tmp_path):
+    import subprocess
+    import sys
+
+    from bertdata.fsutil import LOCK_NAME, this_process
+
+    out = tmp_path / "out"
+    out.mkdir()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        owner = {**this_process(), "pid": live.pid}
+        owner["start"] = open(f"/proc/{live.pid}/stat").read().rsplit(")", 1)[1].split()[19]
+        (out / LOCK_NAME).write_text(json.dumps(owner))
+        proc = build(out, "--phase", "1", check=False)
+        assert proc.returncode == 2 and "another bertdata build is writing here" in proc.stderr
+        assert f"pid {live.pid}" in proc.stderr and not list(out.glob("sharded_*"))
+    finally:
+        live.kill()
+        live.wait()
+    proc = build(out, "--phase", "1")  # its owner is dead now
+    assert "took over the lock" in proc.stderr and not (out / LOCK_NAME).exists()
+    assert (out / PHASE1 / "wikicorpus_en" / "manifest.json").exists()

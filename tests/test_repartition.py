@@ -19,6 +19,7 @@ import pytest
 from bertdata import repartition as rp
 from bertdata.cli import main
 from bertdata.config import ShardConfig
+from bertdata.fsutil import this_process
 from bertdata.errors import BertdataError
 from bertdata.hdf5io import DTYPES, FIELDS, file_attrs, shard_info, write_shard
 from shards import hostile_files, valid_rows
@@ -466,7 +467,7 @@ def test_next_run_removes_only_temp_folders_of_dead_runs(inputs, tmp_path):
     host = socket.gethostname()
     dead = _temp_folder(out, {"pid": int(ended.stdout), "host": host, "start": None})
     reused = _temp_folder(out, {"pid": os.getpid(), "host": host, "start": "1"})  # pid now someone else's
-    live = _temp_folder(out, {"pid": os.getpid(), "host": host, "start": rp._process_start(os.getpid())})
+    live = _temp_folder(out, {"pid": os.getpid(), "host": host, "start": this_process()["start"]})
     elsewhere = _temp_folder(out, {"pid": int(ended.stdout), "host": host + "-other", "start": None})
     unknown = _temp_folder(out, None)
     result = shard(*inputs, output=out, parts=1)
