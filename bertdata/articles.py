@@ -40,17 +40,24 @@ WIKI_SOURCE, BOOKS_SOURCE = 0, 1
 
 
 def page_document(
-    page: Page, splitter, max_chars: int, counts: Counter, keep_lists: bool = False
+    page: Page, splitter, max_chars: int, counts: Counter, keep_lists: bool = False,
+    markup: wikitext.Markup = wikitext.ENGLISH, namespaces: Counter | None = None,
 ) -> Document | None:
     """Clean and split one page; count it under `pages`, plus `skipped_<reason>` or `articles`.
 
-    `keep_lists` keeps list items and "List of" pages (see `wikitext.clean`).
+    `keep_lists` keeps list items and "List of" pages (see `wikitext.clean`). `markup` is
+    the dump's (`wikidump.read_site(...).markup`); `splitter` should be of its language.
+    A page outside the article namespace is also counted in `namespaces` by its number,
+    for `languages.describe_skipped_namespaces`.
     """
     counts["pages"] += 1
-    reason = classify(page)
+    reason = classify(page, markup)
+    if reason == "namespace" and namespaces is not None:
+        namespaces[page.ns] += 1
     if reason is None:
         try:
-            text = wikitext.clean(page.text, page.title, max_chars=max_chars, keep_lists=keep_lists)
+            text = wikitext.clean(page.text, page.title, max_chars=max_chars, keep_lists=keep_lists,
+                                  markup=markup)
         except wikitext.SkippedPage as skipped:
             reason = skipped.reason
         else:
