@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from bertdata.errors import BertdataError
@@ -31,6 +31,9 @@ class Language:
     file: tuple[str, ...] = ()  # localized names and aliases of File: (namespace 6)
     category: tuple[str, ...] = ()  # of Category: (namespace 14)
     media: tuple[str, ...] = ()  # of Media: (namespace -2)
+    # Added to the punkt model: two-part abbreviations written with a space ("z. B.") whose
+    # second part is capitalized, which the model alone takes for a sentence start.
+    collocations: tuple[tuple[str, str], ...] = ()
 
 
 FILE_NS, CATEGORY_NS, MEDIA_NS, ARTICLE_NS = 6, 14, -2, 0
@@ -41,7 +44,8 @@ _ROWS = (
              "notes and references"), ("and",)),
     Language("de", "german", ("weiterleitung",),
              ("siehe auch", "literatur", "weblinks", "einzelnachweise", "anmerkungen", "quellen", "belege",
-              "fußnoten", "nachweise"), ("und",), ("datei", "bild"), ("kategorie",), ("medium",)),
+              "fußnoten", "nachweise"), ("und",), ("datei", "bild"), ("kategorie",), ("medium",),
+             (("z", "b"), ("z", "t"), ("u", "u"), ("o", "ä"), ("u", "ä"))),
     Language("ru", "russian", ("перенаправление", "перенапр"),
              ("см. также", "примечания", "литература", "ссылки", "источники", "сноски", "комментарии"),
              ("и",), ("файл", "изображение"), ("категория",), ("медиа",)),
@@ -98,14 +102,23 @@ _ROWS = (
              (), ("പ്രമാണം", "ചിത്രം"), ("വർഗ്ഗം",), ("മീഡിയ",)),
 )
 LANGUAGES: dict[str, Language] = {row.code: row for row in _ROWS}
+LANGUAGES["simple"] = replace(LANGUAGES["en"], code="simple")
+# Wikipedias written in English, whose default vocab is the English one.
+ENGLISH_CODES = frozenset(("en", "simple"))
 
 # Wikimedia's language codes are lower-case letters with hyphens (`zh-min-nan`); dbnames
 # spell the hyphens as underscores. Other projects of a language (`dewiktionary`) are
 # not Wikipedias and their markup conventions differ, so they are not recognised.
-_CODE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{2,8})*")
-_DBNAME = re.compile(r"([a-z]{2,3}(?:_[a-z0-9]{2,8})*)wiki")
-_FILE_NAME = re.compile(r"([a-z]{2,3}(?:_[a-z0-9]{2,8})*)wiki-")
-_BASE_HOST = re.compile(r"([a-z]{2,3}(?:-[a-z0-9]{2,8})*)\.(?:m\.)?wikipedia\.org")
+# Simple English is the one Wikipedia whose code is a word.
+_CODE = re.compile(r"simple|[a-z]{2,3}(?:-[a-z0-9]{2,8})*")
+_DBNAME = re.compile(r"(simple|[a-z]{2,3}(?:_[a-z0-9]{2,8})*)wiki")
+_FILE_NAME = re.compile(r"(simple|[a-z]{2,3}(?:_[a-z0-9]{2,8})*)wiki-")
+_BASE_HOST = re.compile(r"(simple|[a-z]{2,3}(?:-[a-z0-9]{2,8})*)\.(?:m\.)?wikipedia\.org")
+
+
+def punkt_collocations(model: str) -> frozenset[tuple[str, str]]:
+    """The collocations added to the punkt model `model` ("german") by its language's row."""
+    return frozenset(pair for row in _ROWS if row.punkt == model for pair in row.collocations)
 
 
 def language(code: str) -> Language:

