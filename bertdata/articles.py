@@ -8,7 +8,7 @@ from __future__ import annotations
 import zlib
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from bertdata import wikitext
@@ -69,6 +69,17 @@ def page_document(
             reason = "no_text"
     counts[f"skipped_{reason}"] += 1
     return None
+
+
+def article_texts(pages: Iterable[Page], markup: wikitext.Markup = wikitext.ENGLISH) -> Iterator[str]:
+    """The cleaned text of each article among `pages`, lazily: what `sentences.train_punkt`
+    learns a language's sentence model from when punkt ships none."""
+    for page in pages:
+        if classify(page, markup) is None:
+            try:
+                yield wikitext.clean(page.text, page.title, markup=markup)
+            except wikitext.SkippedPage:
+                continue
 
 
 # A sentence ends with terminal punctuation, possibly followed by closing quotes or brackets.

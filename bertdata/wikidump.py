@@ -10,6 +10,10 @@ Wikimedia's dumps), the last holds `</mediawiki>`. Its index lists `offset:page_
 per page, so workers can decompress byte ranges of the dump in parallel
 (`stream_ranges`, `plan_ranges`, `iter_pages_in_range`).
 
+The XML may be UTF-8 or, as some non-Wikimedia exports are, UTF-16 (with a byte order
+mark or an encoding declaration): expat decodes it. `read_site` tells which wiki, and so
+which language, a dump is from.
+
 Files are opened through an `opener(path) -> binary file object` so a Beam pipeline can
 pass its own. With Beam's `FileSystems.open`, pass
 `compression_type=CompressionTypes.UNCOMPRESSED`: its default decompresses `.bz2` by

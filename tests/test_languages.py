@@ -13,13 +13,13 @@ from xml.sax.saxutils import escape
 import pytest
 
 from bertdata import vocab as vocab_mod
-from bertdata.articles import page_document
+from bertdata.articles import article_texts, page_document
 from bertdata.errors import BertdataError
 from bertdata.languages import dataset_name, describe_skipped_namespaces, dump_language, namespace_names
 from bertdata.sentences import (PUNKT_MODELS, SentenceSplitter, choose_punkt, punkt_parameters, splitter_for,
                                 train_punkt)
 from bertdata.wikidump import classify, iter_pages, read_site
-from bertdata.wikitext import ENGLISH, DEFAULT_MAX_CHARS, SkippedPage, clean
+from bertdata.wikitext import DEFAULT_MAX_CHARS, ENGLISH, clean
 from conftest import VOCAB, WIKI_FRAGMENT, need_shared
 
 
@@ -153,14 +153,7 @@ def build(path, lang=None):
     choice = choose_punkt(site.language)
     pages = list(iter_pages(path))
     markup = site.markup
-    texts = []
-    for p in pages:
-        if classify(p, markup) is None:
-            try:
-                texts.append(clean(p.text, p.title, markup=markup))
-            except SkippedPage:
-                pass
-    splitter = splitter_for(choice, texts)
+    splitter = splitter_for(choice, article_texts(pages, markup))
     counts, namespaces = Counter(), Counter()
     docs = [d for p in pages if (d := page_document(p, splitter, DEFAULT_MAX_CHARS, counts, markup=markup,
                                                      namespaces=namespaces))]
@@ -347,13 +340,7 @@ def test_trained_punkt_is_as_good_as_a_neighbours_model():
     need_shared(WIKI_FRAGMENT)
     from nltk.tokenize.punkt import PunktSentenceTokenizer
 
-    texts = []
-    for page in iter_pages(WIKI_FRAGMENT):
-        if classify(page) is None:
-            try:
-                texts.append(clean(page.text, page.title))
-            except SkippedPage:
-                pass
+    texts = list(article_texts(iter_pages(WIKI_FRAGMENT)))
     paragraphs = [p for t in texts[1::2] for p in t.split("\n") if p.strip()]
 
     def boundaries(params) -> set:
