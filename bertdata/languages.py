@@ -126,10 +126,11 @@ def language(code: str) -> Language:
     return LANGUAGES.get(code) or Language(code, None)
 
 
-def check_code(code: str, where: str = "--lang") -> str:
+def check_code(code: str) -> str:
+    """A --lang value as a language code: `zh_min_nan` and `DE` are `zh-min-nan` and `de`."""
     code = code.strip().lower().replace("_", "-")
     if not _CODE.fullmatch(code):
-        raise BertdataError(f"{where}: {code!r} is not a Wikipedia language code (like en, de, bg, zh-min-nan)")
+        raise BertdataError(f"--lang: {code!r} is not a Wikipedia language code (like en, de, bg, zh-min-nan)")
     return code
 
 
