@@ -8,7 +8,7 @@ from __future__ import annotations
 import zlib
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from bertdata import wikitext
@@ -40,17 +40,24 @@ WIKI_SOURCE, BOOKS_SOURCE = 0, 1
 
 
 def page_document(
-    page: Page, splitter, max_chars: int, counts: Counter, keep_lists: bool = False
+    page: Page, splitter, max_chars: int, counts: Counter, keep_lists: bool = False,
+    markup: wikitext.Markup = wikitext.ENGLISH, namespaces: Counter | None = None,
 ) -> Document | None:
     """Clean and split one page; count it under `pages`, plus `skipped_<reason>` or `articles`.
 
-    `keep_lists` keeps list items and "List of" pages (see `wikitext.clean`).
+    `keep_lists` keeps list items and "List of" pages (see `wikitext.clean`). `markup` is
+    the dump's (`wikidump.read_site(...).markup`); `splitter` should be of its language.
+    A page outside the article namespace is also counted in `namespaces` by its number,
+    for `languages.describe_skipped_namespaces`.
     """
     counts["pages"] += 1
-    reason = classify(page)
+    reason = classify(page, markup)
+    if reason == "namespace" and namespaces is not None:
+        namespaces[page.ns] += 1
     if reason is None:
         try:
-            text = wikitext.clean(page.text, page.title, max_chars=max_chars, keep_lists=keep_lists)
+            text = wikitext.clean(page.text, page.title, max_chars=max_chars, keep_lists=keep_lists,
+                                  markup=markup)
         except wikitext.SkippedPage as skipped:
             reason = skipped.reason
         else:
@@ -62,6 +69,17 @@ def page_document(
             reason = "no_text"
     counts[f"skipped_{reason}"] += 1
     return None
+
+
+def article_texts(pages: Iterable[Page], markup: wikitext.Markup = wikitext.ENGLISH) -> Iterator[str]:
+    """The cleaned text of each article among `pages`, lazily: what `sentences.train_punkt`
+    learns a language's sentence model from when punkt ships none."""
+    for page in pages:
+        if classify(page, markup) is None:
+            try:
+                yield wikitext.clean(page.text, page.title, markup=markup)
+            except wikitext.SkippedPage:
+                continue
 
 
 # A sentence ends with terminal punctuation, possibly followed by closing quotes or brackets.

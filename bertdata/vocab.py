@@ -10,10 +10,21 @@ from pathlib import Path
 
 from bertdata.errors import BertdataError
 from bertdata.fsutil import input_errors
+from bertdata.languages import ENGLISH_CODES
 
 DEFAULT_VOCAB_URL = "https://huggingface.co/bert-base-uncased/resolve/main/vocab.txt"
 DEFAULT_VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# The vocab of Google's multilingual cased BERT (104 Wikipedias), the default for any dump
+# not in English. Cased: its text must not be lower-cased.
+MULTILINGUAL_VOCAB_URL = "https://huggingface.co/bert-base-multilingual-cased/resolve/main/vocab.txt"
+# Not yet recorded: this release was made without access to the file. Until it is filled
+# in, a download is checked by its layout (MULTILINGUAL_VOCAB_LAYOUT) and its sha256 goes
+# into the manifest; fill it in from a trusted copy (`sha256sum vocab.txt`).
+MULTILINGUAL_VOCAB_SHA256: str | None = None
+MULTILINGUAL_VOCAB_SIZE = 119_547
+# Its special tokens sit where BERT's original vocabs put them.
+MULTILINGUAL_VOCAB_LAYOUT = {"[PAD]": 0, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103}
 
 
 @dataclass(frozen=True)
@@ -88,10 +99,46 @@ def load_vocab(path: str | os.PathLike) -> Vocab:
     return Vocab(path=path, tokens=tokens, sha256=hashlib.sha256(data).hexdigest())
 
 
-def resolve_vocab(path: str | os.PathLike | None) -> Vocab:
-    """`path` if given; otherwise the standard bert-base-uncased vocab, downloaded once into the cache."""
+def is_cased(vocab: Vocab) -> bool:
+    """Whether the vocab keeps upper case (any token but the bracketed specials has some):
+    text for a cased vocab must not be lower-cased."""
+    return any(t != t.lower() for t in vocab.tokens if not (t.startswith("[") and t.endswith("]")))
+
+
+def multilingual_vocab() -> Vocab:
+    """The bert-base-multilingual-cased vocab, downloaded once into the cache and checked."""
+    cached = cache_dir() / "bert-base-multilingual-cased-vocab.txt"
+    if not cached.exists():
+        from bertdata.download import fetch
+
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            fetch(MULTILINGUAL_VOCAB_URL, cached, sha256=MULTILINGUAL_VOCAB_SHA256, retries=1, backoff=0.5,
+                  timeout=10)
+        except (BertdataError, OSError) as err:
+            raise BertdataError(
+                f"a dump not in English needs a multilingual vocab, and bert-base-multilingual-cased's could not "
+                f"be downloaded into {cached} ({err}); pass --vocab PATH, or train one with `bertdata vocab`"
+            ) from None
+    vocab = load_vocab(cached)
+    layout = {t: vocab.token_to_id.get(t) for t in MULTILINGUAL_VOCAB_LAYOUT}
+    if (len(vocab) != MULTILINGUAL_VOCAB_SIZE or layout != MULTILINGUAL_VOCAB_LAYOUT or not is_cased(vocab)
+            or MULTILINGUAL_VOCAB_SHA256 not in (None, vocab.sha256)):
+        raise BertdataError(
+            f"{cached}: not the bert-base-multilingual-cased vocab ({len(vocab):,} tokens, sha256 {vocab.sha256}; "
+            f"expected {MULTILINGUAL_VOCAB_SIZE:,} cased tokens with [PAD] at 0 and [UNK] [CLS] [SEP] [MASK] "
+            "at 100-103); delete it to download again, or pass --vocab PATH")
+    return vocab
+
+
+def resolve_vocab(path: str | os.PathLike | None, language: str = "en") -> Vocab:
+    """`path` if given; otherwise for English the standard bert-base-uncased vocab, for any other
+    `language` the multilingual cased one (`multilingual_vocab`), downloaded once into the cache.
+    Never the English vocab for another language: it would turn most words into [UNK]."""
     if path is not None:
         return load_vocab(path)
+    if language not in ENGLISH_CODES:
+        return multilingual_vocab()
     cached = cache_dir() / "bert-base-uncased-vocab.txt"
     if not cached.exists():
         from bertdata.download import fetch

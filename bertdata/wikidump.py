@@ -10,6 +10,10 @@ Wikimedia's dumps), the last holds `</mediawiki>`. Its index lists `offset:page_
 per page, so workers can decompress byte ranges of the dump in parallel
 (`stream_ranges`, `plan_ranges`, `iter_pages_in_range`).
 
+The XML may be UTF-8 or, as some non-Wikimedia exports are, UTF-16 (with a byte order
+mark or an encoding declaration): expat decodes it. `read_site` tells which wiki, and so
+which language, a dump is from.
+
 Files are opened through an `opener(path) -> binary file object` so a Beam pipeline can
 pass its own. With Beam's `FileSystems.open`, pass
 `compression_type=CompressionTypes.UNCOMPRESSED`: its default decompresses `.bz2` by
@@ -35,7 +39,8 @@ from xml.sax.saxutils import escape, quoteattr
 
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path, check_output_path, input_errors
-from bertdata.wikitext import DEFAULT_MAX_CHARS, PageTooLarge
+from bertdata.languages import dataset_name, dump_language
+from bertdata.wikitext import DEFAULT_MAX_CHARS, ENGLISH, Markup, PageTooLarge, markup_for
 
 Opener = Callable[[str], BinaryIO]
 
@@ -51,7 +56,9 @@ _READ_SIZE = 1 << 18
 # Caps the XML produced per decompress call, so a highly compressible stream cannot balloon memory.
 _OUT_SIZE = 1 << 20
 _BZ2_MAGIC = b"BZh"
-_REDIRECT_RE = re.compile(r"\s*#redirect", re.IGNORECASE)
+# UTF-16 XML starts with a byte order mark or, without one, with "<" and a zero byte;
+# expat reads the encoding from either (and from the XML declaration) by itself.
+_UTF16_STARTS = (b"\xff\xfe", b"\xfe\xff", b"<\x00", b"\x00<")
 # Every captured field but a revision's text is short in a real dump (titles are at most
 # 255 bytes, ids at most 20 digits); a longer one is a broken or hostile file, refused
 # before it can fill memory.
@@ -82,17 +89,18 @@ class Page:
     too_large: bool = False
 
 
-def classify(page: Page) -> str | None:
+def classify(page: Page, markup: Markup = ENGLISH) -> str | None:
     """Why a page is not an article to keep (one of SKIP_REASONS), or None to keep it.
 
     Redirects are caught by the `<redirect>` element and also by their text, because
-    older dumps and hand-made exports carry only the `#REDIRECT [[...]]` line.
+    older dumps and hand-made exports carry only the `#REDIRECT [[...]]` line, or the
+    wiki's own word for it (`#WEITERLEITUNG`), which `markup` knows.
     """
     if page.ns != 0:
         return "namespace"
     if page.too_large:
         return PageTooLarge.reason
-    if page.redirect is not None or _REDIRECT_RE.match(page.text):
+    if page.redirect is not None or markup.redirect.match(page.text):
         return "redirect"
     if not page.text.strip():
         return "empty"
@@ -225,7 +233,8 @@ def _xml_chunks(f: BinaryIO, name: str) -> Iterator[bytes]:
         return _prefetched(_bz2_chunks(f, name, 0, None))
     if head.startswith(b"\x1f\x8b"):
         raise BertdataError(f"{name}: gzip-compressed dumps are not supported; use the .bz2 or plain .xml dump")
-    if not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") and head.strip():
+    if not head.startswith(_UTF16_STARTS) and not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") \
+            and head.strip():
         raise BertdataError(f"{name}: neither XML nor bz2 (starts with bytes {head!r})")
     return _raw_chunks(f)
 
@@ -426,21 +435,48 @@ def iter_pages(
         yield from _iter_parsed(chunks, parser)
 
 
-def read_siteinfo(path: str | os.PathLike, opener: Opener = _open_local) -> dict:
-    """The dump's `<siteinfo>` (sitename, dbname, base, generator, case, namespaces {key: name}),
-    plus the export `version` and `lang`; reads only as far as `</siteinfo>`."""
-    name = os.fspath(path)
+def _siteinfo_or_none(name: str, opener: Opener) -> dict | None:
     parser = _DumpParser(name)
-    with _opened(name, opener) as f:
-        for chunk in _xml_chunks(f, name):
+    with _opened(name, opener) as f, contextlib.closing(_xml_chunks(f, name)) as chunks:
+        for chunk in chunks:
             parser.feed(chunk)
             if parser.siteinfo_done or parser.pages:
                 break
         else:
             parser.feed(b"", final=True)
-    if not parser.siteinfo_done:
+    return parser.siteinfo if parser.siteinfo_done else None
+
+
+def read_siteinfo(path: str | os.PathLike, opener: Opener = _open_local) -> dict:
+    """The dump's `<siteinfo>` (sitename, dbname, base, generator, case, namespaces {key: name}),
+    plus the export `version` and `lang`; reads only as far as `</siteinfo>`."""
+    name = os.fspath(path)
+    info = _siteinfo_or_none(name, opener)
+    if info is None:
         raise BertdataError(f"{name}: MediaWiki export without a <siteinfo> block before the first page")
-    return parser.siteinfo
+    return info
+
+
+@dataclass(frozen=True)
+class Site:
+    """The wiki a dump comes from: its language, its siteinfo ({} where the dump has none)
+    and the markup its pages are written in, for `classify` and `wikitext.clean`."""
+
+    language: str
+    siteinfo: dict
+    markup: Markup
+
+    @property
+    def dataset(self) -> str:
+        return dataset_name(self.language)
+
+
+def read_site(path: str | os.PathLike, lang: str | None = None, opener: Opener = _open_local) -> Site:
+    """The Site of a dump, its language found as `languages.dump_language` says (`lang`: --lang)."""
+    name = os.fspath(path)
+    info = _siteinfo_or_none(name, opener) or {}
+    code = dump_language(name, info, lang)
+    return Site(code, info, markup_for(code, info.get("namespaces")))
 
 
 # --- multistream: index, byte ranges ---------------------------------------------------

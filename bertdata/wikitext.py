@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
+from bertdata import languages
 from bertdata.errors import BertdataError
 
 # Recorded in manifests: bump it whenever a change here can change what `clean` returns.
-RULES_VERSION = 2
+RULES_VERSION = 3
 
 # The largest real article is about 1.5 MB of wikitext; 5 MB leaves room for growth
 # while refusing the generated or vandalised monsters that would stall a worker.
@@ -118,6 +121,7 @@ _EXTERNAL_LINK = re.compile(
 )
 
 _DROP_LINK_NS = re.compile(r"(?:file|image|media|category)\s*:", re.IGNORECASE)
+_REDIRECT = re.compile(r"\s*#redirect", re.IGNORECASE)
 # Interlanguage links are `[[xx:Title]]` with a language code; a leading colon would
 # make them a visible link instead.
 _INTERLANGUAGE = re.compile(r"[a-z]{2,3}(?:-[a-z]{2,8})*\s*:")
@@ -156,8 +160,53 @@ _UNITS = {"sqmi": "sq mi", "sqkm": "km2", "e6acre": "million acres", "e6km2": "m
           "acre": "acres", "Tcuft": "trillion cu ft", "e9m3": "billion m3", "e6mi": "million mi"}
 
 
+@dataclass(frozen=True)
+class Markup:
+    """The parts of wikitext that a wiki spells in its own language (see `markup_for`)."""
+
+    language: str
+    drop_link: re.Pattern  # link targets starting so are files or categories: the link goes
+    trailing_section: re.Pattern  # the heading where the reference apparatus starts
+    redirect: re.Pattern  # page text starting so is a redirect
+
+
+ENGLISH = Markup("en", _DROP_LINK_NS, _TRAILING_SECTION, _REDIRECT)
+
+
+def _alternatives(words: Iterable[str]) -> str:
+    # Sorted, so that equal tables give equal patterns; MediaWiki reads "_" in a link
+    # target as a space.
+    ordered = sorted({w.lower() for w in words}, key=lambda w: (-len(w), w))
+    return "|".join(re.escape(w).replace(r"\ ", "[ _]+") for w in ordered)
+
+
+def markup_for(code: str, namespaces: Mapping[int, str] | None = None) -> Markup:
+    """The markup of the `code` Wikipedia: its File, Category and Media namespaces by their
+    siteinfo names (`namespaces`, number -> name), their aliases and the English names
+    every wiki accepts; its #REDIRECT words; its reference-section headings."""
+    row = languages.language(code)
+    namespaces = namespaces or {}
+    named = [namespaces[n] for n in (languages.FILE_NS, languages.CATEGORY_NS, languages.MEDIA_NS)
+             if namespaces.get(n)]
+    drop = ("file", "image", "media", "category", *row.file, *row.category, *row.media, *named)
+    # A wiki without a row of its own gets the English headings: small wikis often copy them.
+    trailing = row.trailing or languages.LANGUAGES["en"].trailing
+    joiners = row.joiners or languages.LANGUAGES["en"].joiners
+    names = _alternatives(trailing)
+    return Markup(
+        language=row.code,
+        drop_link=re.compile(r"(?:" + _alternatives(drop) + r")\s*:", re.IGNORECASE),
+        trailing_section=re.compile(
+            r"^[ \t]*(={2,6})[ \t]*(?:" + names + r")"
+            r"(?:[ \t]*(?:,|&|" + _alternatives(joiners) + r")[ \t]*(?:" + names + r"))*[ \t]*\1[ \t]*$",
+            re.IGNORECASE | re.MULTILINE),
+        redirect=re.compile(r"\s*#(?:" + _alternatives(("redirect", *row.redirect)) + ")", re.IGNORECASE),
+    )
+
+
 def clean(
-    wikitext: str, title: str = "", max_chars: int | None = DEFAULT_MAX_CHARS, keep_lists: bool = False
+    wikitext: str, title: str = "", max_chars: int | None = DEFAULT_MAX_CHARS, keep_lists: bool = False,
+    markup: Markup = ENGLISH,
 ) -> str:
     """Plain prose of one page: paragraphs joined by newlines, markup and apparatus gone.
 
@@ -168,6 +217,7 @@ def clean(
     MalformedPage when its links nest deeper, or its templates or stray link brackets are
     more numerous, than on any real page, DisambiguationPage for a disambiguation or
     set-index page, and ListPage for a "List of ..." page unless `keep_lists`.
+    `markup` is the wiki's language (`markup_for`); English by default.
     """
     if max_chars is not None and len(wikitext) > max_chars:
         raise PageTooLarge(
@@ -178,13 +228,13 @@ def clean(
     text = _remove_comments(wikitext)
     if title.endswith("(disambiguation)") or _DISAMBIGUATION_TEMPLATE.search(text):
         raise DisambiguationPage(f"page {title!r} is a disambiguation page")
-    cut = _TRAILING_SECTION.search(text)
+    cut = markup.trailing_section.search(text)
     if cut:
         text = text[: cut.start()]
     text = _strip_tags(text, title)
     text = _remove_templates(text, title)
     text = _remove_tables(text, title)
-    text = _resolve_links(text, title)
+    text = _resolve_links(text, title, markup.drop_link)
     text = _EXTERNAL_LINK.sub(lambda m: m.group(1) or "", text)
     text = _BEHAVIOUR_SWITCH.sub("", text)
     paragraphs = _paragraphs(text, keep_lists)
@@ -580,7 +630,7 @@ def _remove_tables(text: str, title: str) -> str:
     return _splice(text, spans)
 
 
-def _resolve_links(text: str, title: str) -> str:
+def _resolve_links(text: str, title: str, drop_link: re.Pattern) -> str:
     """Replace `[[target|label]]` by its label; drop File/Image/Category/interlanguage links.
 
     Links are resolved innermost first, so the links inside a File caption are already
@@ -591,7 +641,7 @@ def _resolve_links(text: str, title: str) -> str:
     for _ in range(2):
         if "[[" not in text:
             break
-        text = _SIMPLE_LINK.sub(lambda m: _link_text(m.group(1)), text)
+        text = _SIMPLE_LINK.sub(lambda m: _link_text(m.group(1), drop_link), text)
     if "[[" not in text and "]]" not in text:
         return text
     stray = text.count("[[") + text.count("]]")
@@ -616,7 +666,7 @@ def _resolve_links(text: str, title: str) -> str:
                 raise MalformedPage(f"page {title!r}: links nested more than {MAX_LINK_DEPTH} deep")
         elif i in closers:
             inner = "".join(buffers.pop())
-            buffers[-1].append(_link_text(inner))
+            buffers[-1].append(_link_text(inner, drop_link))
         elif m.group() == "[[":
             # Unclosed: the target and any caption up to the next link or line end go too.
             nxt = tokens[i + 1].start() if i + 1 < len(tokens) else len(text)
@@ -627,11 +677,11 @@ def _resolve_links(text: str, title: str) -> str:
     return "".join(buffers[0])
 
 
-def _link_text(inner: str) -> str:
+def _link_text(inner: str, drop_link: re.Pattern) -> str:
     target, bar, label = inner.partition("|")
     target = target.strip()
     if ":" in target:
-        if _DROP_LINK_NS.match(target):
+        if drop_link.match(target):
             return ""
         if _INTERLANGUAGE.match(target) and target.split(":", 1)[0].strip() not in _INTERWIKI_KEEP:
             return ""

@@ -91,3 +91,70 @@ def test_matches_the_reference_shard(splitter: SentenceSplitter) -> None:
             same += splitter.split(f"{first} {second}") == [first, second]
     assert pairs > 8000
     assert same / pairs > 0.998
+
+
+# -- other languages (issue 14) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "text", "expected"),
+    [
+        # German: "z. B." (zum Beispiel) whole only thanks to the row's collocation; "bzw.",
+        # "usw.", "Dr." and ordinals ("3. Oktober") are in NLTK's German model.
+        ("german", "Viele Städte, z. B. Berlin, haben z. T. einen Hafen. Das ist bekannt.",
+         ["Viele Städte, z. B. Berlin, haben z. T. einen Hafen.", "Das ist bekannt."]),
+        ("german", "Er wohnt dort bzw. in Köln. Dr. Müller usw. kommen am 3. Oktober. Gut.",
+         ["Er wohnt dort bzw. in Köln.", "Dr. Müller usw. kommen am 3. Oktober.", "Gut."]),
+        ("german", "Das heißt, d. h. Bonn liegt am Rhein. Das ist alt.",
+         ["Das heißt, d. h. Bonn liegt am Rhein.", "Das ist alt."]),
+        # Russian: "т. е." (то есть), "г." (год), "ок." (около), "др." (другие), "т. д." mid-sentence.
+        ("russian", "Это столица, т. е. главный город. Она основана в 1147 г. князем.",
+         ["Это столица, т. е. главный город.", "Она основана в 1147 г. князем."]),
+        ("russian", "Там ок. 13 млн человек. Есть музеи, театры и т. д. в центре.",
+         ["Там ок. 13 млн человек.", "Есть музеи, театры и т. д. в центре."]),
+    ],
+)
+def test_language_abbreviations(model, text, expected) -> None:
+    assert SentenceSplitter(model).split(text) == expected
+
+
+def test_english_misses_those_abbreviations() -> None:
+    # The cases above would fail with the English model: the language matters.
+    english = SentenceSplitter()
+    assert len(english.split("Er wohnt dort bzw. in Köln.")) == 2
+    assert len(english.split("Там ок. 13 млн человек.")) == 2
+
+
+def test_models_are_nltks_plus_their_rows_collocations() -> None:
+    from punkt.data import load_module
+
+    from bertdata.sentences import punkt_parameters
+
+    assert punkt_parameters("english").collocations == set(load_module("english").COLLOCATIONS)
+    assert punkt_parameters("russian").collocations == set(load_module("russian").COLLOCATIONS)
+    assert punkt_parameters("german").collocations - set(load_module("german").COLLOCATIONS) == {
+        ("z", "b"), ("z", "t"), ("u", "u"), ("o", "ä"), ("u", "ä")}
+
+
+def test_choose_punkt() -> None:
+    from bertdata.errors import BertdataError
+    from bertdata.sentences import PUNKT_MODELS, choose_punkt
+
+    assert choose_punkt("en").model == "english" and choose_punkt("simple").model == "english"
+    assert choose_punkt("pt").notice == "sentences (pt): punkt model 'portuguese'"
+    assert choose_punkt("de", "german").notice == "sentences (de): punkt model 'german' (its own)"
+    mk = choose_punkt("mk", "russian")
+    assert mk.model == "russian" and mk.notice.endswith("(chosen with --punkt-language)")
+    sw = choose_punkt("sw")
+    assert sw.model is None and "trained on the dump's own text" in sw.notice and "\n" not in sw.notice
+    with pytest.raises(BertdataError, match="no such punkt model"):
+        choose_punkt("de", "deutsch")
+    assert "english_web" not in PUNKT_MODELS and "german" in PUNKT_MODELS
+
+
+def test_language_splitter_pickles_as_a_recipe() -> None:
+    splitter = SentenceSplitter("german")
+    blob = pickle.dumps(splitter)
+    assert len(blob) < 200
+    text = "Er wohnt dort bzw. in Köln. Gut."
+    assert pickle.loads(blob).split(text) == splitter.split(text)

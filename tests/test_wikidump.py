@@ -514,3 +514,58 @@ def test_a_directory_given_as_dump_or_index(tmp_path):
             read()
     with pytest.raises(BertdataError, match=rf"^{re.escape(str(folder))}: is a directory, not a multistream index$"):
         stream_ranges(SAMPLE_DUMP, folder)
+
+
+# -- other languages and encodings (issue 14) -----------------------------------------
+
+_BG_XML = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" xml:lang="bg">
+  <siteinfo>
+    <sitename>Уикипедия</sitename>
+    <dbname>bgwiki</dbname>
+    <base>https://bg.wikipedia.org/wiki/</base>
+    <namespaces>
+      <namespace key="-2" case="first-letter">Медия</namespace>
+      <namespace key="0" case="first-letter" />
+      <namespace key="6" case="first-letter">Файл</namespace>
+      <namespace key="14" case="first-letter">Категория</namespace>
+    </namespaces>
+  </siteinfo>
+  <page><title>София</title><ns>0</ns><id>7</id><revision><id>70</id>
+    <text xml:space="preserve">'''София''' е град. [[Категория:Столици]]</text></revision></page>
+  <page><title>Средец</title><ns>0</ns><id>8</id><revision><id>80</id>
+    <text xml:space="preserve">#ПРЕНАСОЧВАНЕ [[София]]</text></revision></page>
+</mediawiki>
+"""
+
+
+@pytest.mark.parametrize(("encoding", "declaration"), [
+    ("utf-16", '<?xml version="1.0" encoding="UTF-16"?>\n'),  # BOM and declaration
+    ("utf-16", ""),  # BOM alone
+    ("utf-16-be", '<?xml version="1.0" encoding="UTF-16"?>\n'),  # declaration alone
+    ("utf-8-sig", '<?xml version="1.0" encoding="UTF-8"?>\n'),
+])
+def test_utf16_and_bom_dumps(tmp_path, encoding, declaration):
+    path = tmp_path / "bg.xml"
+    path.write_bytes((declaration + _BG_XML).encode(encoding))
+    info = wikidump.read_siteinfo(path)
+    assert info["dbname"] == "bgwiki" and info["namespaces"] == {-2: "Медия", 0: "", 6: "Файл", 14: "Категория"}
+    pages = list(iter_pages(path))
+    assert [p.title for p in pages] == ["София", "Средец"] and pages[0].text.startswith("'''София''' е град.")
+    site = wikidump.read_site(path)
+    assert (site.language, site.dataset) == ("bg", "wikicorpus_bg")
+    assert [classify(p, site.markup) for p in pages] == [None, "redirect"]
+    assert classify(pages[1]) is None  # the English markup does not know #ПРЕНАСОЧВАНЕ
+
+
+def test_utf16_declared_but_utf8_written_names_the_file(tmp_path):
+    path = tmp_path / "bad.xml"
+    path.write_bytes(("<?xml version='1.0' encoding='UTF-16'?>\n" + _BG_XML).encode("utf-8"))
+    with pytest.raises(BertdataError, match=r"bad\.xml: malformed XML"):
+        list(iter_pages(path))
+
+
+def test_read_site_of_the_english_fragment():
+    need_shared(WIKI_FRAGMENT)
+    site = wikidump.read_site(WIKI_FRAGMENT)
+    assert (site.language, site.dataset, site.siteinfo["dbname"]) == ("en", "wikicorpus_en", "enwiki")
+    assert site.siteinfo["namespaces"][6] == "File" and site.siteinfo["namespaces"][4] == "Wikipedia"

@@ -293,3 +293,79 @@ def test_fragment_sentences_end_like_sentences(cleaned_fragment) -> None:
     sentences = [s for _, text in cleaned_fragment for s in split_article(text)]
     unterminated = [s for s in sentences if not re.search(r"[.!?][\"'\u201d\u2019)\]]*$|[\"'\u201d\u2019)\]]$", s)]
     assert len(unterminated) < 0.01 * len(sentences), unterminated[:20]
+
+
+# -- other languages (issue 14) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "namespaces", "wikitext", "expected"),
+    [
+        # siteinfo names, table aliases and the English names every wiki accepts all go
+        ("de", {6: "Datei", 14: "Kategorie"}, "A [[Datei:X.jpg|mini|Bild]] b [[Bild:Y.png]] c [[Image:Z.png]] d.",
+         "A b c d."),
+        ("de", {}, "A[[Kategorie:Ort in Berlin| ]] [[kategorie:Foo]][[Medium:Ton.ogg]] b.", "A b."),
+        ("ru", {6: "Файл"}, "Город [[Файл:A.jpg|мини|Кремль]] [[Изображение:B.png|слева]] стоит.", "Город стоит."),
+        ("bg", {}, "Град [[Картинка:Карта.png|ляво]][[категория:Столици]] е.", "Град е."),
+        # a language without a row: only what its siteinfo names, with spaces as "_"
+        ("uk", {6: "Файл", 14: "Категорія"}, "Місто [[Файл:Kyiv.jpg|міні]] [[Категорія:Столиці]] є.", "Місто є."),
+        ("xx", {6: "Pila Faili"}, "A [[Pila_Faili:X.jpg|b]] [[Pila Faili : Y.jpg]] c.", "A c."),
+        # other namespaces stay links with text
+        ("de", {}, "Die [[Wikipedia:Relevanz|Relevanz]] und [[Berlin]].", "Die Relevanz und Berlin."),
+    ],
+)
+def test_localized_file_and_category_links(code, namespaces, wikitext, expected) -> None:
+    from bertdata.wikitext import markup_for
+
+    assert clean(wikitext, markup=markup_for(code, namespaces)) == expected
+
+
+@pytest.mark.parametrize(
+    ("code", "heading"),
+    [
+        ("de", "== Einzelnachweise =="), ("de", "==Siehe auch=="), ("de", "== Literatur und Weblinks =="),
+        ("ru", "== См. также =="), ("ru", "== Примечания =="), ("bg", "== Външни препратки =="),
+        ("fr", "== Notes et références =="), ("es", "== Véase también =="), ("pl", "== Przypisy =="),
+        ("tr", "== Kaynakça =="), ("el", "== Παραπομπές =="), ("sv", "=== Källor ==="),
+    ],
+)
+def test_localized_trailing_sections(code, heading) -> None:
+    from bertdata.wikitext import markup_for
+
+    text = f"Erster Satz hier.\n\n{heading}\nVerweis auf eine Quelle.\n"
+    assert clean(text, markup=markup_for(code)) == "Erster Satz hier."
+    # The English markup keeps them: the table is what recognises them.
+    assert "Verweis" in clean(text)
+
+
+def test_localized_heading_that_only_starts_like_a_trailing_one_stays() -> None:
+    from bertdata.wikitext import markup_for
+
+    text = "Erster Satz.\n\n== Literaturgeschichte ==\nZweiter Satz.\n"
+    assert clean(text, markup=markup_for("de")) == "Erster Satz.\nZweiter Satz."
+
+
+def test_english_markup_from_siteinfo_is_the_default() -> None:
+    from bertdata.wikitext import ENGLISH, markup_for
+
+    built = markup_for("en", {-2: "Media", 6: "File", 14: "Category"})
+    samples = ["[[File:x.jpg|thumb|A [[b]]]] c.", "[[image : y.png]] d.", "[[Category:Z]] e.",
+               "f\n\n== Notes and references ==\ng", "h\n\n== See also, external links ==\ni", "[[Media:A.ogg]] j."]
+    for text in samples:
+        assert clean(text, markup=built) == clean(text, markup=ENGLISH) == clean(text), text
+    for text in ("#REDIRECT [[A]]", " #redirect[[A]]", "#WEITERLEITUNG [[A]]", "Text"):
+        assert bool(built.redirect.match(text)) == bool(ENGLISH.redirect.match(text)), text
+
+
+@pytest.mark.parametrize(
+    ("code", "text"),
+    [("de", "#WEITERLEITUNG [[Berlin]]"), ("de", "#weiterleitung[[Berlin]]"), ("ru", "#ПЕРЕНАПРАВЛЕНИЕ [[Москва]]"),
+     ("ru", "#перенапр [[Москва]]"), ("bg", "#ПРЕНАСОЧВАНЕ [[София]]"), ("fr", "#REDIRECTION [[Paris]]"),
+     ("tr", "#YÖNLENDİRME [[Ankara]]"), ("uk", "#REDIRECT [[Київ]]"), ("de", "#REDIRECT [[Berlin]]")],
+)
+def test_localized_redirects(code, text) -> None:
+    from bertdata.wikitext import ENGLISH, markup_for
+
+    assert markup_for(code).redirect.match(text)
+    if "REDIRECT" not in text:
+        assert not ENGLISH.redirect.match(text)
