@@ -86,6 +86,9 @@ class BuildConfig:
     index: str | None = None  # multistream index; found beside the dump when None
     date: str = "latest"
     mirror: str = "https://dumps.wikimedia.org"
+    wiki: str = "enwiki"  # which Wikipedia to download
+    lang: str | None = None  # the dump's language where neither siteinfo nor file name says
+    punkt_language: str | None = None  # a punkt model to use instead of the language's own
     sample: bool = False
     wiki_only: bool = False
     books: str | None = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from bertdata.config import InstanceConfig
 
-WIKI_DATASET = "wikicorpus_en"
 BOOKS_WIKI_DATASET = "books_wiki_en_corpus"
 SPLITS = ("training", "test")
 # A build's temporary files (run files, progress markers), beside the shard folders and

@@ -18,24 +18,28 @@ import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 
 import apache_beam as beam
 
+from bertdata import __version__
 from bertdata.articles import merge_counts, quality
 from bertdata.books import SNIFF_BYTES, check_text_file
 from bertdata.config import BuildConfig, TextConfig
 from bertdata.errors import BertdataError
-from bertdata.layout import BOOKS_WIKI_DATASET, WIKI_DATASET, WORK_FOLDER, hdf5_folder, text_folder
+from bertdata.languages import ENGLISH_CODES, describe_skipped_namespaces, dump_language
+from bertdata.layout import BOOKS_WIKI_DATASET, WORK_FOLDER, hdf5_folder, text_folder
+from bertdata.sentences import choose_punkt, splitter_for
+from bertdata.wikidump import Site
 from bertdata.manifest import RUN_KEY, HDF5Shard, dumps, library_versions
 from bertdata.sharding import TextShard
-from bertdata.vocab import Vocab, load_vocab, resolve_vocab
+from bertdata.vocab import Vocab, is_cased, load_vocab, resolve_vocab
 from bertdata.wikitext import RULES_VERSION
 from pipelines import fsio, progress
 from bertdata.fsutil import TEMP_PREFIX, folder_lock, input_errors
 from pipelines.instances import TextShardsToHDF5
 from pipelines.runners import make_pipeline, spare_cores, worker_count
-from pipelines.text import Counts, DumpToTextShards, Gather, TextPlan, WorkItem, open_raw, runs_folder
+from pipelines.text import NAMESPACE_PREFIX, Counts, DumpToTextShards, Gather, TextPlan, WorkItem, open_raw, runs_folder
 
 MANIFEST = "manifest.json"
 # The text options' key for the cleaner's rules version: a new release's rules redo the text.
@@ -60,23 +64,35 @@ def _log(message: str) -> None:
 # --- inputs ----------------------------------------------------------------------------
 
 
-def resolve_inputs(cfg: BuildConfig) -> tuple[str, str | None, dict, Vocab]:
-    """(dump path, multistream index or None, dump record for the manifest, vocab)."""
+@dataclass(frozen=True)
+class Inputs:
+    """What a build reads: the dump, its index, its record for the manifest, its wiki, the vocab."""
+
+    dump: str
+    index: str | None
+    record: dict
+    site: Site
+    vocab: Vocab
+
+
+def resolve_inputs(cfg: BuildConfig) -> Inputs:
     from bertdata import wikidump
 
     if cfg.sample:
         dump, index, sample_vocab = (str(p) for p in wikidump.sample_paths())
-        vocab = load_vocab(cfg.vocab or sample_vocab)
-        return dump, index, _dump_record(dump, index), vocab
-    vocab = resolve_vocab(cfg.vocab)
+        return _inputs(dump, index, None, wikidump.read_site(dump, cfg.lang, open_raw),
+                       load_vocab(cfg.vocab or sample_vocab))
     if cfg.dump is None:
         from bertdata.download import DumpSpec, download_dump
 
-        spec = DumpSpec(date=cfg.date, mirror=cfg.mirror)
-        got = download_dump(spec, fsio.join(cfg.output, "download"))
+        # The vocab first: offline without one, fail before a download of hours.
+        vocab = resolve_vocab(cfg.vocab, dump_language(f"{cfg.wiki}-", None, cfg.lang))
+        got = download_dump(DumpSpec(wiki=cfg.wiki, date=cfg.date, mirror=cfg.mirror),
+                            fsio.join(cfg.output, "download"))
         record = {"name": os.path.basename(got["dump"]["path"]), "date": got["date"],
                   "source": got["mirror"], "sha1": got["dump"]["sha1"], "bytes": got["dump"]["bytes"]}
-        return got["dump"]["path"], got["index"]["path"], record, vocab
+        dump = got["dump"]["path"]
+        return _inputs(dump, got["index"]["path"], record, wikidump.read_site(dump, cfg.lang, open_raw), vocab)
     dump = cfg.dump
     if re.match(r"https?://", dump):
         from bertdata.download import fetch
@@ -89,7 +105,27 @@ def resolve_inputs(cfg: BuildConfig) -> tuple[str, str | None, dict, Vocab]:
     index = cfg.index or _index_beside(dump)
     if index is not None and not fsio.exists(index):
         raise BertdataError(f"{index}: multistream index not found")
-    return dump, index, _dump_record(dump, index), vocab
+    with input_errors(dump, "dump file"):
+        site = wikidump.read_site(dump, cfg.lang, open_raw)
+    return _inputs(dump, index, None, site, resolve_vocab(cfg.vocab, site.language))
+
+
+def _inputs(dump: str, index: str | None, record: dict | None, site: Site, vocab: Vocab) -> Inputs:
+    record = {**(record or _dump_record(dump, index)), "wiki": site.siteinfo.get("dbname"),
+              "language": site.language}
+    return Inputs(dump, index, record, site, vocab)
+
+
+def _splitter(punkt, dump: str, site: Site):
+    """The sentence splitter `punkt` names; punkt trained on the dump's first articles for a
+    language without a model of its own."""
+    from bertdata.articles import article_texts
+    from bertdata.wikidump import iter_pages
+
+    if punkt.model is not None:
+        return splitter_for(punkt)
+    with contextlib.closing(iter_pages(dump, open_raw)) as pages:
+        return splitter_for(punkt, article_texts(pages, site.markup))
 
 
 def _index_beside(dump: str) -> str | None:
@@ -463,26 +499,37 @@ def run_build(cfg: BuildConfig) -> dict:
 
 
 def _build(cfg: BuildConfig, started: float) -> dict:
-    dump, index, dump_record, vocab = resolve_inputs(cfg)
+    inputs = resolve_inputs(cfg)
+    dump, index, dump_record, vocab, site = inputs.dump, inputs.index, inputs.record, inputs.vocab, inputs.site
     _log(f"dump {dump_record['name']} ({dump_record['bytes'] / 1e6:.1f} MB, sha1 {dump_record['sha1'][:12]}…), "
          f"vocab {vocab.path} ({len(vocab)} tokens)")
     if cfg.stop_after == "download":
         return {"dump": dump_record}
     books = list_books(cfg.books)
-    dataset = BOOKS_WIKI_DATASET if books else WIKI_DATASET
+    english = site.language in ENGLISH_CODES
+    dataset = (BOOKS_WIKI_DATASET if english else f"books_wiki_{site.language}_corpus") if books else site.dataset
     t = cfg.text
+    if t.lowercase and is_cased(vocab):
+        if cfg.vocab is None:  # the multilingual vocab: cased text is what it was made from
+            t = replace(t, lowercase=False)
+        else:
+            _log(f"warning: {vocab.path} is a cased vocab but text is lower-cased; pass --cased to keep case")
+    punkt = choose_punkt(site.language, cfg.punkt_language)
+    _log(punkt.notice)
+    splitter = _splitter(punkt, dump, site)
     text_dirs = text_stage_folders(cfg.output, t, dataset)
     work_dir = fsio.join(cfg.output, WORK_FOLDER)
     phases = [] if cfg.stop_after == "text" else [
         (p, fsio.join(cfg.output, hdf5_folder(p, t.lowercase), dataset)) for p in cfg.phases]
     text_options = {"text": asdict(t), "books": [fsio.FileSystems.split(b)[1] for b in books],
-                    "dataset": dataset, RULES: RULES_VERSION}
+                    "dataset": dataset, RULES: RULES_VERSION, "language": site.language,
+                    "punkt": punkt.model or "trained on the dump"}
     check_vocab_unchanged([d for _, d in phases], vocab, cfg.force)
     reuse = reusable_text_stage(text_dirs, dump_record, text_options, cfg.force)
     remove_leftovers([d for _, d in phases], text_dirs, work_dir, redo_text=reuse is None)
     workers = worker_count(cfg.runner)
 
-    common = {"tool": {"name": "bertdata", **library_versions()}, "dump": dump_record,
+    common = {"tool": {"name": "bertdata", "version": __version__, **library_versions()}, "dump": dump_record,
               RUN_KEY: {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
                         "started_epoch": started, "runner": cfg.runner.runner, "workers": workers}}
     phase_options = {folder: {**text_options, "instances": asdict(p), "vocab_sha256": vocab.sha256,
@@ -499,7 +546,7 @@ def _build(cfg: BuildConfig, started: float) -> dict:
         items = work_items(dump, index, workers)
         records = (pipeline
                    | "Text" >> DumpToTextShards(work_groups(items, books, workers), t, cfg.output, dataset, work_dir,
-                                                prefetch=spare_cores(cfg.runner))
+                                                splitter, site.markup, prefetch=spare_cores(cfg.runner))
                    | "GatherText" >> Gather()
                    | "TextManifest" >> beam.ParDo(_WriteTextManifest(common, text_options, work_dir)))
     else:
@@ -517,6 +564,7 @@ def _build(cfg: BuildConfig, started: float) -> dict:
     text_dir, text_manifest = finder() if reuse is None else (reuse[0].folder, _read_json(
         fsio.join(reuse[0].folder, MANIFEST)))
     summary = {"seconds": time.time() - started, "text": text_manifest, "text_dir": text_dir, "requested": t,
+               "siteinfo": site.siteinfo,
                "phases": {folder: _read_json(fsio.join(folder, MANIFEST)) for _, folder in phases}}
     counts = summary["text"]["counts"]
     if not counts.get("articles") and not counts.get("books"):
@@ -549,8 +597,12 @@ def print_summary(summary: dict) -> None:
     text = summary["text"]
     c = Counter(text["counts"]) if text else Counter()
     q = text.get("quality", {}) if text else {}
-    skipped = ", ".join(f"{k.removeprefix('skipped_')} {v:,}" for k, v in sorted(c.items()) if k.startswith("skipped_"))
-    print(f"pages {c['pages']:,} -> articles {c['articles']:,} (skipped: {skipped or 'none'})"
+    skipped = [f"{k.removeprefix('skipped_')} {v:,}" for k, v in sorted(c.items())
+               if k.startswith("skipped_") and k != "skipped_namespace"]
+    outside = {int(k.removeprefix(NAMESPACE_PREFIX)): v for k, v in c.items() if k.startswith(NAMESPACE_PREFIX)}
+    if outside:
+        skipped.insert(0, describe_skipped_namespaces(outside, summary["siteinfo"]))
+    print(f"pages {c['pages']:,} -> articles {c['articles']:,} (skipped: {', '.join(skipped) or 'none'})"
           + (f", books {c['books']:,}" if c["books"] else ""))
     print(f"text: {c['sentences'] + c['book_sentences']:,} sentences in {c['text_shards']} shards"
           + (f"; {q['sentences_per_article']} sentences per article, {q['words_per_sentence']} words per sentence, "

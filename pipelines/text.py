@@ -30,6 +30,9 @@ from bertdata.wikidump import iter_pages, iter_pages_in_range
 from pipelines import fsio, progress
 
 RUNS = "runs"
+# Counts of pages skipped for their namespace, by number: "skipped_namespace" says how many,
+# these say which, so the summary can name them as the dump does.
+NAMESPACE_PREFIX = "outside_namespace_"
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,8 @@ def runs_folder(work_dir: str) -> str:
     return fsio.join(work_dir, RUNS)
 
 
-def _documents(item: WorkItem, cfg: TextConfig, splitter, counts: Counter, prefetch: bool):
+def _documents(item: WorkItem, cfg: TextConfig, splitter, markup, counts: Counter, namespaces: Counter,
+               prefetch: bool):
     """(shard, document) for every document of the item."""
     if item.kind == "book":
         with open_raw(item.path) as f:
@@ -95,7 +99,8 @@ def _documents(item: WorkItem, cfg: TextConfig, splitter, counts: Counter, prefe
                  else iter_pages_in_range(item.path, item.start, item.end, open_raw, max_page_chars=cfg.max_page_chars,
                                           prefetch=prefetch))
         docs = ((str(page.page_id), page_document(page, splitter, cfg.max_page_chars, counts,
-                                                  keep_lists=cfg.keep_lists)) for page in pages)
+                                                  keep_lists=cfg.keep_lists, markup=markup,
+                                                  namespaces=namespaces)) for page in pages)
     for key, doc in docs:
         if doc is not None:
             yield assign(key, cfg.training_shards, cfg.test_shards, cfg.test_fraction), doc
@@ -105,21 +110,18 @@ class _CleanAndSpill(beam.DoFn):
     """A work group -> its documents cleaned, split into sentences and written as runs;
     yields a Run record per run and one Counts record."""
 
-    def __init__(self, cfg: TextConfig, work_dir: str, prefetch: bool):
-        self.cfg, self.work_dir, self.prefetch = cfg, work_dir, prefetch
-
-    def setup(self):
-        from bertdata.sentences import SentenceSplitter
-
-        self.splitter = SentenceSplitter()
+    def __init__(self, cfg: TextConfig, work_dir: str, splitter, markup, prefetch: bool):
+        self.cfg, self.work_dir, self.splitter, self.markup, self.prefetch = cfg, work_dir, splitter, markup, prefetch
 
     def process(self, group: tuple[int, list[WorkItem]]):
         number, items = group
         counts: Counter = Counter()
+        namespaces: Counter = Counter()
         buffer = RunBuffer()
         sequence = 0
         for item in items:
-            for shard, doc in _documents(item, self.cfg, self.splitter, counts, self.prefetch):
+            for shard, doc in _documents(item, self.cfg, self.splitter, self.markup, counts, namespaces,
+                                         self.prefetch):
                 if buffer.add(shard, doc):
                     yield self._write(buffer, number, sequence)
                     sequence += 1
@@ -127,6 +129,7 @@ class _CleanAndSpill(beam.DoFn):
                 progress.mark_done(self.work_dir, item.marker)
         if buffer:
             yield self._write(buffer, number, sequence)
+        counts.update({f"{NAMESPACE_PREFIX}{n}": c for n, c in namespaces.items()})
         yield Counts(count_dict(counts))
 
     def _write(self, buffer: RunBuffer, group: int, sequence: int) -> Run:
@@ -197,20 +200,22 @@ class Gather(beam.PTransform):
 class DumpToTextShards(beam.PTransform):
     """Work groups (lists of WorkItems) -> written text shards (TextShard records), the
     TextPlan and one Counts record. Run files and progress markers go to `work_dir`;
-    `prefetch`: whether workers have a spare core to decompress on."""
+    `splitter` and `markup` are the dump's language's; `prefetch`: whether workers have a
+    spare core to decompress on."""
 
     def __init__(self, groups: list[list[WorkItem]], cfg: TextConfig, output: str, dataset: str, work_dir: str,
-                 prefetch: bool = True):
+                 splitter, markup, prefetch: bool = True):
         super().__init__()
         self.groups, self.cfg, self.output, self.dataset, self.work_dir = groups, cfg, output, dataset, work_dir
-        self.prefetch = prefetch
+        self.splitter, self.markup, self.prefetch = splitter, markup, prefetch
 
     def expand(self, pbegin):
         return (
             pbegin
             | "WorkGroups" >> beam.Create(list(enumerate(self.groups)))
             | "SpreadGroups" >> beam.Reshuffle()
-            | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.work_dir, self.prefetch))
+            | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.work_dir, self.splitter, self.markup,
+                                                          self.prefetch))
             | "GatherRuns" >> Gather()
             | "PlanShards" >> beam.FlatMap(plan_shards, self.cfg, self.output, self.dataset)
             | "SpreadShards" >> beam.Reshuffle()

@@ -442,3 +442,23 @@ def test_a_download_that_is_not_the_multilingual_vocab_is_refused(cache, serve, 
 def test_english_vocab_is_uncased():
     need_shared(VOCAB)
     assert not vocab_mod.is_cased(vocab_mod.load_vocab(VOCAB))
+
+
+def test_build_of_a_german_dump_names_its_language_everywhere(de_dump, tmp_path):
+    import json
+
+    from bertdata.wikidump import sample_paths
+    from conftest import run_cli
+
+    out = tmp_path / "out"
+    proc = run_cli("build", "--wiki-only", "--dump", de_dump, "--vocab", sample_paths()[2], "--output", out,
+                   "--phase", "1", "--workers", "1")
+    assert "punkt model 'german'" in proc.stderr
+    assert "3 pages outside the article namespace (Wikipedia: 1, Vorlage: 1, Kategorie: 1)" in proc.stdout
+    [text_dir] = out.glob("sharded_*/wikicorpus_de")
+    manifest = json.loads((text_dir / "manifest.json").read_text())
+    assert manifest["options"]["language"] == "de" and manifest["options"]["punkt"] == "german"
+    assert manifest["dump"]["wiki"] == "dewiki" and manifest["dump"]["language"] == "de"
+    text = "".join(f.read_text() for f in text_dir.glob("*.txt"))
+    assert "z. B. Mitte und Pankow" in text and "Kategorie" not in text
+    assert list(out.glob("hdf5_*/wikicorpus_de/*.hdf5"))

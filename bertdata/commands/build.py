@@ -57,7 +57,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--index", metavar="PATH", help="its multistream index (default: found beside the dump)")
     src.add_argument("--date", default="latest", metavar="YYYYMMDD", help="dump date to download (default: latest)")
     src.add_argument("--mirror", default="https://dumps.wikimedia.org", metavar="URL", help="dump host")
-    src.add_argument("--vocab", metavar="PATH", help="WordPiece vocab (default: bert-base-uncased, downloaded once)")
+    src.add_argument("--wiki", default="enwiki", metavar="DBNAME",
+                     help="which Wikipedia to download (default enwiki; e.g. dewiki, bgwiki)")
+    src.add_argument("--lang", metavar="CODE",
+                     help="the dump's language, where neither its <siteinfo> nor its file name (bgwiki-...) "
+                          "says; refused if it contradicts the dump")
+    src.add_argument("--punkt-language", metavar="MODEL",
+                     help="split sentences with this NLTK punkt model (e.g. russian for Bulgarian) instead of the "
+                          "language's own; a language without one otherwise gets punkt trained on the dump's text")
+    src.add_argument("--vocab", metavar="PATH",
+                     help="WordPiece vocab (default: bert-base-uncased for English, bert-base-multilingual-cased "
+                          "for other languages, downloaded once)")
     src.add_argument("--cased", action="store_true", help="keep case and accents (use a cased vocab)")
 
     text = p.add_argument_group("text shards")
@@ -112,7 +122,8 @@ def config_from_args(args: argparse.Namespace):
     phases = tuple(replace(p, dupe_factor=args.dupe_factor, masked_lm_prob=args.masked_lm_prob,
                            short_seq_prob=args.short_seq_prob, random_seed=args.random_seed) for p in chosen)
     return BuildConfig(
-        output=args.output, dump=args.dump, index=args.index, date=args.date, mirror=args.mirror,
+        output=args.output, dump=args.dump, index=args.index, date=args.date, mirror=args.mirror, wiki=args.wiki,
+        lang=args.lang, punkt_language=args.punkt_language,
         sample=args.sample, wiki_only=args.wiki_only, books=args.books, vocab=args.vocab, text=text,
         phases=phases, same_seed_per_shard=args.same_seed_per_shard, stop_after=args.stop_after,
         force=args.force, runner=RunnerConfig(args.runner, args.workers or 0, tuple(args.beam_args)),
