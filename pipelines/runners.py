@@ -59,9 +59,37 @@ def make_pipeline(cfg: RunnerConfig) -> beam.Pipeline:
     if cfg.runner == "dask":
         from apache_beam.runners.dask.dask_runner import DaskRunner
 
+        check_dask_scheduler(args)
+
         if not any(a.startswith("--dask_npartitions") or a.startswith("--dask_partition_size") for a in args):
             # Dask's default packs up to 128 elements in one partition, which would run a
             # whole build's shards on a single worker.
             args.append(f"--dask_npartitions={max(2, 4 * worker_count(cfg))}")
         return beam.Pipeline(runner=DaskRunner(), options=PipelineOptions(args))
     return beam.Pipeline(options=PipelineOptions(["--runner", cfg.runner, *args]))
+
+
+def check_dask_scheduler(args: list[str]) -> None:
+    """Fail in seconds, in one line, when the scheduler named in `args` cannot be reached
+    (dask's client would retry for 30 s, then print its own traceback)."""
+    import json
+    import socket
+
+    values = dict(a.split("=", 1) for a in args if a.startswith("--dask_") and "=" in a)
+    address = values.get("--dask_client_address")
+    if address is None and "--dask_scheduler_file" in values:
+        path = values["--dask_scheduler_file"]
+        try:
+            with open(path) as f:
+                address = json.load(f)["address"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise BertdataError(f"{path}: not a readable dask scheduler file ({err})") from None
+    if address is None:
+        raise BertdataError("--runner dask needs its scheduler: pass -- --dask_client_address=HOST:PORT "
+                            "or --dask_scheduler_file=FILE")
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except (OSError, ValueError) as err:
+        raise BertdataError(f"dask scheduler {address}: cannot connect ({getattr(err, 'strerror', None) or err}); "
+                            "is it running, and is the address right?") from None

@@ -409,3 +409,18 @@ def test_one_build_per_output_folder_and_a_dead_builds_lock_is_taken_over(tmp_pa
     proc = build(out, "--phase", "1")  # its owner is dead now
     assert "took over the lock" in proc.stderr and not (out / LOCK_NAME).exists()
     assert (out / PHASE1 / "wikicorpus_en" / "manifest.json").exists()
+
+
+def test_unreachable_dask_scheduler_is_one_line_in_seconds(tmp_path):
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.time()
+    proc = build(tmp_path / "out", "--runner", "dask", "--", f"--dask_client_address=127.0.0.1:{port}", check=False)
+    assert proc.returncode == 2 and f"dask scheduler 127.0.0.1:{port}: cannot connect" in proc.stderr
+    assert "Traceback" not in proc.stderr and time.time() - start < 25
+    proc = build(tmp_path / "out", "--runner", "dask", check=False)
+    assert proc.returncode == 2 and "--dask_client_address" in proc.stderr
