@@ -424,3 +424,36 @@ def test_unreachable_dask_scheduler_is_one_line_in_seconds(tmp_path):
     assert "Traceback" not in proc.stderr and time.time() - start < 25
     proc = build(tmp_path / "out", "--runner", "dask", check=False)
     assert proc.returncode == 2 and "--dask_client_address" in proc.stderr
+
+
+@pytest.mark.slow
+def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    need_shared(WIKI_FRAGMENT)
+    out = tmp_path / "out"
+    launcher = psutil.Popen([sys.executable, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", str(WIKI_FRAGMENT),
+                             "--vocab", _sample_vocab(), "--phase", "1", "--workers", "2", "--output", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    workers = []
+    while len(workers) < 2:
+        assert launcher.poll() is None and time.time() < deadline, "build ended before its workers started"
+        workers = [p for p in launcher.children(recursive=True) if "sdk_worker_main" in " ".join(p.cmdline())]
+        time.sleep(0.05)
+    # Inside the text stage: the fragment is one bz2 stream, which one worker cleans in one
+    # long call (several seconds), during which Beam's own channel checks never run.
+    time.sleep(2.5)
+    assert not list(out.glob("sharded_*/*/*.txt")), "the text stage ended too soon for this test"
+    os.kill(launcher.pid, signal.SIGKILL)  # the launcher alone, as a careless `kill -9 PID` does
+    launcher.wait()
+    gone, alive = psutil.wait_procs(workers, timeout=3)
+    for p in alive:
+        p.kill()
+    assert not alive, f"{len(alive)} worker(s) still running 3 s after their launcher died"
