@@ -148,10 +148,15 @@ def divide(units: list[Unit], parts: int, index: int) -> list[Unit]:
     return [Unit(u.path, u.start + index * u.stride, u.stride * parts, u.rows) for u in units]
 
 
+def bins_of(infos: list[ShardInfo]) -> list[int | None]:
+    """The bins in order: [None] for hdf5 and unbinned LDDL."""
+    return sorted({i.bin for i in infos}, key=lambda b: -1 if b is None else b)
+
+
 def rank_units(infos: list[ShardInfo], rank: int, world: int) -> list[list[Unit]]:
-    """The rank's share of every bin (one for hdf5 and unbinned LDDL), in bin order."""
+    """The rank's share of every bin, in `bins_of` order."""
     groups = []
-    for bin_id in sorted({i.bin for i in infos}, key=lambda b: -1 if b is None else b):
+    for bin_id in bins_of(infos):
         members = [i for i in infos if i.bin == bin_id]
         units = divide([Unit(i.path, 0, 1, i.instances) for i in members], world, rank)
         if sum(u.count for u in units) == 0:
@@ -292,8 +297,8 @@ class ShardStream(IterableDataset):
         self.infos = {i.path: i for i in infos or ()}
         self.fmt = fmt
         # Bins are drawn in proportion to their rows in the whole folder: the same on every rank.
-        sizes = np.array([sum(self.infos[u.path].instances for u in g) if self.infos else 1 for g in groups], float)
-        self.bin_weights = sizes / sizes.sum()
+        sizes = [sum(i.instances for i in infos if i.bin == b) for b in bins_of(infos)] if infos else [1] * len(groups)
+        self.bin_weights = np.array(sizes, float) / sum(sizes)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
         worker = get_worker_info()

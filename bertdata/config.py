@@ -161,7 +161,8 @@ class ShardConfig:
                 raise BertdataError(f"{', '.join(given)} apply to --format lddl only")
         else:
             if self.name is not None:
-                raise BertdataError("--name does not apply to --format lddl: LDDL's loader wants shard-<i>.parquet names")
+                raise BertdataError("--name does not apply to --format lddl: "
+                                    "LDDL's loader wants shard-<i>.parquet names")
             if self.workers != 1:
                 raise BertdataError("--workers does not apply to --format lddl: one process writes the folder")
             if self.ranks is not None and self.ranks < 1:

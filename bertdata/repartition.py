@@ -156,7 +156,8 @@ def read_input(path: str) -> ShardInfo:
     return ShardInfo(path, layout.instances, layout.max_seq_length, layout.max_predictions_per_seq, layout.attrs)
 
 
-def _input_slices(info: ShardInfo, rows: int, tokens: tuple[str, ...] | None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+def _input_slices(info: ShardInfo, rows: int,
+                  tokens: tuple[str, ...] | None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """(start, the six arrays of rows start..) through one input, in its order."""
     if not lddl.is_phase_folder(info.path):
         yield from iter_slices(info.path, rows)
@@ -689,6 +690,8 @@ def repartition(config: ShardConfig) -> ShardResult:
     infos = [read_input(p) for p in paths]
     attrs = check_inputs(infos)
     folders = [p for p in paths if lddl.is_phase_folder(p)]
+    if config.vocab is not None and not (to_lddl or folders):
+        raise BertdataError("--vocab is for LDDL output or input; hdf5 shards hold token ids")
     vocab = input_vocab(infos, config.vocab) if to_lddl or folders else None
     masking = config.masking or "static"
     if any(lddl.phase_layout(p)["masking"] == "dynamic" for p in folders) and not (to_lddl and masking == "dynamic"):
@@ -735,8 +738,8 @@ def repartition(config: ShardConfig) -> ShardResult:
                        "sample": config.sample, "max_instances": config.max_instances}
 
             def inputs() -> list[dict[str, Any]]:
-                return [{"path": info.path, "sha256": digest, "instances": info.num_instances, "bytes": _size(info.path)}
-                        for info, digest in zip(infos, input_digests.result())]
+                return [{"path": info.path, "sha256": digest, "instances": info.num_instances,
+                         "bytes": _size(info.path)} for info, digest in zip(infos, input_digests.result())]
 
             if to_lddl:
                 if config.force:  # a crash midway must not leave the old manifest beside new files

@@ -97,6 +97,15 @@ def test_shard_is_deterministic_and_follows_the_seed(phase1, tmp_path):
     assert folder_bytes(other)["shard-0.parquet_3"] != folder_bytes(folder)["shard-0.parquet_3"]
 
 
+def test_sampling_keeps_working(tokens, tmp_path):
+    manifest = shard_lddl(tmp_path / "some", need_shared(SHARD_512), parts=2, max_instances=301)
+    assert manifest["instances_in"] == 1277 and manifest["instances_sampled"] == 301
+    assert manifest["instances_out"] == lddl.validate_folder(tmp_path / "some", tokens=tokens)["rows"] == 301
+    source = collections.Counter(row_keys(read_shard(SHARD_512)))
+    back = collections.Counter(row_keys(folder_arrays(tmp_path / "some", tokens, 512, 80)))
+    assert not back - source
+
+
 def test_an_lddl_folder_is_rebalanced_for_other_ranks(phase1, tokens, tmp_path):
     folder, _ = phase1
     out = tmp_path / "r3"
@@ -129,6 +138,7 @@ def test_dynamic_input_cannot_become_static(phase1, tmp_path):
     (["--format", "lddl", "--ranks", "3"], "does not divide by 3 ranks"),
     (["--format", "lddl", "--name", "x"], "--name does not apply"),
     (["--format", "lddl", "--bin-size", "0"], "--bin-size must be at least 1"),
+    ([], "--vocab is for LDDL output or input"),
 ])
 def test_bad_options_are_one_line(tmp_path, args, message):
     proc = run_cli("shard", need_shared(SHARD_512), "--output", tmp_path / "o", "--parts", "4", "--vocab", VOCAB,
