@@ -44,7 +44,8 @@ dropped (the manifest lists each bin's drop). An LDDL folder written so is
 also an input: shard it again for other --ranks, --parts or --bin-size. The
 vocab (for the text of the rows) is --vocab, else the one whose sha256 the
 inputs record. Files appear one by one under their final names, each complete;
---sample, --max-instances and --seed work as for hdf5.
+--sample, --max-instances and --seed work as for hdf5. The temporary folder
+sits beside --output here, not inside: the loader reads subfolders too.
 
 examples:
   bertdata shard data/hdf5_lower_case_1_seq_len_128_*/wikicorpus_en --output parts --parts 256
