@@ -9,10 +9,22 @@ ranks never wait on one that ran dry.
 
 Work is handed out twice with the same rule: files to ranks, then a rank's files to its
 loader workers -- whole files when there are enough, else every file's rows interleaved.
+
+An LDDL folder (`bertdata shard --format lddl`) is read as LDDL's loader reads it: each batch
+padded only to its longest sequence, rounded up to 8, and in a binned folder each batch drawn
+from one bin, picked at random in proportion to the bins' sizes. Every rank's worker w draws the
+same bins in the same order, and the loader takes batches from its workers in turn, so all ranks
+train on one bin at each step, as LDDL arranges, rather than waiting on the rank with the longest
+sequences. Static masking takes the positions and labels from the files. Dynamic masking masks
+each batch anew with the rule of the reference's create_pretraining_data.py, the one the hdf5
+shards were made with (15% of the tokens, at most the phase's predictions per sequence, 80%
+[MASK] / 10% random / 10% kept), not LDDL's (each token with probability 0.15, uncapped): so
+static and dynamic runs do the same work per sequence, and the MLM head keeps a fixed shape.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,11 +36,16 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from bertdata import lddl
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.validate import check_batch, read_layout
+from bertdata.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 
 FIELDS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
           "next_sentence_labels")
+# LDDL's loader pads a batch to its longest sequence rounded up to this (sequence_length_alignment).
+LDDL_ALIGNMENT = 8
+DYNAMIC_MASKED_LM_PROB = 0.15  # LDDL's default mlm_probability, and the reference's
 
 
 @dataclass(frozen=True)
@@ -37,6 +54,21 @@ class ShardInfo:
     instances: int
     seq_len: int
     max_predictions: int
+    bin: int | None = None  # an LDDL file's bin
+
+
+@dataclass(frozen=True)
+class LddlFormat:
+    """How to read an LDDL folder's rows: its vocab (rows are text) and masking."""
+
+    tokens: tuple[str, ...]
+    masking: str
+    mask_id: int
+    word_ids: np.ndarray  # random replacements are drawn from these (see Vocab.word_ids)
+
+    @classmethod
+    def of(cls, vocab: Vocab, masking: str) -> "LddlFormat":
+        return cls(vocab.tokens, masking, vocab.mask_id, vocab.word_ids)
 
 
 class Unit(NamedTuple):
@@ -90,6 +122,25 @@ def survey(data_dir: str | os.PathLike) -> list[ShardInfo]:
     return infos
 
 
+def survey_lddl(folder: str | os.PathLike, vocab_path: str | None = None) -> tuple[list[ShardInfo], LddlFormat]:
+    """Every file of an LDDL folder with its bin, and how to read them. The sequence length,
+    predictions per sequence and vocab are those the folder's manifest records; `vocab_path`
+    overrides the vocab (refused if the manifest records another)."""
+    settings = lddl.phase_settings(folder)
+    try:
+        layout = lddl.phase_layout(folder)
+    except ValidationError as err:
+        raise BertdataError(f"invalid shard: {err}") from None
+    if vocab_path is None:
+        vocab = vocab_for_shard(settings["attrs"], folder)
+    else:
+        vocab = load_vocab(vocab_path)
+        check_vocab(vocab, settings["attrs"], folder)
+    infos = [ShardInfo(os.fspath(path), rows, settings["max_seq_length"], settings["max_predictions_per_seq"], bin_id)
+             for bin_id, files in layout["bins"].items() for path, rows in files.items()]
+    return infos, LddlFormat.of(vocab, layout["masking"])
+
+
 def divide(units: list[Unit], parts: int, index: int) -> list[Unit]:
     """Share `index` of `parts`: whole units if there are enough, else every unit's rows interleaved."""
     if len(units) >= parts:
@@ -97,12 +148,23 @@ def divide(units: list[Unit], parts: int, index: int) -> list[Unit]:
     return [Unit(u.path, u.start + index * u.stride, u.stride * parts, u.rows) for u in units]
 
 
-def rank_units(infos: list[ShardInfo], rank: int, world: int) -> list[Unit]:
-    units = divide([Unit(i.path, 0, 1, i.instances) for i in infos], world, rank)
-    if sum(u.count for u in units) == 0:
-        total = sum(i.instances for i in infos)
-        raise BertdataError(f"{total} instances cannot feed {world} ranks: rank {rank} gets none")
-    return units
+def bins_of(infos: list[ShardInfo]) -> list[int | None]:
+    """The bins in order: [None] for hdf5 and unbinned LDDL."""
+    return sorted({i.bin for i in infos}, key=lambda b: -1 if b is None else b)
+
+
+def rank_units(infos: list[ShardInfo], rank: int, world: int) -> list[list[Unit]]:
+    """The rank's share of every bin, in `bins_of` order."""
+    groups = []
+    for bin_id in bins_of(infos):
+        members = [i for i in infos if i.bin == bin_id]
+        units = divide([Unit(i.path, 0, 1, i.instances) for i in members], world, rank)
+        if sum(u.count for u in units) == 0:
+            total = sum(i.instances for i in members)
+            where = "" if bin_id is None else f" in bin {bin_id}"
+            raise BertdataError(f"{total} instances{where} cannot feed {world} ranks: rank {rank} gets none")
+        groups.append(units)
+    return groups
 
 
 def mlm_labels(positions: np.ndarray, ids: np.ndarray, seq_len: int) -> np.ndarray:
@@ -128,19 +190,66 @@ def next_batch(batches: Iterator) -> tuple[torch.Tensor, ...]:
     return batch
 
 
-def load_unit(unit: Unit, vocab_size: int | None = None) -> dict[str, np.ndarray]:
+def load_unit(unit: Unit, vocab_size: int | None = None, info: ShardInfo | None = None,
+              fmt: LddlFormat | None = None) -> dict[str, np.ndarray]:
     """The unit's rows, checked (whole file, so errors name its row numbers) when `vocab_size`
     is given: an id past the embedding or a position past the sequence would stop training with
-    an IndexError."""
-    # Opened here, inside the worker: h5py handles must not cross a fork.
-    with h5py.File(unit.path, "r") as f:
-        rows = {k: f[k][()] for k in FIELDS}
+    an IndexError. With `fmt`, the unit is an LDDL file of the shape `info` gives."""
+    if fmt is not None:
+        rows = lddl.file_arrays(unit.path, fmt.tokens, info.seq_len, info.max_predictions)
+    else:
+        # Opened here, inside the worker: h5py handles must not cross a fork.
+        with h5py.File(unit.path, "r") as f:
+            rows = {k: f[k][()] for k in FIELDS}
     if vocab_size is not None:
         try:
             check_batch(unit.path, 0, rows, vocab_size)
         except ValidationError as err:
             raise BertdataError(f"invalid shard: {err}") from None
     return {k: v[unit.start::unit.stride] for k, v in rows.items()}
+
+
+def mask_dynamic(rows: dict[str, np.ndarray], fmt: LddlFormat, max_predictions: int,
+                 rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """`rows` (original tokens, no masks) masked by the reference's rule: per sequence
+    min(max_predictions, max(1, round(0.15 x its tokens))) of its non-special tokens, chosen
+    uniformly; each becomes [MASK] (80%), stays (10%) or becomes a random vocab word (10%)."""
+    ids = rows["input_ids"]
+    n, seq_len = ids.shape
+    real = rows["input_mask"] != 0
+    length = real.sum(axis=1)
+    # [CLS] and the two [SEP]s, from the segment layout: [CLS] A [SEP] B [SEP].
+    cols = np.arange(seq_len)
+    sep_a = (real & (rows["segment_ids"] == 0)).sum(axis=1) - 1
+    candidate = real & (cols != 0) & (cols != sep_a[:, None]) & (cols != (length - 1)[:, None])
+    count = np.minimum(np.minimum(max_predictions, np.maximum(1, np.round(length * DYNAMIC_MASKED_LM_PROB))),
+                       candidate.sum(axis=1)).astype(np.int64)
+    keys = np.where(candidate, rng.random((n, seq_len)), 2.0)
+    width = min(max_predictions, seq_len)
+    chosen = np.argsort(keys, axis=1, kind="stable")[:, :width]
+    take = np.arange(width) < count[:, None]
+    positions = np.sort(np.where(take, chosen, seq_len), axis=1)  # chosen first, in order
+    take = positions < seq_len
+    row_of, slot = np.nonzero(take)
+    pos = positions[row_of, slot]
+    original = ids[row_of, pos]
+    draw, keep = rng.random(len(pos)), rng.random(len(pos))
+    shown = np.where(draw < 0.8, fmt.mask_id,
+                     np.where(keep < 0.5, original, fmt.word_ids[rng.integers(0, len(fmt.word_ids), len(pos))]))
+    out = dict(rows, input_ids=ids.copy(), masked_lm_positions=np.zeros((n, max_predictions), np.int32),
+               masked_lm_ids=np.zeros((n, max_predictions), np.int32))
+    out["input_ids"][row_of, pos] = shown
+    out["masked_lm_positions"][row_of, slot] = pos
+    out["masked_lm_ids"][row_of, slot] = original
+    return out
+
+
+def crop(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The batch padded only to its longest sequence rounded up to 8, as LDDL's loader pads."""
+    seq_len = rows["input_ids"].shape[1]
+    longest = int(rows["input_mask"].sum(axis=1).max())
+    width = min(seq_len, -(-longest // LDDL_ALIGNMENT) * LDDL_ALIGNMENT)
+    return {k: v[:, :width] if k in ("input_ids", "input_mask", "segment_ids") else v for k, v in rows.items()}
 
 
 def to_batch(rows: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
@@ -151,47 +260,84 @@ def to_batch(rows: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
         rows["input_ids"], rows["segment_ids"], rows["input_mask"], labels, rows["next_sentence_labels"]))
 
 
-class ShardStream(IterableDataset):
-    """Endless stream of batches from `units`, shuffled per file pass, split among loader workers."""
+def row_batches(units: list[Unit], batch_size: int, rng: np.random.Generator, load) -> Iterator:
+    """Endless batches of rows (dicts of the six arrays) from `units`: files in a new random
+    order each pass, each file's rows shuffled, a batch spanning files where one runs out.
+    `load(i, unit)` reads unit i; its BertdataError is yielded as InvalidShard, and ends the stream."""
+    pending: dict[str, np.ndarray] | None = None
+    while True:
+        for i in rng.permutation(len(units)):
+            try:
+                rows = load(i, units[i])
+            except BertdataError as err:
+                yield InvalidShard(str(err))
+                return
+            order = rng.permutation(len(rows["input_ids"]))
+            rows = {k: v[order] for k, v in rows.items()}
+            if pending is not None:
+                rows = {k: np.concatenate([pending[k], v]) for k, v in rows.items()}
+            n = len(rows["input_ids"])
+            full = n - n % batch_size
+            for start in range(0, full, batch_size):
+                yield {k: v[start:start + batch_size] for k, v in rows.items()}
+            pending = {k: v[full:] for k, v in rows.items()}
 
-    def __init__(self, units: list[Unit], batch_size: int, seed: int, rank: int = 0,
-                 vocab_size: int | None = None):
-        self.units = units
+
+class ShardStream(IterableDataset):
+    """Endless stream of batches from `groups` (a rank's units of each bin), shuffled per file
+    pass, split among loader workers; with several bins each batch comes from one bin."""
+
+    def __init__(self, groups: list[list[Unit]], batch_size: int, seed: int, rank: int = 0,
+                 vocab_size: int | None = None, infos: list[ShardInfo] | None = None,
+                 fmt: LddlFormat | None = None):
+        self.groups = groups
         self.batch_size = batch_size
         self.seed = (seed, rank)
         self.vocab_size = vocab_size
+        self.infos = {i.path: i for i in infos or ()}
+        self.fmt = fmt
+        # Bins are drawn in proportion to their rows in the whole folder: the same on every rank.
+        sizes = [sum(i.instances for i in infos if i.bin == b) for b in bins_of(infos)] if infos else [1] * len(groups)
+        self.bin_weights = np.array(sizes, float) / sum(sizes)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
         worker = get_worker_info()
-        units = divide(self.units, worker.num_workers, worker.id) if worker else self.units
-        if sum(u.count for u in units) == 0:
+        wid = worker.id if worker else 0
+        groups = [divide(g, worker.num_workers, wid) if worker else g for g in self.groups]
+        rng = np.random.default_rng([*self.seed, wid])
+        checked: set[tuple[int, int]] = set()
+
+        def load(b: int, i: int, unit: Unit) -> dict[str, np.ndarray]:
+            rows = load_unit(unit, None if (b, i) in checked else self.vocab_size, self.infos.get(unit.path), self.fmt)
+            checked.add((b, i))
+            return rows
+
+        streams = {b: row_batches(g, self.batch_size, rng, functools.partial(load, b))
+                   for b, g in enumerate(groups) if sum(u.count for u in g)}
+        if not streams:
             return  # more workers than rows: this one has nothing; the others carry on
-        rng = np.random.default_rng([*self.seed, worker.id if worker else 0])
-        pending: dict[str, np.ndarray] | None = None
-        checked: set[int] = set()
+        weights = np.where([b in streams for b in range(len(groups))], self.bin_weights, 0.0)
+        bin_rng = np.random.default_rng([self.seed[0], wid])  # no rank: every rank draws the same bins
+        mask_rng = np.random.default_rng([*self.seed, wid, 1])
         while True:
-            for i in rng.permutation(len(units)):
-                try:
-                    rows = load_unit(units[i], None if i in checked else self.vocab_size)
-                except BertdataError as err:
-                    yield InvalidShard(str(err))
-                    return
-                checked.add(i)
-                order = rng.permutation(len(rows["input_ids"]))
-                rows = {k: v[order] for k, v in rows.items()}
-                if pending is not None:
-                    rows = {k: np.concatenate([pending[k], v]) for k, v in rows.items()}
-                n = len(rows["input_ids"])
-                full = n - n % self.batch_size
-                for start in range(0, full, self.batch_size):
-                    yield to_batch({k: v[start:start + self.batch_size] for k, v in rows.items()})
-                pending = {k: v[full:] for k, v in rows.items()}
+            b = int(bin_rng.choice(len(weights), p=weights / weights.sum())) if len(streams) > 1 else next(iter(streams))
+            rows = next(streams[b])
+            if isinstance(rows, InvalidShard):
+                yield rows
+                return
+            if self.fmt is not None:
+                if self.fmt.masking == "dynamic":
+                    rows = mask_dynamic(rows, self.fmt, rows["masked_lm_positions"].shape[1], mask_rng)
+                rows = crop(rows)
+            yield to_batch(rows)
 
 
 def build_loader(infos: list[ShardInfo], batch_size: int, rank: int, world: int, workers: int,
-                 seed: int, pin_memory: bool, vocab_size: int | None = None) -> DataLoader:
-    """Batches for `rank`; with `vocab_size`, every file's rows are checked when first read."""
-    stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, rank, vocab_size)
+                 seed: int, pin_memory: bool, vocab_size: int | None = None,
+                 fmt: LddlFormat | None = None) -> DataLoader:
+    """Batches for `rank`; with `vocab_size`, every file's rows are checked when first read.
+    With `fmt`, `infos` are the files of an LDDL folder."""
+    stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, rank, vocab_size, infos, fmt)
     # Workers build whole batches (no per-sample collate); batch_size=None passes them through.
     return DataLoader(stream, batch_size=None, num_workers=workers, pin_memory=pin_memory,
                       persistent_workers=workers > 0, prefetch_factor=4 if workers else None)

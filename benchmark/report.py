@@ -58,7 +58,8 @@ def summarize(raw: dict) -> dict:
     record.update(
         elapsed_s=elapsed,
         sequences_per_second=raw["sequences"] / elapsed,
-        tokens_per_second=raw["sequences"] * raw["seq_len"] / elapsed,
+        tokens_per_second=raw["tokens"] / elapsed,
+        real_tokens_per_second=raw["real_tokens"] / elapsed,
         step_time_mean_s=float(steps.mean()),
         step_time_p50_s=float(np.percentile(steps, 50)),
         step_time_p95_s=float(np.percentile(steps, 95)),
@@ -85,7 +86,8 @@ def summary_lines(record: dict) -> list[str]:
         f"{record['global_batch']} sequences of {record['seq_len']} per step"
         + (", compiled" if record.get("compile") else ""),
         f"  {record['sequences_per_second']:.1f} sequences/s, {record['tokens_per_second']:.0f} tokens/s "
-        f"(padded) over {record['timed_steps']} steps after {record['warmup_steps']} warm-up",
+        f"with padding, {record['real_tokens_per_second']:.0f} real tokens/s, over {record['timed_steps']} steps "
+        f"after {record['warmup_steps']} warm-up" + _data_note(record),
         f"  step time mean {record['step_time_mean_s'] * 1e3:.1f} ms, p50 {record['step_time_p50_s'] * 1e3:.1f} ms, "
         f"p95 {record['step_time_p95_s'] * 1e3:.1f} ms; waiting on the loader {record['loader_wait_share']:.1%}",
     ]
@@ -97,6 +99,13 @@ def summary_lines(record: dict) -> list[str]:
         if not record["replicas_identical"]:
             lines.append("  WARNING: model replicas differ across ranks after training")
     return lines
+
+
+def _data_note(record: dict) -> str:
+    if record.get("data_format") != "lddl":
+        return ""
+    bins = f"{record['bins']} bins" if record["bins"] > 1 else "unbinned"
+    return f" (LDDL, {bins}, {record['masking']} masking: batches padded to their longest sequence)"
 
 
 def _label(record: dict) -> str:

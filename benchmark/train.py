@@ -31,9 +31,11 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from benchmark import report
-from benchmark.data import ShardInfo, build_loader, default_workers, next_batch, rank_units, survey
+from benchmark.data import (LddlFormat, ShardInfo, build_loader, default_workers, next_batch, rank_units, survey,
+                            survey_lddl)
 from benchmark.lamb import OPTIMIZERS, build_optimizer
 from benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops
+from bertdata import lddl
 from bertdata.errors import BertdataError
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "amp")
@@ -61,6 +63,7 @@ class BenchConfig:
     lr: float = 6e-3
     optimizer: str = "lamb"
     seed: int = 12345
+    vocab: str | None = None  # an LDDL folder's vocab; None: the one its manifest records
 
     def __post_init__(self) -> None:
         positive = {"--batch-size": self.batch_size, "--steps": self.steps, "--gpus": self.gpus,
@@ -98,6 +101,7 @@ class Plan:
     global_batch: int
     shards: list[ShardInfo]
     model: BertConfig
+    lddl: LddlFormat | None = None  # set when the data is an LDDL folder
 
     @property
     def seq_len(self) -> int:
@@ -123,7 +127,13 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
     device = torch.device("cuda", local_rank) if device_type == "cuda" else torch.device("cpu")
     precision = cfg.precision or ("amp" if device_type == "cuda" else "fp32")
     model = BertConfig.from_json(cfg.bert_config) if cfg.bert_config else BertConfig.preset(cfg.model)
-    shards = survey(cfg.data)
+    fmt = None
+    if lddl.is_phase_folder(cfg.data):
+        shards, fmt = survey_lddl(cfg.data, cfg.vocab)
+    elif cfg.vocab is not None:
+        raise BertdataError(f"{cfg.data}: --vocab is for LDDL folders; hdf5 shards hold token ids")
+    else:
+        shards = survey(cfg.data)
     if shards[0].seq_len > model.max_position:
         raise BertdataError(f"{shards[0].path}: sequence length {shards[0].seq_len} exceeds the model's "
                             f"max_position {model.max_position}")
@@ -139,7 +149,7 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
     for r in range(world):
         rank_units(shards, r, world)  # every rank must get rows
     return Plan(device, precision, rank, local_rank, world, accumulation, per_step * accumulation,
-                shards, model)
+                shards, model, fmt)
 
 
 def set_matmul_precision(precision: str) -> None:
@@ -235,15 +245,19 @@ def _slowest(times: list[float], waits: list[float], device: torch.device) -> tu
 
 
 def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], waits: list[float],
-                warmup: int) -> dict:
+                warmup: int, tokens: tuple[int, int]) -> dict:
+    """`tokens`: (tokens with padding, real tokens) of this rank's timed steps."""
     times, waits = _slowest(times, waits, plan.device)
+    padded, real = all_reduce(list(tokens), dist.ReduceOp.SUM, plan.device)
     return dict(
         mode=mode, model=cfg.bert_config or cfg.model, device_type=plan.device.type,
         device_name=device_name(plan.device), world=plan.world, precision=plan.precision,
         batch_size=cfg.batch_size, accumulation=plan.accumulation, global_batch=plan.global_batch,
         seq_len=plan.seq_len, max_predictions=plan.max_predictions, compile=cfg.compile,
         optimizer=cfg.optimizer, lr=cfg.lr, workers=cfg.workers, timed_steps=cfg.steps,
-        warmup_steps=warmup, shards=len(plan.shards),
+        warmup_steps=warmup, shards=len(plan.shards), data_format="hdf5" if plan.lddl is None else "lddl",
+        masking=None if plan.lddl is None else plan.lddl.masking,
+        bins=len({s.bin for s in plan.shards}), tokens=int(padded), real_tokens=int(real),
         sequences=int(all_reduce([cfg.steps * plan.accumulation * cfg.batch_size], dist.ReduceOp.SUM,
                                  plan.device)[0]),
         step_times_s=times, loader_wait_s=waits, torch_version=torch.__version__,
@@ -253,22 +267,25 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
 def measure_loader(cfg: BenchConfig, plan: Plan) -> dict:
     """The input pipeline alone: disk -> worker -> pinned memory -> device, no model."""
     loader = build_loader(plan.shards, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
-                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size)
+                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size, fmt=plan.lddl)
     batches = iter(loader)
     drawn = 0
 
     def step():
         nonlocal drawn
-        wait = 0.0
+        wait, padded, real = 0.0, 0, 0
         for _ in range(plan.accumulation):
             start = time.perf_counter()
-            to_device(next_batch(batches), plan.device)
+            batch = next_batch(batches)
+            to_device(batch, plan.device)
             wait += time.perf_counter() - start
             drawn += 1
-        return wait, None
+            padded, real = padded + batch[0].numel(), real + int(batch[2].sum())
+        return wait, (padded, real)
 
-    times, waits, _, warmup = _time_steps(plan, cfg, "loader", step, lambda: drawn >= cfg.workers)
-    return report.summarize(_raw_record(cfg, plan, "loader", times, waits, warmup))
+    times, waits, outputs, warmup = _time_steps(plan, cfg, "loader", step, lambda: drawn >= cfg.workers)
+    tokens = (sum(out[0] for out in outputs[warmup:]), sum(out[1] for out in outputs[warmup:]))
+    return report.summarize(_raw_record(cfg, plan, "loader", times, waits, warmup, tokens))
 
 
 def train(cfg: BenchConfig, plan: Plan) -> dict:
@@ -291,20 +308,24 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
     # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range.
     scaler = torch.amp.GradScaler(plan.device.type, enabled=autocast_dtype is torch.float16)
     loader = build_loader(plan.shards, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
-                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size)
+                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size, fmt=plan.lddl)
     batches = iter(loader)
     drawn = 0
 
     def step():
         nonlocal drawn
-        wait, masked = 0.0, 0
+        wait, masked, padded, real, flops = 0.0, 0, 0, 0, 0.0
         loss_sum = torch.zeros((), device=plan.device)
         for micro in range(plan.accumulation):
             start = time.perf_counter()
             batch = next_batch(batches)
             wait += time.perf_counter() - start
             drawn += 1
-            masked += int((batch[3] != -1).sum())  # on the host copy: no device sync
+            # On the host copy: no device sync. LDDL batches differ in length, so FLOPs are per batch.
+            batch_masked = int((batch[3] != -1).sum())
+            masked += batch_masked
+            padded, real = padded + batch[0].numel(), real + int(batch[2].sum())
+            flops += training_flops(plan.model, batch[0].shape[1], batch[0].shape[0], batch_masked)
             batch = to_device(batch, plan.device)
             last = micro == plan.accumulation - 1
             with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
@@ -316,21 +337,23 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
-        return wait, (loss_sum / plan.accumulation, masked)
+        return wait, (loss_sum / plan.accumulation, masked, (padded, real), flops)
 
     label = f"BERT-{cfg.model} {plan.precision} bs{cfg.batch_size}"
     times, waits, outputs, warmup = _time_steps(plan, cfg, label, step, lambda: warm(optimizer, drawn, cfg.workers))
-    losses = [float(loss) for loss, _ in outputs]
-    timed_masked = sum(masked for _, masked in outputs[warmup:])
-    raw = _raw_record(cfg, plan, "train", times, waits, warmup)
+    losses = [float(out[0]) for out in outputs]
+    timed = outputs[warmup:]
+    tokens = (sum(out[2][0] for out in timed), sum(out[2][1] for out in timed))
+    raw = _raw_record(cfg, plan, "train", times, waits, warmup, tokens)
     digests = [params_digest(model)]
     if dist.is_initialized():
         digests = [None] * plan.world
         dist.all_gather_object(digests, params_digest(model))
-    total_masked = all_reduce([timed_masked], dist.ReduceOp.SUM, plan.device)[0]
+    total_masked, flops = all_reduce([sum(out[1] for out in timed), sum(out[3] for out in timed)],
+                                     dist.ReduceOp.SUM, plan.device)
     raw.update(
         params=sum(p.numel() for p in model.parameters()),
-        flops=training_flops(plan.model, plan.seq_len, raw["sequences"], total_masked),
+        flops=flops,
         masked_tokens=int(total_masked),
         losses=losses, final_loss=losses[-1],
         param_sha256=digests, replicas_identical=len(set(digests)) == 1,

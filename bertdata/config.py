@@ -129,9 +129,13 @@ class VocabConfig:
             raise BertdataError(f"--limit-alphabet must be at least 1 (got {self.limit_alphabet})")
 
 
+SHARD_FORMATS = ("hdf5", "lddl")
+
+
 @dataclass(frozen=True)
 class ShardConfig:
-    """`bertdata shard`: re-partition hdf5 shards into `parts` balanced, globally shuffled parts."""
+    """`bertdata shard`: re-partition shards into `parts` balanced, globally shuffled parts
+    (hdf5), or into an LDDL folder of `parts` files per bin (lddl)."""
 
     inputs: tuple[str, ...]
     output: str
@@ -143,8 +147,31 @@ class ShardConfig:
     max_instances: int | None = None
     force: bool = False
     workers: int = 1
+    format: str = "hdf5"
+    # LDDL output only; None: not given (static masking, unbinned, one rank).
+    masking: str | None = None
+    bin_size: int | None = None
+    ranks: int | None = None
+    vocab: str | None = None
 
     def __post_init__(self) -> None:
+        if self.format not in SHARD_FORMATS:
+            raise BertdataError(f"--format must be one of {', '.join(SHARD_FORMATS)} (got {self.format!r})")
+        if self.format == "hdf5":
+            given = [flag for flag, value in (("--masking", self.masking), ("--bin-size", self.bin_size),
+                                              ("--ranks", self.ranks)) if value is not None]
+            if given:
+                raise BertdataError(f"{', '.join(given)} apply to --format lddl only")
+        else:
+            if self.name is not None:
+                raise BertdataError("--name does not apply to --format lddl: "
+                                    "LDDL's loader wants shard-<i>.parquet names")
+            if self.workers != 1:
+                raise BertdataError("--workers does not apply to --format lddl: one process writes the folder")
+            if self.ranks is not None and self.ranks < 1:
+                raise BertdataError(f"--ranks must be at least 1 (got {self.ranks})")
+            if self.bin_size is not None and self.bin_size < 1:
+                raise BertdataError(f"--bin-size must be at least 1 (got {self.bin_size})")
         if not self.inputs:
             raise BertdataError("give at least one input shard or folder")
         if self.parts < 1:

@@ -236,21 +236,28 @@ def iter_instances(path: str | os.PathLike, batch_size: int = 4096) -> Iterator[
 def decode_instance(instance: Instance, tokens: tuple[str, ...] | list[str]) -> str:
     """Readable text: WordPieces joined, segment B after `||`, each prediction shown as
     `[shown→original]` (shown is [MASK], a random token, or the original kept)."""
+    def word(token_id: int) -> str:
+        return tokens[token_id] if token_id < len(tokens) else f"<{token_id}>"
+
     length = int(instance.input_mask.sum())
-    originals = dict(zip(instance.masked_lm_positions[:instance.num_masked].tolist(),
-                         instance.masked_lm_ids[:instance.num_masked].tolist()))
-    words: list[str] = []
-    for pos in range(length):
-        token_id = int(instance.input_ids[pos])
-        shown = tokens[token_id] if token_id < len(tokens) else f"<{token_id}>"
+    count = instance.num_masked
+    originals = {pos: word(i) for pos, i in zip(instance.masked_lm_positions[:count].tolist(),
+                                                instance.masked_lm_ids[:count].tolist())}
+    return decode_words([word(int(i)) for i in instance.input_ids[:length]], originals)
+
+
+def decode_words(words: list[str], originals: Mapping[int, str]) -> str:
+    """`words` joined as text, ## pieces glued on, the word at each position in `originals`
+    shown as `[shown→original]`."""
+    out: list[str] = []
+    for pos, shown in enumerate(words):
         if pos in originals:
-            original = tokens[originals[pos]] if originals[pos] < len(tokens) else f"<{originals[pos]}>"
-            shown = f"[{shown}→{original}]"
-        if shown.startswith("##") and words:
-            words[-1] += shown[2:]
+            shown = f"[{shown}→{originals[pos]}]"
+        if shown.startswith("##") and out:
+            out[-1] += shown[2:]
         else:
-            words.append(shown)
-    return " ".join(words)
+            out.append(shown)
+    return " ".join(out)
 
 
 # --- Chunk-aware slice access, for tools that stream shards larger than memory (`bertdata shard`) ---

@@ -45,6 +45,9 @@ MASK_FIELDS = [pa.field("masked_lm_positions", pa.binary()), pa.field("masked_lm
 # LDDL's binned files carry their bin as a column too; its loader ignores it, we check it.
 BIN_FIELD = pa.field("bin_id", pa.int64())
 NUM_SAMPLES_JSON = ".num_samples.json"
+# What `bertdata shard --format lddl` records beside the files: the phase's sequence length,
+# predictions per sequence and vocab, which the rows themselves do not say.
+MANIFEST = "manifest.json"
 # Fixed so the same rows give the same bytes whatever batches they arrived in. The loader reads
 # whole files, so row groups only bound the writer's memory.
 ROW_GROUP_ROWS = 8192
@@ -68,6 +71,14 @@ def bin_of(num_tokens: np.ndarray, seq_len: int, bin_size: int) -> np.ndarray:
 
 def file_name(shard: int, bin_id: int | None) -> str:
     return f"shard-{shard}.parquet" + ("" if bin_id is None else f"_{bin_id}")
+
+
+def name_parts(name: str) -> tuple[int, int | None]:
+    """(shard, bin or None) of a `file_name`."""
+    match = _NAME.fullmatch(name)
+    if not match:
+        raise BertdataError(f"{name}: not an LDDL file name (shard-<i>.parquet or shard-<i>.parquet_<bin>)")
+    return int(match.group(1)), None if match.group(2) is None else int(match.group(2))
 
 
 # --- rows <-> the six hdf5 arrays ---
@@ -474,8 +485,10 @@ def read_folder(folder: str | os.PathLike) -> Iterator[tuple[Path, int | None, p
                 raise ValidationError(f"{path}: not a readable parquet file ({err})") from None
 
 
-def _check_rows(path: Path, batch: pa.RecordBatch, first_row: int, token_array: pa.Array | None) -> np.ndarray:
-    """Row checks the loader would trip on later, or silently train on; returns num_tokens."""
+def _check_rows(path: Path, batch: pa.RecordBatch, first_row: int,
+                token_array: pa.Array | None) -> tuple[np.ndarray, int]:
+    """Row checks the loader would trip on later, or silently train on; returns num_tokens and
+    the number of masked positions."""
     for name in batch.schema.names:
         if batch.column(name).null_count:
             raise ValidationError(f"{path}: column {name} has nulls")
@@ -490,20 +503,21 @@ def _check_rows(path: Path, batch: pa.RecordBatch, first_row: int, token_array: 
         r = int(bad[0])
         raise ValidationError(f"{path}: row {first_row + r} has num_tokens {num_tokens[r]} but A and B hold "
                               f"{counts[0][r] + counts[1][r]} tokens (+3 for [CLS] [SEP] [SEP])")
-    if "masked_lm_positions" in batch.schema.names:
-        num_labels = split(batch.column("masked_lm_labels"), what="masked_lm_labels", source=str(path),
-                           error=ValidationError)[1]
-        for r, blob in enumerate(batch.column("masked_lm_positions").to_pylist()):
-            try:
-                pos = np.load(io.BytesIO(blob), allow_pickle=False)
-            except (ValueError, OSError, TypeError):
-                raise ValidationError(f"{path}: row {first_row + r} masked_lm_positions is not an np.save'd array") from None
-            special = (0, counts[0][r] + 1, num_tokens[r] - 1)
-            if (pos.ndim != 1 or len(pos) != num_labels[r] or np.isin(pos, special).any()
-                    or (len(pos) and (pos.min() < 0 or pos.max() >= num_tokens[r]))):
-                raise ValidationError(f"{path}: row {first_row + r} masked_lm_positions {pos.tolist()} are not "
-                                      f"{num_labels[r]} positions of A or B tokens within its {num_tokens[r]} tokens")
-    return num_tokens
+    if "masked_lm_positions" not in batch.schema.names:
+        return num_tokens, 0
+    num_labels = split(batch.column("masked_lm_labels"), what="masked_lm_labels", source=str(path),
+                       error=ValidationError)[1]
+    for r, blob in enumerate(batch.column("masked_lm_positions").to_pylist()):
+        try:
+            pos = np.load(io.BytesIO(blob), allow_pickle=False)
+        except (ValueError, OSError, TypeError):
+            raise ValidationError(f"{path}: row {first_row + r} masked_lm_positions is not an np.save'd array") from None
+        special = (0, counts[0][r] + 1, num_tokens[r] - 1)
+        if (pos.ndim != 1 or len(pos) != num_labels[r] or np.isin(pos, special).any()
+                or (len(pos) and (pos.min() < 0 or pos.max() >= num_tokens[r]))):
+            raise ValidationError(f"{path}: row {first_row + r} masked_lm_positions {pos.tolist()} are not "
+                                  f"{num_labels[r]} positions of A or B tokens within its {num_tokens[r]} tokens")
+    return num_tokens, int(num_labels.sum())
 
 
 def validate_folder(folder: str | os.PathLike, *, ranks: int = 1, bin_size: int | None = None,
@@ -515,7 +529,9 @@ def validate_folder(folder: str | os.PathLike, *, ranks: int = 1, bin_size: int 
     count that divides by `ranks` and sizes with largest = smallest + 1; `.num_samples.json`
     matching the files; per row num_tokens = A + B + 3 tokens, masking columns consistent, the
     row in its file's bin (exactly with `bin_size` and `seq_len`, else bins ordered by length),
-    and with `tokens` every token in the vocab."""
+    and with `tokens` every token in the vocab.
+
+    Also returns "stats": {bin: {"tokens", "random_next", "masked"}}, totals over the bin's rows."""
     folder = Path(folder)
     phase = _phase_files(folder)
     binned = None not in phase
@@ -532,6 +548,7 @@ def validate_folder(folder: str | os.PathLike, *, ranks: int = 1, bin_size: int 
     schema = None
     masking = None
     sizes: dict[int | None, list[int]] = {}
+    stats: dict[int | None, dict[str, int]] = {}
     previous_max = 0
     for bin_id, shards in phase.items():
         where = "" if bin_id is None else f" in bin {bin_id}"
@@ -539,6 +556,7 @@ def validate_folder(folder: str | os.PathLike, *, ranks: int = 1, bin_size: int 
             raise ValidationError(f"{folder}: {len(shards)} files{where} do not divide by {ranks} ranks x workers")
         bin_min, bin_max = None, 0
         sizes[bin_id] = []
+        totals = stats[bin_id] = {"tokens": 0, "random_next": 0, "masked": 0}
         for shard in sorted(shards):
             path = shards[shard]
             try:
@@ -561,7 +579,10 @@ def validate_folder(folder: str | os.PathLike, *, ranks: int = 1, bin_size: int 
             sizes[bin_id].append(rows)
             first_row = 0
             for batch in meta.iter_batches(batch_size=ROW_GROUP_ROWS):
-                num_tokens = _check_rows(path, batch, first_row, token_array)
+                num_tokens, masked = _check_rows(path, batch, first_row, token_array)
+                totals["tokens"] += int(num_tokens.sum())
+                totals["masked"] += masked
+                totals["random_next"] += int(pc.sum(batch.column("is_random_next").cast(pa.int64())).as_py() or 0)
                 if seq_len is not None and batch.num_rows and num_tokens.max() > seq_len:
                     raise ValidationError(f"{path}: a row has {num_tokens.max()} tokens, more than {seq_len}")
                 if binned and "bin_id" in batch.schema.names and (batch.column("bin_id").to_numpy() != bin_id).any():
@@ -587,4 +608,93 @@ def validate_folder(folder: str | os.PathLike, *, ranks: int = 1, bin_size: int 
     extra = sorted(set(recorded) - {p.name for shards in phase.values() for p in shards.values()})
     if extra:
         raise ValidationError(f"{recorded_path}: lists {extra[0]}, which is not in the folder")
-    return {"masking": masking, "bins": sizes, "rows": sum(sum(v) for v in sizes.values())}
+    return {"masking": masking, "bins": sizes, "rows": sum(sum(v) for v in sizes.values()), "stats": stats}
+
+
+# --- finding phase folders and what they hold ---
+
+def is_phase_folder(path: str | os.PathLike) -> bool:
+    """Whether `path` is an LDDL phase folder: it holds shard-*.parquet* files or a .num_samples.json."""
+    path = Path(path)
+    return path.is_dir() and ((path / NUM_SAMPLES_JSON).exists() or any(path.glob("shard-*.parquet*")))
+
+
+def find_phase_folders(root: str | os.PathLike) -> list[Path]:
+    """`root` if it is a phase folder, else the phase folders below it in sorted order (not
+    looking inside one, nor inside hidden folders: those of a running `bertdata shard`)."""
+    root = Path(root)
+    if is_phase_folder(root):
+        return [root]
+    found = []
+    for folder, dirs, _files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if Path(folder) != root and is_phase_folder(folder):
+            found.append(Path(folder))
+            dirs[:] = []
+    return found
+
+
+def read_manifest(folder: str | os.PathLike) -> dict[str, Any] | None:
+    """The folder's manifest.json as `bertdata shard --format lddl` wrote it, or None."""
+    path = Path(folder) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise BertdataError(f"{path}: not a readable JSON manifest ({err})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != "lddl":
+        raise BertdataError(f"{path}: not the manifest of an LDDL folder written by `bertdata shard --format lddl`")
+    return manifest
+
+
+def phase_settings(folder: str | os.PathLike) -> dict[str, Any]:
+    """The sequence length, predictions per sequence and generation attributes (vocab_sha256
+    among them) that the folder's manifest records: the rows alone do not tell them."""
+    manifest = read_manifest(folder)
+    keys = ("max_seq_length", "max_predictions_per_seq", "attrs")
+    if manifest is None or not all(k in manifest for k in keys):
+        raise BertdataError(f"{folder}: an LDDL folder without the {MANIFEST} that `bertdata shard --format lddl` "
+                            "writes; its sequence length, predictions per sequence and vocab are unknown")
+    return {k: manifest[k] for k in keys}
+
+
+def phase_layout(folder: str | os.PathLike) -> dict[str, Any]:
+    """What the file footers say, without reading rows: {"masking", "bins": {bin: {path: rows}},
+    "rows"}. Raises ValidationError for a folder the loader would trip on by name or schema."""
+    layout: dict[int | None, dict[Path, int]] = {}
+    masking = None
+    for bin_id, shards in _phase_files(Path(folder)).items():
+        layout[bin_id] = {}
+        for shard in sorted(shards):
+            path = shards[shard]
+            try:
+                meta = pq.ParquetFile(path)
+            except (pa.ArrowException, OSError) as err:
+                raise ValidationError(f"{path}: not a readable parquet file ({err})") from None
+            file_masking = "static" if "masked_lm_positions" in meta.schema_arrow.names else "dynamic"
+            if masking not in (None, file_masking):
+                raise ValidationError(f"{path}: {file_masking} masking among files with {masking} masking")
+            masking = file_masking
+            layout[bin_id][path] = meta.metadata.num_rows
+    return {"masking": masking, "bins": layout, "rows": sum(sum(v.values()) for v in layout.values())}
+
+
+def file_arrays(path: str | os.PathLike, tokens: Sequence[str], seq_len: int,
+                max_predictions: int) -> dict[str, np.ndarray]:
+    """All rows of one LDDL file as the six hdf5 arrays (see `arrays_from_rows`)."""
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as err:
+        raise ValidationError(f"{path}: not a readable parquet file ({err})") from None
+    return arrays_from_rows(table, tokens, seq_len, max_predictions, source=str(path))
+
+
+def row_words(row: Mapping[str, Any]) -> tuple[list[str], dict[int, str]]:
+    """One row (as `to_pylist` gives it) as the model sees its tokens, [CLS] A [SEP] B [SEP],
+    and the original token at each masked position (none with dynamic masking)."""
+    words = ["[CLS]", *row["A"].split(), "[SEP]", *row["B"].split(), "[SEP]"]
+    if row.get("masked_lm_positions") is None:
+        return words, {}
+    positions = np.load(io.BytesIO(row["masked_lm_positions"]), allow_pickle=False)
+    return words, dict(zip(positions.tolist(), row["masked_lm_labels"].split()))

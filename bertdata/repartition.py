@@ -19,6 +19,8 @@ process in one fixed sequence of writes, so the bytes do not depend on the worke
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import json
 import multiprocessing
 import os
@@ -36,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from tqdm import tqdm
 
-from bertdata import __version__
+from bertdata import __version__, lddl
 from bertdata.config import ShardConfig
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.fsutil import atomic_path, owner_gone, this_process
@@ -46,6 +49,7 @@ from bertdata.hdf5io import DTYPES, FIELDS, ShardInfo, ShardWriter, chunk_rows, 
 from bertdata.layout import shard_stem
 from bertdata.manifest import dumps, file_sha256
 from bertdata.validate import check_batch, find_shards, read_layout
+from bertdata.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 
 # Largest bucket we aim for: a part may map all of one bucket, so this bounds memory (per worker).
 BUCKET_BYTES = 48 << 20
@@ -90,12 +94,18 @@ def _slice_rows(dtype: np.dtype) -> int:
 def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> list[str]:
     """The input files, sorted by absolute path with duplicates dropped. Folders are searched
     recursively for `*_<split>_*` hdf5 files (any hdf5 file for split "all"), skipping anything
-    inside the output folder (earlier parts); files named explicitly are taken as they are."""
+    inside the output folder (earlier parts); files named explicitly are taken as they are. A
+    folder that is an LDDL folder is one input, read whole."""
     out = Path(output).resolve()
     found: dict[str, str] = {}
     skipped = 0
     for given in paths:
-        if os.path.isdir(given):
+        if lddl.is_phase_folder(given):
+            if Path(given).resolve() == out or out in Path(given).resolve().parents:
+                raise BertdataError(f"{given}: input is inside the output folder {output}; "
+                                    "write to another folder")
+            found.setdefault(os.path.realpath(given), given)
+        elif os.path.isdir(given):
             for path in find_shards([given]):
                 if split != "all" and f"_{split}_" not in Path(path).name:
                     continue
@@ -134,10 +144,40 @@ def _refuse_invalid() -> Iterator[None]:
 
 def read_input(path: str) -> ShardInfo:
     """The layout of one input, checked as `inspect` checks it (other integer dtypes allowed:
-    they are cast), before anything is written."""
+    they are cast), before anything is written. An LDDL folder: its files' names, footers and
+    row counts, and the settings its manifest records; its rows are checked as they are read."""
     with _refuse_invalid():
+        if lddl.is_phase_folder(path):
+            settings = lddl.phase_settings(path)
+            return ShardInfo(path, lddl.phase_layout(path)["rows"], settings["max_seq_length"],
+                             settings["max_predictions_per_seq"], settings["attrs"])
         layout = read_layout(path, exact_dtypes=False)
     return ShardInfo(path, layout.instances, layout.max_seq_length, layout.max_predictions_per_seq, layout.attrs)
+
+
+def _input_slices(info: ShardInfo, rows: int,
+                  tokens: tuple[str, ...] | None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """(start, the six arrays of rows start..) through one input, in its order."""
+    if not lddl.is_phase_folder(info.path):
+        yield from iter_slices(info.path, rows)
+        return
+    start = 0
+    with _refuse_invalid():
+        for path, _bin, batch in lddl.read_folder(info.path):
+            yield start, lddl.arrays_from_rows(pa.Table.from_batches([batch]), tokens, info.max_seq_length,
+                                               info.max_predictions_per_seq, source=str(path))
+            start += batch.num_rows
+
+
+def input_vocab(infos: list[ShardInfo], given: str | None) -> Vocab:
+    """The vocab the inputs were made with: `given` (refused if an input records another), else
+    the one whose sha256 they record (see `vocab_for_shard`)."""
+    if given is None:
+        return vocab_for_shard(infos[0].attrs, infos[0].path)
+    vocab = load_vocab(given)
+    for info in infos:
+        check_vocab(vocab, info.attrs, info.path)
+    return vocab
 
 
 def check_inputs(infos: list[ShardInfo]) -> dict[str, Any]:
@@ -264,8 +304,8 @@ class _Buckets:
 
 
 def _scatter(inputs: list[ShardInfo], chooser: _Chooser, buckets: _Buckets, dtype: np.dtype,
-             ctrl_c: "_CtrlC") -> int:
-    """Pass 1; returns the number of instances read."""
+             ctrl_c: "_CtrlC", tokens: tuple[str, ...] | None = None) -> int:
+    """Pass 1; returns the number of instances read. `tokens` reads LDDL inputs."""
     rows = _slice_rows(dtype)
     offset = 0
     # disable=None: no bar when stderr is not a terminal (a log file, CI).
@@ -273,7 +313,7 @@ def _scatter(inputs: list[ShardInfo], chooser: _Chooser, buckets: _Buckets, dtyp
               dynamic_ncols=True, disable=None) as bar:
         for info in inputs:
             try:
-                for start, arrays in iter_slices(info.path, rows):
+                for start, arrays in _input_slices(info, rows, tokens):
                     with _refuse_invalid():
                         check_batch(info.path, start, arrays, info.attrs.get("vocab_size"))
                     n = len(arrays["input_ids"])
@@ -354,29 +394,35 @@ class _ChunkAlignedWriter:
             self.written[name] = end
 
 
-def write_part(plan: _Plan, part: int, progress: Callable[[int], None]) -> tuple[int, str, int]:
-    """Write part `part`, rows start:stop of the shuffled buckets laid end to end; (part, sha256, bytes).
+def gathered(plan: _Plan, start: int, stop: int) -> Iterator[np.ndarray]:
+    """Rows start:stop of the global order (the shuffled buckets laid end to end), as slices of records.
 
     A bucket is memory-mapped, not read: rows are gathered in shuffled order straight from the
-    page cache, and only the pages of the rows this part takes are touched (at most the bucket)."""
-    dtype, rows = plan.dtype, _slice_rows(plan.dtype)
+    page cache, and only the pages of the rows taken are touched (at most the bucket)."""
+    rows = _slice_rows(plan.dtype)
+    bucket_start = 0
+    for bucket, (path, size) in enumerate(zip(plan.bucket_paths, plan.bucket_sizes)):
+        lo, hi = max(start, bucket_start) - bucket_start, min(stop, bucket_start + size) - bucket_start
+        if lo < hi:
+            order = bucket_order(plan, bucket)
+            records = np.memmap(path, dtype=plan.dtype, mode="r", shape=(size,))
+            for first in range(lo, hi, rows):
+                yield records[order[first:min(first + rows, hi)]]
+            del records  # unmapped: its pages leave this process's memory
+        bucket_start += size
+
+
+def write_part(plan: _Plan, part: int, progress: Callable[[int], None]) -> tuple[int, str, int]:
+    """Write part `part`, rows start:stop of the global order; (part, sha256, bytes)."""
     start = sum(plan.part_sizes[:part])
     stop = start + plan.part_sizes[part]
     attrs = {**plan.attrs, "shard_seed": plan.seed, "part_index": part, "num_parts": len(plan.part_sizes)}
     with ShardWriter(plan.part_paths[part], stop - start, plan.max_seq_length,
                      plan.max_predictions_per_seq, attrs) as shard:
-        writer = _ChunkAlignedWriter(shard, stop - start, dtype)
-        bucket_start = 0
-        for bucket, (path, size) in enumerate(zip(plan.bucket_paths, plan.bucket_sizes)):
-            lo, hi = max(start, bucket_start) - bucket_start, min(stop, bucket_start + size) - bucket_start
-            if lo < hi:
-                order = bucket_order(plan, bucket)
-                records = np.memmap(path, dtype=dtype, mode="r", shape=(size,))
-                for first in range(lo, hi, rows):
-                    writer.add(records[order[first:min(first + rows, hi)]])
-                    progress(min(rows, hi - first))
-                del records  # unmapped: its pages leave this process's memory
-            bucket_start += size
+        writer = _ChunkAlignedWriter(shard, stop - start, plan.dtype)
+        for records in gathered(plan, start, stop):
+            writer.add(records)
+            progress(len(records))
     with open(plan.part_paths[part], "rb") as f:
         digest = file_sha256(f)
     return part, digest, os.path.getsize(plan.part_paths[part])
@@ -497,9 +543,16 @@ class ShardResult:
     removed: list[str] = field(default_factory=list)
     # About temporary folders of earlier runs: removed (their run is gone) or left alone.
     notes: list[str] = field(default_factory=list)
+    lddl: dict[str, Any] | None = None  # what lddl.write_phase wrote, for --format lddl
 
     def summary(self) -> str:
         mb_in, mb_out, secs = self.bytes_in / 1e6, self.bytes_out / 1e6, max(self.seconds, 1e-9)
+        if self.lddl is not None:
+            bins = len(self.lddl["bins"])
+            return (f"{self.instances_in:,} instances in, {self.instances_out:,} out ({self.lddl['dropped']} dropped "
+                    f"to balance the bins), {len(self.parts)} LDDL files ({self.lddl['num_shards']} per bin, "
+                    f"{bins} bin{'s' if bins > 1 else ''}, {self.lddl['masking']} masking) in {self.output}, "
+                    f"{self.seconds:.1f} s, {mb_in / secs:.1f} MB/s in, {mb_out / secs:.1f} MB/s parquet out")
         return (f"{self.instances_in:,} instances in, {self.instances_out:,} out, {len(self.parts)} parts "
                 f"in {self.output}, {self.seconds:.1f} s, {mb_in / secs:.1f} MB/s hdf5 in, "
                 f"{mb_out / secs:.1f} MB/s hdf5 out")
@@ -571,13 +624,31 @@ def remove_dead_temp_folders(output: Path) -> list[str]:
     return notes
 
 
+def _digest(path: str) -> str:
+    """A file's sha256; for an LDDL folder, the sha256 of its files' "sha256  name" lines, sorted by name."""
+    if not os.path.isdir(path):
+        with open(path, "rb") as f:
+            return file_sha256(f)
+    lines = []
+    for entry in sorted(Path(path).iterdir()):
+        if entry.is_file() and entry.name != lddl.MANIFEST:
+            with open(entry, "rb") as f:
+                lines.append(f"{file_sha256(f)}  {entry.name}\n")
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def _size(path: str) -> int:
+    if os.path.isdir(path):
+        return sum(p.stat().st_size for p in Path(path).iterdir() if p.is_file())
+    return os.path.getsize(path)
+
+
 def _input_digests(paths: list[str], stop: threading.Event) -> list[str]:
     digests = []
     for path in paths:
         if stop.is_set():
             break
-        with open(path, "rb") as f:
-            digests.append(file_sha256(f))
+        digests.append(_digest(path))
     return digests
 
 
@@ -586,16 +657,25 @@ def repartition(config: ShardConfig) -> ShardResult:
     output = Path(config.output)
     if output.exists() and not output.is_dir():
         raise BertdataError(f"{output}: exists and is not a folder")
+    to_lddl = config.format == "lddl"
     paths = find_inputs(config.inputs, config.split, output)
     infos = [read_input(p) for p in paths]
     attrs = check_inputs(infos)
+    folders = [p for p in paths if lddl.is_phase_folder(p)]
+    if config.vocab is not None and not (to_lddl or folders):
+        raise BertdataError("--vocab is for LDDL output or input; hdf5 shards hold token ids")
+    vocab = input_vocab(infos, config.vocab) if to_lddl or folders else None
+    masking = config.masking or "static"
+    if any(lddl.phase_layout(p)["masking"] == "dynamic" for p in folders) and not (to_lddl and masking == "dynamic"):
+        raise BertdataError("an LDDL input with dynamic masking holds no masks to write; "
+                            "only --format lddl --masking dynamic can take it")
     total = sum(i.num_instances for i in infos)
     keep = sample_size(total, config.sample, config.max_instances)
-    if config.parts > keep:
+    if config.parts > keep and not to_lddl:
         picked = "" if keep == total else f" ({'--sample' if config.sample else '--max-instances'} keeps {keep:,})"
         raise BertdataError(f"--parts {config.parts} is more than the {keep:,} instances to share out{picked}; "
                             "every part needs at least one")
-    existing = existing_outputs(output)
+    existing = [] if to_lddl else existing_outputs(output)  # write_phase refuses a non-empty folder itself
     if existing and not config.force:
         raise BertdataError(f"{output}: already holds parts or a manifest ({existing[0].name}, "
                             f"{len(existing)} in all); pass --force to replace them")
@@ -606,12 +686,15 @@ def repartition(config: ShardConfig) -> ShardResult:
     first = infos[0]
     dtype = record_dtype(first.max_seq_length, first.max_predictions_per_seq)
     num_buckets = max(1, -(-keep * dtype.itemsize // BUCKET_BYTES))
-    bytes_in = sum(os.path.getsize(p) for p in paths)
-    notes = remove_dead_temp_folders(output)
+    bytes_in = sum(_size(p) for p in paths)
+    # An LDDL folder may hold no subfolder (its loader would read it too): the temporary folder
+    # goes beside it.
+    temp_parent = output.absolute().parent if to_lddl else output
+    notes = remove_dead_temp_folders(temp_parent)
     # Buckets hold the kept rows uncompressed; the parts, compressed about as well as the inputs,
     # are written beside them before either is removed.
-    _check_free_space(output, keep * dtype.itemsize + bytes_in * keep // max(total, 1))
-    tmp = _make_temp_folder(output)
+    _check_free_space(temp_parent, keep * dtype.itemsize + bytes_in * keep // max(total, 1))
+    tmp = _make_temp_folder(temp_parent)
     hasher, stop_hashing = ThreadPoolExecutor(1), threading.Event()
     workers: _Workers | None = None
     with _CtrlC() as ctrl_c:
@@ -620,27 +703,57 @@ def repartition(config: ShardConfig) -> ShardResult:
             # Hashing the inputs overlaps the scatter: hashlib releases the GIL on large blocks.
             input_digests = hasher.submit(_input_digests, paths, stop_hashing)
             buckets = _Buckets(tmp, num_buckets)
-            _scatter(infos, _Chooser(total, keep, num_buckets, config.seed), buckets, dtype, ctrl_c)
+            tokens = vocab.tokens if vocab else None
+            plan = _Plan(tuple(buckets.paths), (), (), (), first.max_seq_length, first.max_predictions_per_seq,
+                         attrs, config.seed)
+            options = {"split": config.split, "parts": config.parts, "seed": config.seed,
+                       "sample": config.sample, "max_instances": config.max_instances}
+
+            def inputs() -> list[dict[str, Any]]:
+                return [{"path": info.path, "sha256": digest, "instances": info.num_instances,
+                         "bytes": _size(info.path)} for info, digest in zip(infos, input_digests.result())]
+
+            if to_lddl:
+                if config.force:  # a crash midway must not leave the old manifest beside new files
+                    with contextlib.suppress(FileNotFoundError):
+                        (output / lddl.MANIFEST).unlink()
+                written = _write_lddl(config, infos, plan, buckets, keep, tokens, output, ctrl_c)
+                names = sorted(written["files"], key=lambda n: lddl.name_parts(n)[::-1])
+                files = [{"file": n, "bin": lddl.name_parts(n)[1], "rows": written["files"][n],
+                          "sha256": _digest(str(output / n)), "bytes": (output / n).stat().st_size} for n in names]
+                manifest = {
+                    "tool": "bertdata shard", "version": __version__, "format": "lddl",
+                    "options": {**options, "masking": masking, "bin_size": config.bin_size, "ranks": config.ranks or 1},
+                    "max_seq_length": first.max_seq_length,
+                    "max_predictions_per_seq": first.max_predictions_per_seq,
+                    "attrs": {**attrs, "vocab_sha256": vocab.sha256, "vocab_size": len(vocab)},
+                    "buckets": num_buckets, "instances_in": total, "instances_sampled": keep,
+                    "instances_out": written["rows"], "dropped": written["dropped"],
+                    "bins": written["bins"], "inputs": inputs(), "files": files,
+                }
+                with atomic_path(output / lddl.MANIFEST) as path:
+                    path.write_bytes(dumps(manifest))
+                return ShardResult(str(output), [str(output / f["file"]) for f in files], total, written["rows"],
+                                   bytes_in, written["bytes"], time.perf_counter() - began, notes=notes,
+                                   lddl=written)
+            _scatter(infos, _Chooser(total, keep, num_buckets, config.seed), buckets, dtype, ctrl_c, tokens)
             temp_parts = [f"part_{i:06d}.hdf5" for i in range(config.parts)]
-            plan = _Plan(tuple(buckets.paths), tuple(int(s) for s in buckets.sizes),
-                         tuple(os.path.join(tmp, f) for f in temp_parts), tuple(part_sizes(keep, config.parts)),
-                         first.max_seq_length, first.max_predictions_per_seq, attrs, config.seed)
+            plan = dataclasses.replace(plan, bucket_sizes=tuple(int(s) for s in buckets.sizes),
+                                       part_paths=tuple(os.path.join(tmp, f) for f in temp_parts),
+                                       part_sizes=tuple(part_sizes(keep, config.parts)))
             written = sorted(workers.run(write_part, plan, list(range(config.parts)), keep, "write"))
             workers.close()
             manifest = {
                 "tool": "bertdata shard",
                 "version": __version__,
-                "options": {"split": config.split, "name": name, "parts": config.parts, "seed": config.seed,
-                            "sample": config.sample, "max_instances": config.max_instances},
+                "options": {**options, "name": name},
                 "max_seq_length": first.max_seq_length,
                 "max_predictions_per_seq": first.max_predictions_per_seq,
                 "attrs": attrs,
                 "buckets": num_buckets,
                 "instances_in": total,
                 "instances_out": keep,
-                "inputs": [{"path": info.path, "sha256": digest, "instances": info.num_instances,
-                            "bytes": os.path.getsize(info.path)}
-                           for info, digest in zip(infos, input_digests.result())],
+                "inputs": inputs(),
                 "parts": [{"file": part_files[i], "instances": plan.part_sizes[i], "sha256": digest,
                            "bytes": size} for i, digest, size in written],
             }
@@ -655,6 +768,27 @@ def repartition(config: ShardConfig) -> ShardResult:
     return ShardResult(str(output), [str(output / f) for f in part_files], total, keep,
                        bytes_in, sum(size for _, _, size in written),
                        time.perf_counter() - began, [str(p) for p in removed], notes)
+
+
+def _write_lddl(config: ShardConfig, infos: list[ShardInfo], plan: _Plan, buckets: _Buckets, keep: int,
+                tokens: tuple[str, ...], output: Path, ctrl_c: _CtrlC) -> dict[str, Any]:
+    """The kept rows in their global shuffled order, into an LDDL folder (see `lddl.write_phase`).
+
+    The rows reach write_phase lazily, so it checks its options and the folder before the
+    scatter reads a single input."""
+    def rows() -> Iterator[dict[str, np.ndarray]]:
+        _scatter(infos, _Chooser(sum(i.num_instances for i in infos), keep, len(buckets.paths), config.seed),
+                 buckets, plan.dtype, ctrl_c, tokens)
+        shuffled = dataclasses.replace(plan, bucket_sizes=tuple(int(s) for s in buckets.sizes))
+        with tqdm(total=keep, unit="inst", desc="write", dynamic_ncols=True, disable=None) as bar:
+            for records in gathered(shuffled, 0, keep):
+                yield {name: records[name] for name in FIELDS}
+                bar.update(len(records))
+                ctrl_c.check()
+
+    return lddl.write_phase(rows(), output, tokens, seq_len=plan.max_seq_length, num_shards=config.parts,
+                            masking=config.masking or "static", bin_size=config.bin_size, ranks=config.ranks or 1,
+                            force=config.force)
 
 
 def _publish(tmp: Path, output: Path, part_files: dict[str, str], stale: list[Path], manifest: dict) -> list[Path]:

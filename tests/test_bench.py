@@ -382,8 +382,8 @@ def test_missing_torch_names_the_extra(tmp_path, monkeypatch, capsys):
 def test_report_mfu_and_table_for_a_gpu_record():
     raw = dict(mode="train", model="base", device_type="cuda", device_name="NVIDIA A100-SXM4-80GB",
                world=8, precision="amp", batch_size=128, accumulation=66, global_batch=67584, seq_len=128,
-               sequences=2000, step_times_s=[0.5, 0.5, 1.0], loader_wait_s=[0.1, 0.0, 0.0],
-               flops=8 * 312e12 * 2.0 * 0.5)
+               sequences=2000, tokens=2000 * 128, real_tokens=2000 * 100, step_times_s=[0.5, 0.5, 1.0],
+               loader_wait_s=[0.1, 0.0, 0.0], flops=8 * 312e12 * 2.0 * 0.5)
     record = report.summarize(raw)
     assert record["sequences_per_second"] == 1000.0
     assert record["loader_wait_share"] == pytest.approx(0.05)

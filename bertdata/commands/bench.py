@@ -12,7 +12,14 @@ pipeline and model FLOPs utilisation. Reads every file in --data whose name
 contains 'training' (the NGC rule), so our shards and the reference's alike.
 
 One optimizer step = --accumulation micro-batches of --batch-size per GPU; the
-gradient all-reduce runs once, on the last micro-batch. --global-batch 67584
+gradient all-reduce runs once, on the last micro-batch.
+
+--data may also be an LDDL folder (`bertdata shard --format lddl`), read as
+LDDL's loader reads it: batches padded to their longest sequence (rounded up
+to 8), one bin per batch in a binned folder, static masks from the files or
+dynamic masking per batch (the reference's rule: 15% of the tokens, at most the
+phase's predictions per sequence). tokens/s counts the tokens run with padding
+and, apart, the real ones: compare binned and unbinned phase 2 on those. --global-batch 67584
 reproduces the NGC phase-1 setup (accumulation = 67584 / (batch x GPUs)).
 The first --warmup-steps are not timed, nor any step before the optimizer's first
 real one (fp16 loss scaling skips steps whose gradients overflow; the first real one
@@ -69,7 +76,8 @@ def _str_list(text: str) -> tuple[str, ...]:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="train BERT on shards and report sequences/s",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", required=True, metavar="DIR", help="folder of shards (files named *training*)")
+    p.add_argument("--data", required=True, metavar="DIR",
+                   help="folder of shards (files named *training*), or an LDDL folder")
     p.add_argument("--model", default="base", help="base, large or tiny (default: base)")
     p.add_argument("--bert-config", metavar="FILE", help="a reference bert_config.json (overrides --model)")
     p.add_argument("--batch-size", type=_int_list, metavar="N", help="sequences per GPU per micro-batch "
@@ -92,6 +100,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, default=6e-3, help="learning rate, constant: throughput does not depend on the schedule (default 6e-3, NGC phase 1)")
     p.add_argument("--optimizer", choices=("lamb", "adamw"), default="lamb")
     p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--vocab", metavar="PATH",
+                   help="an LDDL folder's vocab (default: the one whose sha256 its manifest.json records)")
     p.add_argument("--json", metavar="PATH", help="write the run records as JSON")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.set_defaults(run=run)
@@ -110,7 +120,7 @@ def configs_from_args(args: argparse.Namespace, config_cls) -> list:
                   global_batch=args.global_batch, accumulation=args.accumulation, steps=args.steps,
                   warmup_steps=args.warmup_steps, gpus=args.gpus, compile=args.compile,
                   device=args.device, loader_only=args.loader_only, lr=args.lr,
-                  optimizer=args.optimizer, seed=args.seed)
+                  optimizer=args.optimizer, seed=args.seed, vocab=args.vocab)
     if args.workers is not None:  # else BenchConfig's default, which depends on the machine
         common["workers"] = args.workers
     return [config_cls(batch_size=b, precision=p, **common) for b in batch_sizes for p in precisions]

@@ -5,30 +5,46 @@ from __future__ import annotations
 import argparse
 
 HELP = """\
-Validate hdf5 shards against the reference layout and print statistics.
+Validate hdf5 shards against the reference layout, and LDDL parquet folders as
+LDDL's loader will read them, and print statistics.
 
-Checks: the six datasets, their dtypes, that shapes agree, token ids below the
-vocab size (from --vocab, else the vocab_size the shard records), input_mask a
-run of 1s, masked positions strictly increasing then 0-padded and inside the
-real tokens. A file that fails: its name and the reason, exit code 1; every
-file is checked. A --vocab other than the one a shard records: exit code 2.
+hdf5 checks: the six datasets, their dtypes, that shapes agree, token ids below
+the vocab size (from --vocab, else the vocab_size the shard records), input_mask
+a run of 1s, masked positions strictly increasing then 0-padded and inside the
+real tokens.
+
+A folder holding shard-*.parquet* files or a .num_samples.json is an LDDL
+folder (one phase); a folder given is also searched for such folders. Checks:
+file names and bins, the columns, .num_samples.json, every bin's file count
+dividing by --ranks (training ranks x loader workers) and its files' sizes
+differing by exactly one row, every row's token count, masking and bin, and
+with a vocab (--vocab, or the one whose sha256 the folder's manifest.json
+records) every token. Statistics are per bin.
+
+A file or folder that fails: its name and the reason, exit code 1; every one
+is checked. A --vocab other than the one a shard or folder records: exit code 2.
 
 examples:
   bertdata inspect data/hdf5_lower_case_1_seq_len_128_*/
   bertdata inspect shard.hdf5 --show 3 --vocab vocab.txt
+  bertdata inspect data/lddl_512 --ranks 64 --show 2
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="validate shards and print statistics",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("paths", nargs="+", metavar="PATH", help="hdf5 files or folders (searched recursively)")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="hdf5 files, LDDL folders, or folders searched recursively for both")
     p.add_argument("--show", type=int, default=0, metavar="N",
                    help="decode the first N instances of each file to text ([shown→original] marks predictions)")
     p.add_argument("--vocab", metavar="PATH",
                    help="vocab for --show and the id range check; refused if the shard records another "
                         "(default for --show: the vocab whose sha256 the shard records -- the bundled "
                         "sample vocab or one in the cache -- else the bert-base-uncased vocab)")
+    p.add_argument("--ranks", type=int, default=1, metavar="N",
+                   help="LDDL folders: training ranks x loader workers per rank that every bin's file "
+                        "count must divide by (default: 1)")
     p.set_defaults(run=run)
 
 
@@ -43,18 +59,21 @@ def run(args: argparse.Namespace) -> int:
 
     from bertdata.errors import BertdataError, ValidationError
     from bertdata.hdf5io import decode_instance, iter_instances
-    from bertdata.validate import ShardStats, find_shards, read_layout, validate_shard
+    from bertdata.validate import ShardStats, read_layout, validate_shard
     from bertdata.vocab import check_vocab, load_vocab, vocab_for_shard
 
     if args.show < 0:
         raise BertdataError("--show must be >= 0")
+    if args.ranks < 1:
+        raise BertdataError("--ranks must be at least 1")
     given = load_vocab(args.vocab) if args.vocab else None
-    shards = find_shards(args.paths)
+    shards, folders = _find_inputs(args.paths)
     totals: dict[int, ShardStats] = {}  # by sequence length: phase 1 and 2 do not average together
     counts: dict[int, int] = {}
     failures, warnings = [], []
     header = f"{'instances':>10} {'seq':>4} {'real tok':>8} {'short':>6} {'masked':>6} {'random next':>11}  file"
-    print(header)
+    if shards:
+        print(header)
     for path in shards:
         try:
             attrs = read_layout(path).attrs
@@ -80,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
     for seq, total in sorted(totals.items()):
         if len(shards) > 1:
             _print_row(total, f"total of {counts[seq]} valid file(s) with sequence length {seq}")
+    for folder in folders:
+        _inspect_folder(folder, args, given, failures, warnings)
     for warning in warnings:
         print(f"bertdata inspect: warning: {warning}")
     for failure in failures:
@@ -91,3 +112,87 @@ def _print_row(stats, label: str) -> None:
     r = stats.row()
     print(f"{r['instances']:>10} {stats.max_seq_length:>4} {r['mean_real_tokens']:>8.1f} "
           f"{r['short_share']:>6.1%} {r['masked_per_instance']:>6.2f} {r['random_next_share']:>11.1%}  {label}")
+
+
+def _find_inputs(paths: list[str]) -> tuple[list[str], list]:
+    """(hdf5 files, LDDL folders) among `paths`: a folder is one LDDL folder, or is searched
+    for both."""
+    import os
+
+    from bertdata import lddl
+    from bertdata.errors import BertdataError
+    from bertdata.validate import find_shards
+
+    folders, rest = [], []
+    for path in paths:
+        found = lddl.find_phase_folders(path) if os.path.isdir(path) else []
+        folders += found
+        if not (found and os.path.samefile(found[0], path)):
+            rest.append(path)
+    try:
+        return (find_shards(rest) if rest else []), folders
+    except BertdataError:
+        if folders and all(os.path.isdir(p) for p in rest):  # folders holding LDDL folders only
+            return [], folders
+        raise
+
+
+def _inspect_folder(folder, args: argparse.Namespace, given, failures: list[str], warnings: list[str]) -> None:
+    """Validate one LDDL folder, print its statistics per bin and --show rows; a failure is
+    added to `failures`."""
+    import itertools
+
+    import pyarrow as pa
+
+    from bertdata import lddl
+    from bertdata.errors import BertdataError, ValidationError
+    from bertdata.hdf5io import decode_words
+    from bertdata.vocab import check_vocab, vocab_for_shard
+
+    print(f"LDDL folder {folder}")
+    try:
+        manifest = lddl.read_manifest(folder) or {}
+    except BertdataError as err:
+        manifest = {}
+        warnings.append(f"{err}; checked without it")
+    attrs = manifest.get("attrs", {})
+    vocab = given
+    if given is not None:
+        check_vocab(given, attrs, folder)
+    elif attrs.get("vocab_sha256"):
+        try:
+            vocab = vocab_for_shard(attrs, folder)
+        except BertdataError as err:
+            warnings.append(f"{err} (tokens not checked against a vocab)")
+    try:
+        report = lddl.validate_folder(folder, ranks=args.ranks, bin_size=manifest.get("options", {}).get("bin_size"),
+                                      seq_len=manifest.get("max_seq_length"),
+                                      tokens=vocab.tokens if vocab else None)
+    except ValidationError as err:
+        failures.append(str(err))
+        print(f"{'INVALID':>10}")
+        return
+    print(f"{'bin':>10} {'files':>6} {'rows':>10} {'mean tok':>8} {'masked':>6} {'random next':>11}  "
+          f"({report['masking']} masking)")
+    total = {"files": 0, "rows": 0, "tokens": 0, "masked": 0, "random_next": 0}
+    for bin_id, sizes in report["bins"].items():
+        row = {"files": len(sizes), "rows": sum(sizes), **report["stats"][bin_id]}
+        _print_bin("-" if bin_id is None else bin_id, row)
+        total = {k: total[k] + row[k] for k in total}
+    if len(report["bins"]) > 1:
+        _print_bin("total", total)
+    share = total["random_next"] / max(total["rows"], 1)
+    if total["rows"] >= NSP_MIN_INSTANCES and abs(share - 0.5) > NSP_TOLERANCE:
+        warnings.append(f"{folder}: {share:.1%} random next, far from 50%: its rows came from too few documents")
+    if args.show:
+        rows = (row for _path, _bin, batch in lddl.read_folder(folder)
+                for row in pa.Table.from_batches([batch]).to_pylist())
+        for i, row in enumerate(itertools.islice(rows, args.show)):
+            label = "random next" if row["is_random_next"] else "actual next"
+            print(f"  #{i} ({label}): {decode_words(*lddl.row_words(row))}")
+
+
+def _print_bin(label, row: dict) -> None:
+    rows = max(row["rows"], 1)
+    print(f"{label:>10} {row['files']:>6} {row['rows']:>10,} {row['tokens'] / rows:>8.1f} "
+          f"{row['masked'] / rows:>6.2f} {row['random_next'] / rows:>11.1%}")

@@ -1,4 +1,4 @@
-"""`bertdata shard`: re-partition hdf5 shards into N balanced, globally shuffled parts."""
+"""`bertdata shard`: re-partition shards into N balanced, globally shuffled parts, as hdf5 or LDDL."""
 
 from __future__ import annotations
 
@@ -31,22 +31,51 @@ and parts with sha256, instance counts, options). A folder that already holds
 parts or a manifest is replaced only with --force, which also removes old
 parts the new set does not overwrite.
 
+--format lddl writes the same shuffled instances as an LDDL folder, the input
+of NVIDIA's current BERT recipe (lddl.torch.get_bert_pretrain_data_loader):
+--parts files per bin, named shard-<i>.parquet (unbinned) or
+shard-<i>.parquet_<bin> (--bin-size N: bins of N tokens by length), with a
+.num_samples.json and manifest.json. --masking static (default) keeps the
+shards' masks; dynamic writes the original tokens and lets the loader mask.
+The loader needs every bin's file count to divide by training ranks x loader
+workers per rank (--ranks, default 1) and its files to differ by exactly one
+row: where a bin's rows divide evenly, its last row in the shuffled order is
+dropped (the manifest lists each bin's drop). An LDDL folder written so is
+also an input: shard it again for other --ranks, --parts or --bin-size. The
+vocab (for the text of the rows) is --vocab, else the one whose sha256 the
+inputs record. Files appear one by one under their final names, each complete;
+--sample, --max-instances and --seed work as for hdf5. The temporary folder
+sits beside --output here, not inside: the loader reads subfolders too.
+
 examples:
   bertdata shard data/hdf5_lower_case_1_seq_len_128_*/wikicorpus_en --output parts --parts 256
   # the NGC 100-part benchmark sample: 100 parts from 5% of the instances
   bertdata shard data/hdf5_.../wikicorpus_en --output parts --parts 100 --sample 0.05
   bertdata shard a_training_0.hdf5 b_training_0.hdf5 --output mixed --parts 4 --name mixed
   bertdata shard data/hdf5_.../wikicorpus_en --split test --output parts --parts 8 --workers 4
+  bertdata shard data/hdf5_..._seq_len_512_*/wikicorpus_en --format lddl --bin-size 64 --parts 64 \
+      --ranks 16 --output lddl_512
+  bertdata shard lddl_512 --format lddl --bin-size 64 --parts 128 --ranks 32 --output lddl_512_r32
 """
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "shard", help="re-partition hdf5 shards into N balanced, globally shuffled parts",
+        "shard", help="re-partition shards into N balanced, globally shuffled parts (hdf5 or LDDL)",
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="hdf5 shards or folders of them")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="hdf5 shards, folders of them, or LDDL folders")
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the parts (created if missing)")
-    p.add_argument("--parts", required=True, type=int, metavar="N", help="number of parts to write")
+    p.add_argument("--parts", required=True, type=int, metavar="N",
+                   help="number of parts to write (--format lddl: files per bin)")
+    p.add_argument("--format", choices=("hdf5", "lddl"), default="hdf5", help="output format (default: hdf5)")
+    p.add_argument("--masking", choices=("static", "dynamic"),
+                   help="lddl: keep the shards' masks (static, default) or leave masking to the loader")
+    p.add_argument("--bin-size", type=int, metavar="N",
+                   help="lddl: bin instances by length into bins of N tokens (default: unbinned)")
+    p.add_argument("--ranks", type=int, metavar="N",
+                   help="lddl: training ranks x loader workers per rank; --parts must divide by it (default: 1)")
+    p.add_argument("--vocab", metavar="PATH",
+                   help="vocab of the inputs, for LDDL text (default: the one whose sha256 they record)")
     p.add_argument("--split", choices=("training", "test", "all"), default="training",
                    help="which files to take from folders, by name (default: training)")
     p.add_argument("--name", metavar="NAME",
@@ -75,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
     config = ShardConfig(
         inputs=tuple(args.inputs), output=args.output, parts=args.parts, split=args.split,
         name=args.name, seed=args.seed, sample=args.sample, max_instances=args.max_instances,
-        force=args.force, workers=args.workers,
+        force=args.force, workers=args.workers, format=args.format, masking=args.masking,
+        bin_size=args.bin_size, ranks=args.ranks, vocab=args.vocab,
     )
     result = repartition(config)
     for note in result.notes:
