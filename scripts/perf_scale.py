@@ -93,7 +93,6 @@ def timed_build(python: str, dump: Path, workers: int, out: Path) -> dict:
     hdf5 = json.loads(next(out.glob("hdf5_*/wikicorpus_en/manifest.json")).read_text())
     return {"seconds": seconds, "tree_mb": peak_tree / 2**20, "launcher_mb": peak_launcher / 2**20,
             "spill_mb": peak_spill / 1e6, "text_mb": text["counts"]["text_chars"] / 1e6,
-            "text_shard_mb": max(s["bytes"] for s in text["shards"]) / 1e6,
             "articles": text["counts"]["articles"], "instances": hdf5["counts"]["instances"],
             "out_mb": (folder_bytes("sharded_*/*/*.txt", out) + folder_bytes("hdf5_*/*/*.hdf5", out)) / 1e6}
 
@@ -157,7 +156,7 @@ def main() -> None:
     text_gb = r["text_mb"] / r["bz2_mb"] * FULL_DUMP_GB
     spill_gb = r["spill_mb"] / r["bz2_mb"] * FULL_DUMP_GB
     out_gb = r["out_mb"] / r["bz2_mb"] * FULL_DUMP_GB
-    shard_mb = r["text_shard_mb"] * full_mb / r["bz2_mb"]
+    shard_mb = text_gb * 1000 * 0.9 / 256  # the default test fraction and training shards
     worker_mb = (r["tree_mb"] - r["launcher_mb"]) / 2
     print(f"\nprojection for the full English dump, phase 1 ({FULL_DUMP_GB:.0f} GB bz2), assuming the {hi}x dump's "
           f"clean text per bz2 byte ({r['text_mb'] / r['bz2_mb']:.2f}) and its per-worker rate "
