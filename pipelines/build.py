@@ -569,8 +569,12 @@ def _build(cfg: BuildConfig, started: float) -> dict:
     counts = summary["text"]["counts"]
     if not counts.get("articles") and not counts.get("books"):
         # Manifests of an empty build would make a later run "resume" from nothing.
-        fsio.FileSystems.delete([fsio.join(f, MANIFEST) for f in [text_dir, *(f for _, f in phases)]
-                                 if fsio.exists(fsio.join(f, MANIFEST))])
+        folders = [text_dir, *(f for _, f in phases)]
+        fsio.FileSystems.delete([fsio.join(f, MANIFEST) for f in folders if fsio.exists(fsio.join(f, MANIFEST))])
+        for folder in folders:  # and the folders it made, now empty, so nothing looks built
+            if fsio.is_local(folder):
+                with contextlib.suppress(OSError):
+                    os.removedirs(folder)
         skipped = ", ".join(f"{k.removeprefix('skipped_')} {v}" for k, v in counts.items() if k.startswith("skipped_"))
         raise BertdataError(f"{dump}: no articles in this dump ({counts.get('pages', 0)} pages; "
                             f"skipped: {skipped or 'none'})")
