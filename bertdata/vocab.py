@@ -107,19 +107,10 @@ def is_cased(vocab: Vocab) -> bool:
 
 def multilingual_vocab() -> Vocab:
     """The bert-base-multilingual-cased vocab, downloaded once into the cache and checked."""
-    cached = cache_dir() / "bert-base-multilingual-cased-vocab.txt"
-    if not cached.exists():
-        from bertdata.download import fetch
-
-        try:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            fetch(MULTILINGUAL_VOCAB_URL, cached, sha256=MULTILINGUAL_VOCAB_SHA256, retries=1, backoff=0.5,
-                  timeout=10)
-        except (BertdataError, OSError) as err:
-            raise BertdataError(
-                f"a dump not in English needs a multilingual vocab, and bert-base-multilingual-cased's could not "
-                f"be downloaded into {cached} ({err}); pass --vocab PATH, or train one with `bertdata vocab`"
-            ) from None
+    cached = _downloaded_once(
+        "bert-base-multilingual-cased-vocab.txt", MULTILINGUAL_VOCAB_URL, MULTILINGUAL_VOCAB_SHA256,
+        "a dump not in English needs a multilingual vocab, and bert-base-multilingual-cased's could not be "
+        "downloaded into {cached} ({err}); pass --vocab PATH, or train one with `bertdata vocab`")
     vocab = load_vocab(cached)
     layout = {t: vocab.token_to_id.get(t) for t in MULTILINGUAL_VOCAB_LAYOUT}
     if (len(vocab) != MULTILINGUAL_VOCAB_SIZE or layout != MULTILINGUAL_VOCAB_LAYOUT or not is_cased(vocab)
@@ -131,6 +122,21 @@ def multilingual_vocab() -> Vocab:
     return vocab
 
 
+def _downloaded_once(name: str, url: str, sha256: str | None, failure: str) -> Path:
+    """The cached copy of `url`, fetched (and checked against `sha256`) the first time;
+    `failure` says what to do instead, with {cached} and {err} filled in."""
+    cached = cache_dir() / name
+    if not cached.exists():
+        from bertdata.download import fetch
+
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            fetch(url, cached, sha256=sha256, retries=1, backoff=0.5, timeout=10)
+        except (BertdataError, OSError) as err:
+            raise BertdataError(failure.format(cached=cached, err=err)) from None
+    return cached
+
+
 def resolve_vocab(path: str | os.PathLike | None, language: str = "en") -> Vocab:
     """`path` if given; otherwise for English the standard bert-base-uncased vocab, for any other
     `language` the multilingual cased one (`multilingual_vocab`), downloaded once into the cache.
@@ -139,18 +145,10 @@ def resolve_vocab(path: str | os.PathLike | None, language: str = "en") -> Vocab
         return load_vocab(path)
     if language not in ENGLISH_CODES:
         return multilingual_vocab()
-    cached = cache_dir() / "bert-base-uncased-vocab.txt"
-    if not cached.exists():
-        from bertdata.download import fetch
-
-        try:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            fetch(DEFAULT_VOCAB_URL, cached, sha256=DEFAULT_VOCAB_SHA256, retries=1, backoff=0.5, timeout=10)
-        except (BertdataError, OSError) as err:
-            raise BertdataError(
-                f"no vocab given and the default bert-base-uncased vocab could not be downloaded "
-                f"into {cached} ({err}); pass --vocab PATH to a WordPiece vocab.txt"
-            ) from None
+    cached = _downloaded_once(
+        "bert-base-uncased-vocab.txt", DEFAULT_VOCAB_URL, DEFAULT_VOCAB_SHA256,
+        "no vocab given and the default bert-base-uncased vocab could not be downloaded into {cached} ({err}); "
+        "pass --vocab PATH to a WordPiece vocab.txt")
     vocab = load_vocab(cached)
     if vocab.sha256 != DEFAULT_VOCAB_SHA256:
         raise BertdataError(

@@ -253,11 +253,14 @@ def _finished_records(folder: str, manifest: dict) -> list | None:
     return [TextPlan(folder, effective["training"], effective["test"]), *shards, Counts(manifest["counts"])]
 
 
-def this_runs_text_manifest(folders: list[str], started: str) -> tuple[str, dict] | tuple[None, None]:
+def this_runs_text_manifest(output: str, folders: list[str], started: str) -> tuple[str, dict] | tuple[None, None]:
     """(folder, manifest) of the text stage this run wrote, once it has; the folder's name
     is decided inside the pipeline."""
+    # One listing, not a read per candidate: the progress bars ask every second.
+    written = set(fsio.match(fsio.join(output, "sharded_*", "*", MANIFEST)))
     for folder in folders:
-        manifest = _read_json(fsio.join(folder, MANIFEST))
+        path = fsio.join(folder, MANIFEST)
+        manifest = _read_json(path) if path in written else None
         if manifest is not None and manifest.get(RUN_KEY, {}).get("started") == started:
             return folder, manifest
     return None, None
@@ -427,7 +430,7 @@ class _LogPump:
 
     def __init__(self, log_path: str):
         self.read_fd, self.write_fd = os.pipe()
-        self.log = open(log_path, "ab", buffering=0)  # noqa: SIM115 (closed by close())
+        self.log = open(log_path, "ab", buffering=0)
         self.failed: OSError | None = None
         self.thread = threading.Thread(target=self._pump, name="build-log", daemon=True)
         self.thread.start()
@@ -539,7 +542,7 @@ def _build(cfg: BuildConfig, started: float) -> dict:
 
     pipeline = make_pipeline(cfg.runner)
     items = None
-    finder = functools.partial(this_runs_text_manifest, text_dirs, common[RUN_KEY]["started"])
+    finder = functools.partial(this_runs_text_manifest, cfg.output, text_dirs, common[RUN_KEY]["started"])
     if reuse is None:
         _log(f"text stage: {dump_record['name']}{f' + {len(books)} books' if books else ''} -> "
              f"{fsio.join(cfg.output, 'sharded_*', dataset)}")

@@ -457,3 +457,9 @@ def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
     for p in alive:
         p.kill()
     assert not alive, f"{len(alive)} worker(s) still running 3 s after their launcher died"
+
+
+def test_a_relative_output_folder_works(tmp_path):
+    proc = run_cli("build", "--wiki-only", "--sample", "--output", "rel", "--phase", "1", "--workers", "1",
+                   cwd=tmp_path)
+    assert "text: " in proc.stdout and list((tmp_path / "rel").glob(f"{PHASE1}/wikicorpus_en/*.hdf5"))
