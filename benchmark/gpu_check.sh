@@ -112,7 +112,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchmark import report
+from bertdata.benchmark import report
 
 out, target = Path(sys.argv[1]), float(sys.argv[2])
 records = []

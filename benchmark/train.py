@@ -30,11 +30,11 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from benchmark import report
-from benchmark.data import (LddlFormat, ShardInfo, build_loader, default_workers, next_batch, rank_units, survey,
+from bertdata.benchmark import report
+from bertdata.benchmark.data import (LddlFormat, ShardInfo, build_loader, default_workers, next_batch, rank_units, survey,
                             survey_lddl)
-from benchmark.lamb import OPTIMIZERS, build_optimizer
-from benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops
+from bertdata.benchmark.lamb import OPTIMIZERS, build_optimizer
+from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops
 from bertdata import lddl
 from bertdata.errors import BertdataError
 
@@ -401,7 +401,7 @@ def execute(configs: list[BenchConfig], json_path: str | None = None) -> int:
 def relaunch(configs: list[BenchConfig], json_path: str | None) -> int:
     payload = json.dumps([dataclasses.asdict(dataclasses.replace(c, gpus=1)) for c in configs])
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc_per_node={configs[0].gpus}", "-m", "benchmark.train", "--configs", payload]
+               f"--nproc_per_node={configs[0].gpus}", "-m", "bertdata.benchmark.train", "--configs", payload]
     if json_path:
         command += ["--json", json_path]
     return subprocess.run(command).returncode
@@ -409,7 +409,7 @@ def relaunch(configs: list[BenchConfig], json_path: str | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of each torchrun worker started by `relaunch`."""
-    parser = argparse.ArgumentParser(prog="python -m benchmark.train")
+    parser = argparse.ArgumentParser(prog="python -m bertdata.benchmark.train")
     parser.add_argument("--configs", required=True, help="JSON list of BenchConfig fields")
     parser.add_argument("--json", help="write the records here (rank 0)")
     args = parser.parse_args(argv)

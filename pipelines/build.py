@@ -35,11 +35,11 @@ from bertdata.manifest import RUN_KEY, HDF5Shard, dumps, library_versions
 from bertdata.sharding import TextShard
 from bertdata.vocab import Vocab, is_cased, load_vocab, resolve_vocab
 from bertdata.wikitext import RULES_VERSION
-from pipelines import fsio, progress
+from bertdata.pipelines import fsio, progress
 from bertdata.fsutil import TEMP_PREFIX, folder_lock, input_errors
-from pipelines.instances import TextShardsToHDF5
-from pipelines.runners import make_pipeline, spare_cores, worker_count
-from pipelines.text import NAMESPACE_PREFIX, Counts, DumpToTextShards, Gather, TextPlan, WorkItem, open_raw, runs_folder
+from bertdata.pipelines.instances import TextShardsToHDF5
+from bertdata.pipelines.runners import make_pipeline, spare_cores, worker_count
+from bertdata.pipelines.text import NAMESPACE_PREFIX, Counts, DumpToTextShards, Gather, TextPlan, WorkItem, open_raw, runs_folder
 
 MANIFEST = "manifest.json"
 # The text options' key for the cleaner's rules version: a new release's rules redo the text.

@@ -12,8 +12,8 @@ from bertdata.manifest import HDF5Shard, file_sha256
 from bertdata.sharding import TextShard, derive_seed
 from bertdata.vocab import Vocab
 from bertdata.wikitext import RULES_VERSION
-from pipelines import fsio
-from pipelines.text import Counts
+from bertdata.pipelines import fsio
+from bertdata.pipelines.text import Counts
 
 
 # What each hdf5 shard records about itself, and a re-run reads back instead of redoing it.

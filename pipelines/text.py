@@ -27,7 +27,7 @@ from bertdata.layout import shard_stem, text_folder
 from bertdata.sharding import assign, fewer_shards, render_shard
 from bertdata.spill import Run, RunBuffer, merge_blocks, run_name
 from bertdata.wikidump import iter_pages, iter_pages_in_range
-from pipelines import fsio, progress
+from bertdata.pipelines import fsio, progress
 
 RUNS = "runs"
 # Counts of pages skipped for their namespace, by number: "skipped_namespace" says how many,

@@ -15,13 +15,13 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the bench extra (torch) is not installed")
 
-from benchmark import report  # noqa: E402
-from benchmark.data import (  # noqa: E402
+from bertdata.benchmark import report  # noqa: E402
+from bertdata.benchmark.data import (  # noqa: E402
     ShardStream, Unit, divide, mlm_labels, rank_units, survey,
 )
-from benchmark.lamb import Lamb, build_optimizer, param_groups  # noqa: E402
-from benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops  # noqa: E402
-from benchmark.train import BenchConfig, execute, make_plan, run  # noqa: E402
+from bertdata.benchmark.lamb import Lamb, build_optimizer, param_groups  # noqa: E402
+from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops  # noqa: E402
+from bertdata.benchmark.train import BenchConfig, execute, make_plan, run  # noqa: E402
 from bertdata.cli import main as cli_main  # noqa: E402
 from bertdata.errors import BertdataError  # noqa: E402
 from shards import hostile_files  # noqa: E402
@@ -444,7 +444,7 @@ def _small_shard(tmp_path: Path) -> Path:
 
 
 def test_warm_up_lasts_until_one_time_work_is_done(tmp_path):
-    from benchmark.train import _time_steps
+    from bertdata.benchmark.train import _time_steps
 
     plan = make_plan(tiny_cfg(training_dir(tmp_path, _small_shard(tmp_path))))
     done = []

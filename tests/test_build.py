@@ -310,7 +310,7 @@ def test_output_that_cannot_be_a_folder_fails_before_any_work(tmp_path):
 
 
 def test_full_disk_inside_a_worker_reads_as_one_line():
-    from pipelines.build import user_error
+    from bertdata.pipelines.build import user_error
 
     remote = RuntimeError("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
                           "OSError: [Errno 28] No space left on device: '/data/x.hdf5' [while running 'HDF5/Make']")
@@ -351,8 +351,8 @@ def test_repeated_page_ids_keep_the_first_copy_whatever_the_workers(tmp_path):
 
 
 def test_work_groups_are_contiguous_in_dump_order_and_of_equal_weight():
-    from pipelines.build import GROUPS_PER_WORKER, work_groups
-    from pipelines.text import WorkItem
+    from bertdata.pipelines.build import GROUPS_PER_WORKER, work_groups
+    from bertdata.pipelines.text import WorkItem
 
     sizes = [5, 7, 3, 9, 4, 4, 6, 8, 2, 5, 7, 3, 9, 4, 4, 6, 8, 2] * 8
     starts = [sum(sizes[:i]) for i in range(len(sizes))]

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         import torch  # noqa: F401
     except ImportError:
         raise BertdataError("needs torch: install the bench extra: pip install 'bertdata[bench]'") from None
-    from benchmark.train import BenchConfig, execute
+    from bertdata.benchmark.train import BenchConfig, execute
 
     configs = configs_from_args(args, BenchConfig)
     if args.json:

@@ -132,7 +132,7 @@ def config_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
-    from pipelines.build import run_build
+    from bertdata.pipelines.build import run_build
 
     run_build(cfg)
     return 0
