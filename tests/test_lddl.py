@@ -308,3 +308,31 @@ def test_force_replaces_an_earlier_phase(parity, tokens, good_folder):
                                seq_len=128, num_shards=2, masking="dynamic", force=True)
     assert sorted(p.name for p in good_folder.iterdir()) == [".num_samples.json", "shard-0.parquet", "shard-1.parquet"]
     assert lddl.validate_folder(good_folder)["rows"] == summary["rows"] == 301
+
+
+@pytest.mark.parametrize("bin_size", [None, 32])
+def test_runs_from_many_shards_give_the_bytes_of_one_pass(tmp_path, tokens, parity, bin_size):
+    """A build spills runs per text shard and cuts files across them; the files must be those
+    `write_phase` makes from the same rows in one pass."""
+    arrays = head(parity["A_s12345_128_20_p15_d5"], 7000)
+    whole = lddl.write_phase(batches(arrays, 1000), tmp_path / "whole", tokens, seq_len=128, num_shards=4,
+                             masking="static", bin_size=bin_size)
+    num_bins = lddl.check_options("x", seq_len=128, num_shards=4, bin_size=bin_size, ranks=1)
+    runs = []
+    # Uneven shards, and batches that do not line up with the writer's row groups.
+    for shard, (start, stop) in enumerate([(0, 1), (1, 2500), (2500, 2600), (2600, 7000)]):
+        part = {k: v[start:stop] for k, v in arrays.items()}
+        runs += lddl.spill_runs(batches(part, 777), tokens, lambda b, s=shard: str(tmp_path / f"run-{s}-{b}"),
+                                seq_len=128, masking="static", bin_size=bin_size, where="test")
+    runs.sort(key=lambda r: r.bin)  # stable: shard order within a bin
+    plans, bins = lddl.plan_files(runs, num_bins=num_bins, bin_size=bin_size, num_shards=4, where="test")
+    assert bins == whole["bins"]
+    out = tmp_path / "split"
+    out.mkdir()
+    schema = lddl.schema_for("static", binned=bin_size is not None)
+    for plan in plans:
+        assert len(plan.pieces) >= 1 and plan.rows == whole["files"][plan.name]
+        lddl.write_file(plan, out / plan.name, schema)
+    assert any(len(p.pieces) > 1 for p in plans)  # some file really was cut across shards
+    for name in whole["files"]:
+        assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
