@@ -23,3 +23,12 @@ def hdf5_folder(cfg: InstanceConfig, lowercase: bool = True) -> str:
 
 def shard_stem(dataset: str, split: str, index: int) -> str:
     return f"{dataset}_{split}_{index}"
+
+
+# NGC's current recipe (run_pretraining.sh with LDDL) reads its phases and vocab from here.
+LDDL_VOCAB = "vocab/vocab"
+
+
+def lddl_folder(phase: int, bin_size: int | None) -> str:
+    """pretrain/phase1/unbinned/parquet, pretrain/phase2/bin_size_64/parquet, ..."""
+    return f"pretrain/phase{phase}/{'unbinned' if bin_size is None else f'bin_size_{bin_size}'}/parquet"

@@ -292,7 +292,7 @@ def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
                             write_statistics=small)
 
 
-def _loader_visible(name: str) -> bool:
+def loader_visible(name: str) -> bool:
     """Whether LDDL's loader would read a file of this name (its test: the last extension)."""
     return ".parquet" in os.path.splitext(name)[1]
 
@@ -310,7 +310,7 @@ def _prepare_folder(out_dir: Path, force: bool) -> None:
         if entry.is_dir():
             # The loader walks subfolders too: their parquet files would join this phase.
             raise BertdataError(f"{entry}: a subfolder in an LDDL phase folder; the loader would read it too")
-        if _loader_visible(entry.name) or entry.name == NUM_SAMPLES_JSON:
+        if loader_visible(entry.name) or entry.name == NUM_SAMPLES_JSON:
             entry.unlink()
 
 
@@ -492,10 +492,9 @@ def write_file(plan: FilePlan, path: str | os.PathLike, schema: pa.Schema) -> in
     return Path(path).stat().st_size
 
 
-def write_num_samples(out_dir: str | os.PathLike, files: Mapping[str, int]) -> None:
+def num_samples_json(files: Mapping[str, int]) -> bytes:
     """The `.num_samples.json` (file name -> rows) that spares the loader counting every file."""
-    with atomic_path(Path(out_dir) / NUM_SAMPLES_JSON) as tmp:
-        tmp.write_text(json.dumps(dict(files), sort_keys=True) + "\n")
+    return (json.dumps(dict(files), sort_keys=True) + "\n").encode()
 
 
 def write_phase(batches: Iterable[Mapping[str, np.ndarray]], out_dir: str | os.PathLike,
@@ -526,7 +525,8 @@ def write_phase(batches: Iterable[Mapping[str, np.ndarray]], out_dir: str | os.P
         for plan in plans:
             size += write_file(plan, out_dir / plan.name, schema)
             files[plan.name] = plan.rows
-        write_num_samples(out_dir, files)
+        with atomic_path(out_dir / NUM_SAMPLES_JSON) as tmp:
+            tmp.write_bytes(num_samples_json(files))
     except BaseException:
         for name in files:
             with contextlib.suppress(FileNotFoundError):
@@ -554,7 +554,7 @@ def _phase_files(folder: Path) -> dict[int | None, dict[int, Path]]:
     found: dict[int | None, dict[int, Path]] = {}
     for root, _dirs, names in os.walk(folder):
         for name in sorted(names):
-            if not _loader_visible(name):
+            if not loader_visible(name):
                 continue
             path = Path(root) / name
             match = _NAME.fullmatch(name)

@@ -37,7 +37,7 @@ from bertdata.vocab import Vocab, is_cased, load_vocab, resolve_vocab
 from bertdata.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio, progress
 from bertdata.fsutil import TEMP_PREFIX, folder_lock, input_errors
-from bertdata.pipelines.instances import TextShardsToHDF5
+from bertdata.pipelines.instances import PhaseOutput, TextShardsToInstances
 from bertdata.pipelines.runners import make_pipeline, spare_cores, worker_count
 from bertdata.pipelines.text import NAMESPACE_PREFIX, Counts, DumpToTextShards, Gather, TextPlan, WorkItem, open_raw, runs_folder
 
@@ -557,7 +557,8 @@ def _build(cfg: BuildConfig, started: float) -> dict:
         records = pipeline | "FinishedTextShards" >> beam.Create(reuse)
     if phases:
         _ = (records
-             | "HDF5" >> TextShardsToHDF5(vocab, phases, t.lowercase, cfg.same_seed_per_shard, cfg.force)
+             | "Instances" >> TextShardsToInstances(vocab, [PhaseOutput(p, folder) for p, folder in phases], t.lowercase,
+                                                    cfg.same_seed_per_shard, cfg.force)
              | "GatherHDF5" >> Gather()
              | "HDF5Manifests" >> beam.ParDo(_WriteHDF5Manifests(common, phase_options)))
     _log(f"running on {cfg.runner.runner} runner, {workers} worker(s); Beam's own output goes to build.log")

@@ -1,8 +1,10 @@
-"""Text shards -> hdf5 shards (one element per text shard, every phase from one tokenization)."""
+"""Text shards -> instances of every phase from one tokenization, written as hdf5 shards and/or
+spilled as LDDL runs (one element per text shard)."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
@@ -13,16 +15,28 @@ from bertdata.sharding import TextShard, derive_seed
 from bertdata.vocab import Vocab
 from bertdata.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
+from bertdata.pipelines.lddl import LddlPhase, spill_shard
 from bertdata.pipelines.text import Counts
 
 
 # What each hdf5 shard records about itself, and a re-run reads back instead of redoing it.
 STATS = ("documents", "sentences", "tokens", "instances", "random_next")
+# Instance rows made into LDDL rows per step.
+SPILL_ROWS = 8192
+
+
+@dataclass(frozen=True)
+class PhaseOutput:
+    """One phase's instances and where they go: an hdf5 folder, an LDDL folder, or both."""
+
+    cfg: InstanceConfig
+    hdf5: str | None
+    lddl: LddlPhase | None = None
 
 
 class _MakeInstances(beam.DoFn):
-    def __init__(self, vocab: Vocab, phases: list[tuple[InstanceConfig, str]], lowercase: bool,
-                 same_seed_per_shard: bool, force: bool):
+    def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool, same_seed_per_shard: bool,
+                 force: bool):
         self.vocab, self.phases = vocab, phases
         self.lowercase, self.same_seed, self.force = lowercase, same_seed_per_shard, force
 
@@ -43,14 +57,20 @@ class _MakeInstances(beam.DoFn):
         from bertdata.textshard import EmptyShard, read_documents
 
         documents = None
-        for cfg, folder in self.phases:
-            path = fsio.join(folder, record.stem + ".hdf5")
+        for phase in self.phases:
+            cfg = phase.cfg
+            # LDDL folders are for training: NGC's recipe reads no held-out set from them.
+            to_lddl = phase.lddl is not None and record.split == "training"
+            if phase.hdf5 is None and not to_lddl:
+                continue
             seed = cfg.random_seed if self.same_seed else derive_seed(cfg.random_seed, record.stem)
+            path = None if phase.hdf5 is None else fsio.join(phase.hdf5, record.stem + ".hdf5")
             attrs = {**generation_attrs(self.vocab, cfg, self.lowercase, seed),
                      "source": record.stem + ".txt", "source_sha256": record.sha256,
                      "cleaning_rules": RULES_VERSION}
-            stats = None if self.force else _reusable(path, attrs)
+            stats = None if self.force or path is None else _reusable(path, attrs)
             reused = stats is not None
+            instances = None
             if not reused:
                 if documents is None:
                     with fsio.local_input(record.path) as local:
@@ -64,14 +84,32 @@ class _MakeInstances(beam.DoFn):
                 stats = {"documents": documents.num_documents, "sentences": documents.num_sentences,
                          "tokens": documents.num_tokens, "instances": len(instances),
                          "random_next": int(instances.random_next[:len(instances)].sum())}
-                with fsio.local_output(path) as local:
-                    write_instances(local, instances, {**attrs, **stats})
-                del instances
-            with fsio.FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-                sha = file_sha256(f)
-            yield HDF5Shard(folder, record.stem + ".hdf5", record.stem + ".txt", seed, stats["documents"],
-                            stats["sentences"], stats["tokens"], stats["instances"], stats["random_next"], sha,
-                            reused)
+                if path is not None:
+                    with fsio.local_output(path) as local:
+                        write_instances(local, instances, {**attrs, **stats})
+            if to_lddl:
+                yield spill_shard(phase.lddl, record.index, self._batches(instances, path), self.vocab.tokens)
+            del instances
+            if path is not None:
+                with fsio.FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                    sha = file_sha256(f)
+                yield HDF5Shard(phase.hdf5, record.stem + ".hdf5", record.stem + ".txt", seed, stats["documents"],
+                                stats["sentences"], stats["tokens"], stats["instances"], stats["random_next"], sha,
+                                reused)
+
+    @staticmethod
+    def _batches(instances, path: str | None):
+        """The shard's instances as batches of the six arrays: made now, or read back from the
+        hdf5 shard an earlier run wrote."""
+        from bertdata.hdf5io import FIELDS, iter_slices
+
+        if instances is not None:
+            for start in range(0, len(instances), SPILL_ROWS):
+                yield {name: instances.array(name, start, start + SPILL_ROWS) for name in FIELDS}
+            return
+        with fsio.local_input(path) as local:
+            for _start, arrays in iter_slices(local, SPILL_ROWS):
+                yield arrays
 
 
 def _reusable(path: str, attrs: dict) -> dict | None:
@@ -93,10 +131,11 @@ def _reusable(path: str, attrs: dict) -> dict | None:
     return {k: int(found[k]) for k in STATS}
 
 
-class TextShardsToHDF5(beam.PTransform):
-    """TextShard records -> HDF5Shard records, one per phase; Counts records pass through."""
+class TextShardsToInstances(beam.PTransform):
+    """TextShard records -> per phase, an HDF5Shard record and/or the shard's LDDL runs
+    (ShardRuns, training shards only); Counts records pass through."""
 
-    def __init__(self, vocab: Vocab, phases: list[tuple[InstanceConfig, str]], lowercase: bool,
+    def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool,
                  same_seed_per_shard: bool, force: bool = False):
         super().__init__()
         self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force)

@@ -1,0 +1,230 @@
+"""Instances -> LDDL parquet folders (NVIDIA's current BERT recipe), written by all workers.
+
+A folder's files hold contiguous rows of its bins, sized as LDDL's loader demands, which
+is known only once every row is counted. So each worker spills the rows of the text shards
+it makes instances for ("runs", per shard and bin, under the work folder), one small step
+cuts every bin's runs, in text shard order, into files (`lddl.plan_files`), and workers
+then write the files one each. Rows never pass through the launcher: only run and file
+records do. The files are the bytes `lddl.write_phase` makes from the same rows in one pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+
+import apache_beam as beam
+import numpy as np
+
+from bertdata import lddl
+from bertdata.pipelines import fsio
+
+@dataclass(frozen=True)
+class LddlPhase:
+    """One phase's LDDL folder: where, how, and where its runs go meanwhile."""
+
+    folder: str
+    runs: str
+    seq_len: int
+    masking: str
+    bin_size: int | None
+    num_shards: int
+
+    @property
+    def num_bins(self) -> int:
+        return 1 if self.bin_size is None else self.seq_len // self.bin_size
+
+
+@dataclass(frozen=True)
+class ShardRuns:
+    """The runs of one text shard (by its index among the training shards) for one phase."""
+
+    folder: str
+    index: int
+    runs: tuple[lddl.Run, ...]
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """How a phase's bins were cut (see `lddl.plan_files`), for its manifest."""
+
+    folder: str
+    bins: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    folder: str
+    plan: lddl.FilePlan
+
+
+@dataclass(frozen=True)
+class LddlFile:
+    """A written LDDL file, as the manifest sees it."""
+
+    folder: str
+    file: str
+    bin: int | None
+    rows: int
+    bytes: int
+    sha256: str
+
+
+def spill_shard(phase: LddlPhase, index: int, batches: Iterable[Mapping[str, np.ndarray]],
+                tokens: tuple[str, ...]) -> ShardRuns:
+    """One text shard's instances -> its runs under the phase's run folder."""
+    def target(b: int) -> str:
+        return fsio.join(phase.runs, f"{index}-{b}.rows")
+
+    options = {"seq_len": phase.seq_len, "masking": phase.masking, "bin_size": phase.bin_size,
+               "where": phase.folder}
+    if fsio.is_local(phase.runs):
+        os.makedirs(phase.runs, exist_ok=True)
+        return ShardRuns(phase.folder, index, tuple(lddl.spill_runs(batches, tokens, target, **options)))
+    with tempfile.TemporaryDirectory(prefix="bertdata-") as tmp:
+        runs = lddl.spill_runs(batches, tokens, lambda b: os.path.join(tmp, str(b)), **options)
+        for run in runs:
+            with open(run.path, "rb") as src, fsio.atomic_writer(target(run.bin)) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        return ShardRuns(phase.folder, index, tuple(replace(r, path=target(r.bin)) for r in runs))
+
+
+def plan_phases(records: list, phases: dict[str, LddlPhase]) -> Iterator:
+    """All ShardRuns of the build -> one PlannedFile per file to write (by phase, bin, shard);
+    other records pass on."""
+    runs: dict[str, list[ShardRuns]] = {folder: [] for folder in phases}
+    for record in records:
+        if isinstance(record, ShardRuns):
+            runs[record.folder].append(record)
+        else:
+            yield record
+    for folder, phase in phases.items():
+        ordered = [run for shard in sorted(runs[folder], key=lambda s: s.index) for run in shard.runs]
+        plans, bins = lddl.plan_files(ordered, num_bins=phase.num_bins, bin_size=phase.bin_size,
+                                      num_shards=phase.num_shards, where=folder)
+        yield PhasePlan(folder, tuple(bins))
+        for plan in plans:
+            yield PlannedFile(folder, plan)
+
+
+@contextlib.contextmanager
+def _local_pieces(plan: lddl.FilePlan) -> Iterator[lddl.FilePlan]:
+    """The plan with its runs readable as local files (downloaded where the work folder is not)."""
+    remote = sorted({path for path, _start, _count in plan.pieces if not fsio.is_local(path)})
+    if not remote:
+        yield plan
+        return
+    with contextlib.ExitStack() as stack:
+        local = {path: stack.enter_context(fsio.local_input(path)) for path in remote}
+        yield replace(plan, pieces=tuple((local.get(p, p), s, c) for p, s, c in plan.pieces))
+
+
+class _WriteFile(beam.DoFn):
+    def __init__(self, phases: dict[str, LddlPhase]):
+        self.phases = phases
+
+    def process(self, record):
+        if not isinstance(record, PlannedFile):
+            yield record
+            return
+        from bertdata.manifest import file_sha256
+
+        phase = self.phases[record.folder]
+        path = fsio.join(record.folder, record.plan.name)
+        schema = lddl.schema_for(phase.masking, binned=phase.bin_size is not None)
+        with _local_pieces(record.plan) as plan, fsio.local_output(path) as local:
+            size = lddl.write_file(plan, local, schema)
+        with fsio.FileSystems.open(path, compression_type="uncompressed") as f:
+            sha = file_sha256(f)
+        yield LddlFile(record.folder, record.plan.name, record.plan.bin, record.plan.rows, size, sha)
+
+
+class InstancesToLddl(beam.PTransform):
+    """One element (the list of every record of the instance stage, ShardRuns among them) ->
+    written LddlFile records, one per file; other records pass through."""
+
+    def __init__(self, phases: dict[str, LddlPhase]):
+        super().__init__()
+        self.phases = phases
+
+    def expand(self, gathered):
+        return (
+            gathered
+            | "PlanLddlFiles" >> beam.FlatMap(plan_phases, self.phases)
+            | "SpreadLddlFiles" >> beam.Reshuffle()
+            | "WriteLddlFiles" >> beam.ParDo(_WriteFile(self.phases))
+        )
+
+
+# In a phase folder while a build writes it: the next build may then replace the folder's
+# files, which otherwise only --force may. Hidden and without an extension, so no loader reads it.
+WRITING = ".bertdata-writing"
+
+
+def prepare_folder(phase: LddlPhase, options: dict, force: bool) -> bool:
+    """Decide what a build does with a phase folder: False when it already holds this build's
+    finished output (its manifest records the same options), else True after clearing what an
+    interrupted build of ours left there. Files that no bertdata build wrote stay: refused
+    unless `force`."""
+    from bertdata.errors import BertdataError
+
+    manifest_path = fsio.join(phase.folder, lddl.MANIFEST)
+    listed = fsio.match(fsio.join(phase.folder, "*"))
+    names = {fsio.FileSystems.split(p)[1] for p in listed}
+    if lddl.MANIFEST in names and not force:
+        import json
+
+        manifest = json.loads(fsio.read_bytes(manifest_path))
+        files = {f["file"] for f in manifest.get("files", [])}
+        if manifest.get("options") == options and files <= names and WRITING not in names:
+            return False
+        if manifest.get("options") != options:
+            raise BertdataError(f"{phase.folder}: holds LDDL files made with other options (see its "
+                                f"{lddl.MANIFEST}); pass --force to replace them, or choose another --output")
+    ours = WRITING in names or lddl.MANIFEST in names
+    data = [p for p in listed if lddl.loader_visible(fsio.FileSystems.split(p)[1])]
+    if data and not (ours or force):
+        raise BertdataError(f"{phase.folder}: holds parquet files that no bertdata build recorded; pass --force "
+                            "to replace them, or choose another --output")
+    fsio.write_bytes(fsio.join(phase.folder, WRITING), b"")
+    stale = [p for p in listed if p in data or fsio.FileSystems.split(p)[1] in (lddl.NUM_SAMPLES_JSON, lddl.MANIFEST)]
+    if stale:
+        fsio.FileSystems.delete(stale)
+    return True
+
+
+class WriteLddlManifests(beam.DoFn):
+    """Every record of the LDDL stage (one list) -> each folder's .num_samples.json and
+    manifest.json, written last, so a folder with a manifest is complete."""
+
+    def __init__(self, common: dict, phases: dict[str, dict]):
+        self.common, self.phases = common, phases
+
+    def process(self, records):
+        from bertdata.articles import merge_counts, quality
+        from bertdata.manifest import RUN_KEY, dumps
+        from bertdata.pipelines.build import _run_record
+        from bertdata.pipelines.text import Counts
+
+        counts = merge_counts(r.values for r in records if isinstance(r, Counts))
+        base = {k: v for k, v in self.common.items() if k != RUN_KEY}
+        run = _run_record(self.common)
+        for folder, fields in self.phases.items():
+            files = sorted((r for r in records if isinstance(r, LddlFile) and r.folder == folder),
+                           key=lambda r: lddl.name_parts(r.file)[::-1])
+            bins = next(r.bins for r in records if isinstance(r, PhasePlan) and r.folder == folder)
+            phase_counts = {**counts, "lddl_files": len(files), "instances_in": sum(b["rows_in"] for b in bins),
+                            "instances": sum(f.rows for f in files), "dropped": sum(b["dropped"] for b in bins)}
+            fsio.write_bytes(fsio.join(folder, lddl.NUM_SAMPLES_JSON), lddl.num_samples_json({f.file: f.rows for f in files}))
+            manifest = {**base, "format": "lddl", **fields, "counts": phase_counts, "quality": quality(counts),
+                        "bins": list(bins),
+                        "files": [{"file": f.file, "bin": f.bin, "rows": f.rows, "sha256": f.sha256, "bytes": f.bytes}
+                                  for f in files],
+                        RUN_KEY: run}
+            fsio.write_bytes(fsio.join(folder, lddl.MANIFEST), dumps(manifest))
+            fsio.FileSystems.delete([fsio.join(folder, WRITING)])
+        yield len(self.phases)
