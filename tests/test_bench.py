@@ -371,6 +371,27 @@ def test_cuda_absent_and_too_many_gpus(tmp_path, capsys):
     assert "bertdata bench: error: --gpus 2 but only 0" in capsys.readouterr().err
 
 
+def test_cli_leaves_defaults_to_bench_config_and_its_help_states_them():
+    import argparse
+    import dataclasses
+
+    from bertdata.cli import build_parser
+    from bertdata.commands.bench import configs_from_args
+
+    parser = build_parser()
+    assert configs_from_args(parser.parse_args(["bench", "--data", "d"]), BenchConfig) == [BenchConfig(data="d")]
+    matrix = configs_from_args(parser.parse_args(["bench", "--data", "d", "--matrix", "--seed", "7"]), BenchConfig)
+    assert [(c.batch_size, c.precision, c.seed) for c in matrix] == [
+        (b, p, 7) for b in (96, 128) for p in ("fp32", "tf32", "amp", "bf16")]
+    bench = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["bench"]
+    helps = {action.dest: action.help for action in bench._actions}
+    stated = [f for f in dataclasses.fields(BenchConfig) if f.default not in (dataclasses.MISSING, None, False)]
+    assert {f.name for f in stated} == {"model", "batch_size", "steps", "warmup_steps", "gpus", "lr", "optimizer",
+                                        "seed"}
+    for f in stated:
+        assert f"(default: {f.default}" in helps[f.name], (f.name, helps[f.name])
+
+
 def test_missing_torch_names_the_extra(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
     assert cli_main(["bench", "--data", str(tmp_path)]) == 2
