@@ -282,7 +282,8 @@ def arrays_from_rows(table: pa.Table, tokens: Sequence[str], seq_len: int, max_p
 
 # --- writing a phase folder ---
 
-def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+def parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    """A writer of LDDL files as `write_phase` makes them (compression, dictionaries, statistics)."""
     small = [name for name in DICTIONARY_COLUMNS if name in schema.names]
     return pq.ParquetWriter(path, schema, compression=COMPRESSION, use_dictionary=small,
                             write_statistics=small)
@@ -410,7 +411,7 @@ def write_phase(batches: Iterable[Mapping[str, np.ndarray]], out_dir: str | os.P
             for shard, size in enumerate(sizes):
                 name = file_name(shard, bin_id)
                 with atomic_path(out_dir / name) as tmp:
-                    with contextlib.closing(_parquet_writer(tmp, schema)) as writer:
+                    with contextlib.closing(parquet_writer(tmp, schema)) as writer:
                         for start in range(0, size, ROW_GROUP_ROWS):
                             writer.write_table(stream.take(min(ROW_GROUP_ROWS, size - start)),
                                                row_group_size=ROW_GROUP_ROWS)
