@@ -38,7 +38,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from bertdata import lddl
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.schema import DTYPES, FIELDS
+from bertdata.schema import BY_NAME, DTYPES, FIELDS, SEQ
 from bertdata.validate import check_batch, read_layout
 from bertdata.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 
@@ -249,7 +249,7 @@ def crop(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     seq_len = rows["input_ids"].shape[1]
     longest = int(rows["input_mask"].sum(axis=1).max())
     width = min(seq_len, -(-longest // LDDL_ALIGNMENT) * LDDL_ALIGNMENT)
-    return {k: v[:, :width] if k in ("input_ids", "input_mask", "segment_ids") else v for k, v in rows.items()}
+    return {k: v[:, :width] if BY_NAME[k].width == SEQ else v for k, v in rows.items()}
 
 
 def to_batch(rows: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
