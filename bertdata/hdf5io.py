@@ -19,7 +19,7 @@ from bertdata.schema import ATTRS_KEY, DTYPES, FIELDS, shapes
 GZIP_LEVEL = 4
 # Whole shards are written dataset by dataset in this order, which fixes where each dataset's
 # chunks lie in the file: every writer of whole shards follows it, so all give the same bytes.
-# The two largest come first because they tell `write_shard` the shard's shape.
+# input_ids and masked_lm_positions come first: their widths give `write_shard` the shard's shape.
 WRITE_ORDER = ("input_ids", "masked_lm_positions",
                *(name for name in FIELDS if name not in ("input_ids", "masked_lm_positions")))
 
