@@ -17,7 +17,8 @@ import numpy as np
 
 from bertdata import __version__, kernel
 from bertdata.config import InstanceConfig
-from bertdata.hdf5io import DTYPES, FIELDS, ShardWriter, chunk_rows
+from bertdata.hdf5io import WRITE_ORDER, ShardWriter, chunk_rows
+from bertdata.schema import BY_NAME, DTYPES, FIELDS
 from bertdata.textshard import Documents, read_documents
 from bertdata.tokenize import WordPiece
 from bertdata.vocab import Vocab
@@ -135,13 +136,10 @@ def write_instances(path: str | os.PathLike, instances: Instances,
                     attrs: Mapping[str, Any] | None = None) -> None:
     """Write the six datasets atomically, building a few MB of rows at a time."""
     n, seq, pred = len(instances), instances.max_seq_length, instances.max_predictions_per_seq
-    widths = {"masked_lm_positions": pred, "masked_lm_ids": pred, "next_sentence_labels": 1}
-    # hdf5io.write_shard's order, so both ways of writing give the same bytes.
-    order = ("input_ids", "masked_lm_positions", *(f for f in FIELDS if f not in ("input_ids", "masked_lm_positions")))
     with ShardWriter(path, n, seq, pred, attrs) as writer:
         chunks = chunk_rows(writer)
-        for name in order if n else ():  # the datasets of an empty shard stay empty
-            row_bytes = DTYPES[name].itemsize * widths.get(name, seq)
+        for name in WRITE_ORDER if n else ():  # the datasets of an empty shard stay empty
+            row_bytes = BY_NAME[name].row_bytes(seq, pred)
             block = chunks[name] * max(1, WRITE_BLOCK_BYTES // (chunks[name] * row_bytes))
             for start in range(0, n, block):
                 writer.write(name, start, instances.array(name, start, start + block))

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.fsutil import atomic_path, temp_basename
-from bertdata.hdf5io import DTYPES
+from bertdata.schema import zeros
 
 MASKINGS = ("static", "dynamic")
 BASE_SCHEMA = pa.schema([
@@ -247,10 +247,7 @@ def arrays_from_rows(table: pa.Table, tokens: Sequence[str], seq_len: int, max_p
         r = int(np.argmax(num_tokens))
         raise BertdataError(f"{source}: row {r} has {num_tokens[r]} tokens, more than the sequence length {seq_len}")
     col = np.arange(seq_len)
-    out = {name: np.zeros(shape, DTYPES[name]) for name, shape in (
-        ("input_ids", (n, seq_len)), ("input_mask", (n, seq_len)), ("segment_ids", (n, seq_len)),
-        ("masked_lm_positions", (n, max_predictions)), ("masked_lm_ids", (n, max_predictions)),
-        ("next_sentence_labels", (n,)))}
+    out = zeros(n, seq_len, max_predictions)
     rows = np.arange(n)
     inside = col[None, :] < num_tokens[:, None]
     out["input_mask"][inside] = 1
@@ -285,7 +282,8 @@ def arrays_from_rows(table: pa.Table, tokens: Sequence[str], seq_len: int, max_p
 
 # --- writing a phase folder ---
 
-def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+def parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    """A writer of LDDL files as `write_phase` makes them (compression, dictionaries, statistics)."""
     small = [name for name in DICTIONARY_COLUMNS if name in schema.names]
     return pq.ParquetWriter(path, schema, compression=COMPRESSION, use_dictionary=small,
                             write_statistics=small)
@@ -413,7 +411,7 @@ def write_phase(batches: Iterable[Mapping[str, np.ndarray]], out_dir: str | os.P
             for shard, size in enumerate(sizes):
                 name = file_name(shard, bin_id)
                 with atomic_path(out_dir / name) as tmp:
-                    with contextlib.closing(_parquet_writer(tmp, schema)) as writer:
+                    with contextlib.closing(parquet_writer(tmp, schema)) as writer:
                         for start in range(0, size, ROW_GROUP_ROWS):
                             writer.write_table(stream.take(min(ROW_GROUP_ROWS, size - start)),
                                                row_group_size=ROW_GROUP_ROWS)

@@ -45,9 +45,10 @@ from bertdata import __version__, lddl
 from bertdata.config import ShardConfig
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.fsutil import atomic_path, owner_gone, this_process
-from bertdata.hdf5io import DTYPES, FIELDS, ShardInfo, ShardWriter, chunk_rows, iter_slices
+from bertdata.hdf5io import ShardInfo, ShardWriter, chunk_rows, iter_slices
 from bertdata.layout import shard_stem
 from bertdata.manifest import dumps, file_sha256
+from bertdata.schema import DTYPES, FIELDS, record_dtype
 from bertdata.validate import check_batch, find_shards, read_layout
 from bertdata.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 
@@ -75,14 +76,6 @@ OWNER = "owner.json"
 PART_PATTERN = re.compile(r"^(?P<name>.+)_(?P<split>training|test)_(?P<index>\d+)\.hdf5$")
 # Attributes that describe one part, not the generation settings, so they never carry over.
 PART_ATTRS = ("shard_seed", "part_index", "num_parts")
-
-
-def record_dtype(max_seq_length: int, max_predictions_per_seq: int) -> np.dtype:
-    """One instance as one packed record: the bucket files' row format."""
-    shapes = {"input_ids": (max_seq_length,), "input_mask": (max_seq_length,),
-              "segment_ids": (max_seq_length,), "masked_lm_positions": (max_predictions_per_seq,),
-              "masked_lm_ids": (max_predictions_per_seq,), "next_sentence_labels": ()}
-    return np.dtype([(name, DTYPES[name], shapes[name]) for name in FIELDS])
 
 
 def _slice_rows(dtype: np.dtype) -> int:
