@@ -92,8 +92,9 @@ class WordPiece:
         word_entry = np.empty(pieces, dtype=np.int32)
         line_words = np.empty(len(lines), dtype=np.int32)
         whole_line = np.zeros(len(lines), dtype=np.bool_)
-        words = _scan(buf, table.slots, table.hashes, table.key_offsets, table.key_lengths, table.keys,
-                      table.meta, word_entry, line_words, whole_line)
+        words = _scan(buf, slots=table.slots, hashes=table.hashes, key_offsets=table.key_offsets,
+                      key_lengths=table.key_lengths, keys=table.keys, meta=table.meta,
+                      word_entry=word_entry, line_words=line_words, whole_line=whole_line)
         if table.count > first_new:
             keys = table.keys[first_key_byte:int(table.meta[1])].tobytes()
             bounds = np.concatenate(([0], np.cumsum(table.key_lengths[first_new:table.count]))).tolist()
@@ -108,8 +109,10 @@ class WordPiece:
         # An upper bound: pieces of lines sent whole are counted too.
         size = int(table.value_lengths[word_entry[:words]].sum()) + len(whole_ids)
         out = np.empty(size, dtype=self.id_dtype)
-        used = _assemble(word_entry, line_words, whole_line, table.value_offsets, table.value_lengths,
-                         table.values, whole_ids, whole_offsets, out, lengths)
+        used = _assemble(word_entry, line_words=line_words, whole_line=whole_line,
+                         value_offsets=table.value_offsets, value_lengths=table.value_lengths,
+                         values=table.values, whole_ids=whole_ids, whole_offsets=whole_offsets,
+                         out=out, lengths=lengths)
         return out[:used], lengths
 
     def _encode_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
