@@ -1122,22 +1122,26 @@ fail:
 
 #define FN(name, doc) {#name, (PyCFunction)(void (*)(void))fast_##name, METH_VARARGS | METH_KEYWORDS, doc}
 
+/* Each doc starts with its signature and "--", so inspect.signature reads it (_fast.pyi must agree). */
 static PyMethodDef methods[] = {
     FN(generate, "generate(state, *, tokens, sentence_offsets, doc_offsets, max_seq_length, "
        "max_predictions_per_seq, short_seq_prob, dupe_factor, num_to_predict, vocab_words, cls_id, sep_id, "
-       "mask_id, spans, random_next, positions, labels, shown) -> count. Runs the reference instance "
-       "algorithm, advancing state; writes the rows that fit, and a count above their number means "
-       "call again from the same state with that many rows."),
-    FN(shuffle, "shuffle(state, x): random.shuffle of int64 x, drawing from state (625 int64, advanced)."),
-    FN(replay, "replay(state, bounds) -> list: random() for each bound 0, else randrange(bound); advances state."),
-    FN(fill_input_ids, "fill_input_ids(out, rows, tokens, spans, positions, shown, cls_id, sep_id)"),
-    FN(fill_input_mask, "fill_input_mask(out, rows, spans)"),
-    FN(fill_segment_ids, "fill_segment_ids(out, rows, spans)"),
-    FN(rehash, "rehash(slots, hashes, count): reinsert entries 0..count-1."),
+       "mask_id, spans, random_next, positions, labels, shown)\n--\n\n"
+       "Run the reference instance algorithm, advancing state; return the count of instances. Rows that "
+       "fit are written; a count above their number means call again from the same state with that many."),
+    FN(shuffle, "shuffle(state, x)\n--\n\nrandom.shuffle of int64 x, drawing from state (625 int64, advanced)."),
+    FN(replay, "replay(state, bounds)\n--\n\n"
+       "A list: random() for each bound 0, else randrange(bound); advances state."),
+    FN(fill_input_ids, "fill_input_ids(out, rows, tokens, spans, positions, shown, cls_id, sep_id)\n--\n\n"
+       "out[r] = [CLS] A [SEP] B [SEP] of instance rows[r], with the shown ids at its positions."),
+    FN(fill_input_mask, "fill_input_mask(out, rows, spans)\n--\n\nout[r] = 1 over instance rows[r]'s tokens."),
+    FN(fill_segment_ids, "fill_segment_ids(out, rows, spans)\n--\n\n"
+       "out[r] = 1 over instance rows[r]'s segment B and its [SEP]."),
+    FN(rehash, "rehash(slots, hashes, count)\n--\n\nReinsert entries 0..count-1 into empty slots."),
     FN(scan, "scan(buf, *, slots, hashes, key_offsets, key_lengths, keys, meta, word_entry, line_words, "
-       "whole_line) -> words"),
+       "whole_line)\n--\n\nSplit buf into pieces, adding new ones to the table; return how many."),
     FN(assemble, "assemble(word_entry, *, line_words, whole_line, value_offsets, value_lengths, values, "
-       "whole_ids, whole_offsets, out, lengths) -> ids written"),
+       "whole_ids, whole_offsets, out, lengths)\n--\n\nLay each line's ids end to end in out; return how many."),
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,6 +28,9 @@ MAX_CHARS_PER_WORD = 100
 # Distinct pieces kept (~40 bytes each with their key and ids, ~10 MB in all); past this
 # the table starts afresh, which costs only speed: frequent pieces are back within a batch.
 CACHE_PIECES = 1 << 18
+# Key bytes kept, for long pieces: it bounds the memory, and keeps the table's int32 offsets
+# far from 2**31 (only a batch of over 2 GiB could pass it, and the compiled scan refuses that).
+CACHE_KEY_BYTES = 1 << 26
 # Texts longer than this many characters reach the Rust tokenizer in pieces of about this
 # size, and pieces at most ENCODE_CHARS at a time: it keeps a few hundred bytes per token
 # for a whole call, so a 10 MB line of commas once took 4.65 GB.
@@ -81,7 +84,7 @@ class WordPiece:
         if np.count_nonzero(buf == 10) != len(lines) - 1:
             raise ValueError("encode_lines: a line contains a newline")
         table = self._table
-        if table.count > CACHE_PIECES:
+        if table.count > CACHE_PIECES or table.meta[1] > CACHE_KEY_BYTES:
             table.clear()
         # Exactly how many pieces `_scan` will find (runs between space/tab/CR/LF), to size its output.
         separator = (buf == 32) | (buf == 9) | (buf == 13) | (buf == 10)
@@ -197,7 +200,7 @@ class _PieceTable:
         self.meta = np.zeros(3, dtype=np.int64)
         self.slots = np.full(1 << 10, -1, dtype=np.int32)
         self.hashes = np.zeros(0, dtype=np.uint64)
-        # int32 is plenty: the table is cleared past CACHE_PIECES entries.
+        # int32 is plenty: the table is cleared past CACHE_PIECES entries and CACHE_KEY_BYTES.
         self.key_offsets = np.zeros(0, dtype=np.int32)
         self.key_lengths = np.zeros(0, dtype=np.int32)
         self.value_offsets = np.zeros(0, dtype=np.int32)
@@ -232,6 +235,9 @@ class _PieceTable:
     def set_values(self, first: int, encoded: tuple[np.ndarray, np.ndarray]) -> None:
         ids, lengths = encoded
         used = int(self.meta[2])
+        if used + len(ids) > np.iinfo(np.int32).max:
+            raise OverflowError("piece table: its ids would pass 2**31 - 1, more than its int32 "
+                                "value_offsets hold (clear it first)")
         if len(self.values) < used + len(ids):
             self.values = _grown(self.values, max(used + len(ids), len(self.values) * 3 // 2))
         self.values[used:used + len(ids)] = ids
