@@ -7,7 +7,6 @@ function; `create_instances` and `Instances` are its parts.
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -92,22 +91,17 @@ def create_instances(documents: Documents, vocab: Vocab, cfg: InstanceConfig,
     # The compiled draws are 32-bit: every range drawn from must fit.
     if max(documents.num_documents, documents.num_sentences, len(words)) >= 1 << 31:
         raise ValueError("shard too large for one instance run (2**31 documents, sentences or vocab words)")
-    _version, internal, _gauss = random.Random(seed).getstate()
-    state = np.array(internal, dtype=np.int64)
     # The reference makes about one instance per max_seq_length tokens per dupe, more with
     # short sequences; a good first guess saves regrowing the arrays in the kernel.
     per_dupe = documents.num_tokens // (cfg.max_seq_length - 3) * 3 // 2 + documents.num_documents
     capacity = min(per_dupe, documents.num_sentences) * cfg.dupe_factor + 16
-    pred = (capacity, cfg.max_predictions_per_seq)
-    position_dtype = np.uint16 if cfg.max_seq_length <= 1 << 16 else np.int32
-    order, spans, random_next, positions, labels, shown = kernel.generate(
-        state, documents.tokens, documents.sentence_offsets, documents.doc_offsets,
-        cfg.max_seq_length, cfg.short_seq_prob, cfg.dupe_factor, _num_to_predict(cfg), words,
-        vocab.cls_id, vocab.sep_id, vocab.mask_id,
-        np.zeros((capacity, 4), np.int64), np.zeros(capacity, np.int8), np.zeros(pred, position_dtype),
-        np.zeros(pred, documents.tokens.dtype), np.zeros(pred, documents.tokens.dtype))
-    return Instances(tokens=documents.tokens, order=order, spans=spans, random_next=random_next,
-                     positions=positions, labels=labels, shown=shown,
+    params = kernel.Params(max_seq_length=cfg.max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
+                           short_seq_prob=cfg.short_seq_prob, dupe_factor=cfg.dupe_factor,
+                           num_to_predict=_num_to_predict(cfg), vocab_words=words, cls_id=vocab.cls_id,
+                           sep_id=vocab.sep_id, mask_id=vocab.mask_id)
+    made = kernel.generate(seed, documents, params, capacity)
+    return Instances(tokens=documents.tokens, order=made.order, spans=made.spans, random_next=made.random_next,
+                     positions=made.positions, labels=made.labels, shown=made.shown,
                      max_seq_length=cfg.max_seq_length, cls_id=vocab.cls_id, sep_id=vocab.sep_id)
 
 

@@ -162,6 +162,29 @@ def test_cache_reset_and_batches_do_not_change_ids(monkeypatch):
     assert _encode(WordPiece(vocab), lines) == expected
 
 
+@needs_shared(VOCAB)
+def test_cache_reset_past_its_key_bytes_does_not_change_ids(monkeypatch):
+    vocab = load_vocab(VOCAB)
+    lines = [f"longerword{i} shared words, again{i % 7}!" for i in range(300)] + TRICKY
+    expected = _encode(WordPiece(vocab), lines)
+    monkeypatch.setattr(tokenize, "BATCH_LINES", 16)
+    monkeypatch.setattr(tokenize, "CACHE_KEY_BYTES", 64)
+    wp = WordPiece(vocab)
+    clears = []
+    clear = wp._table.clear
+    monkeypatch.setattr(wp._table, "clear", lambda: clears.append(wp._table.count) or clear())
+    assert _encode(wp, lines) == expected
+    assert len(clears) > 10
+
+
+def test_piece_table_refuses_ids_past_its_int32_offsets():
+    table = tokenize._PieceTable(np.dtype(np.uint16))
+    table.reserve(1, 1)
+    table.meta[2] = (1 << 31) - 2
+    with pytest.raises(OverflowError, match="ids would pass 2\\*\\*31 - 1"):
+        table.set_values(0, (np.arange(3, dtype=np.uint16), np.array([3])))
+
+
 def test_encode_lines_shapes_and_dtypes():
     vocab = load_vocab(SAMPLE_VOCAB)
     wp = WordPiece(vocab)
