@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.fsutil import atomic_path, temp_basename
+from bertdata.manifest import MANIFEST
 from bertdata.schema import zeros
 
 MASKINGS = ("static", "dynamic")
@@ -45,9 +46,6 @@ MASK_FIELDS = [pa.field("masked_lm_positions", pa.binary()), pa.field("masked_lm
 # LDDL's binned files carry their bin as a column too; its loader ignores it, we check it.
 BIN_FIELD = pa.field("bin_id", pa.int64())
 NUM_SAMPLES_JSON = ".num_samples.json"
-# What `bertdata shard --format lddl` records beside the files: the phase's sequence length,
-# predictions per sequence and vocab, which the rows themselves do not say.
-MANIFEST = "manifest.json"
 # Fixed so the same rows give the same bytes whatever batches they arrived in. The loader reads
 # whole files, so row groups only bound the writer's memory.
 ROW_GROUP_ROWS = 8192

@@ -13,7 +13,7 @@ from bertdata.sharding import TextShard, derive_seed
 from bertdata.vocab import Vocab
 from bertdata.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
-from bertdata.pipelines.text import Counts
+from bertdata.pipelines.records import Counts
 
 
 # What each hdf5 shard records about itself, and a re-run reads back instead of redoing it.
