@@ -38,11 +38,10 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from bertdata import lddl
 from bertdata.errors import BertdataError, ValidationError
+from bertdata.schema import BY_NAME, DTYPES, FIELDS, SEQ
 from bertdata.validate import check_batch, read_layout
 from bertdata.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 
-FIELDS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-          "next_sentence_labels")
 # LDDL's loader pads a batch to its longest sequence rounded up to this (sequence_length_alignment).
 LDDL_ALIGNMENT = 8
 DYNAMIC_MASKED_LM_PROB = 0.15  # LDDL's default mlm_probability, and the reference's
@@ -236,8 +235,9 @@ def mask_dynamic(rows: dict[str, np.ndarray], fmt: LddlFormat, max_predictions: 
     draw, keep = rng.random(len(pos)), rng.random(len(pos))
     shown = np.where(draw < 0.8, fmt.mask_id,
                      np.where(keep < 0.5, original, fmt.word_ids[rng.integers(0, len(fmt.word_ids), len(pos))]))
-    out = dict(rows, input_ids=ids.copy(), masked_lm_positions=np.zeros((n, max_predictions), np.int32),
-               masked_lm_ids=np.zeros((n, max_predictions), np.int32))
+    out = dict(rows, input_ids=ids.copy())
+    for name in ("masked_lm_positions", "masked_lm_ids"):
+        out[name] = np.zeros((n, max_predictions), DTYPES[name])
     out["input_ids"][row_of, pos] = shown
     out["masked_lm_positions"][row_of, slot] = pos
     out["masked_lm_ids"][row_of, slot] = original
@@ -249,7 +249,7 @@ def crop(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     seq_len = rows["input_ids"].shape[1]
     longest = int(rows["input_mask"].sum(axis=1).max())
     width = min(seq_len, -(-longest // LDDL_ALIGNMENT) * LDDL_ALIGNMENT)
-    return {k: v[:, :width] if k in ("input_ids", "input_mask", "segment_ids") else v for k, v in rows.items()}
+    return {k: v[:, :width] if BY_NAME[k].width == SEQ else v for k, v in rows.items()}
 
 
 def to_batch(rows: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:

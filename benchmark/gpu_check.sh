@@ -58,34 +58,33 @@ else
     say "data: ../shared absent; writing 4 synthetic reference-layout shards of 16,384 sequences"
     "$PY" - "$DATA" <<'EOF'
 import sys
-import h5py
+
 import numpy as np
 
-# Reference layout and statistics: [CLS] A [SEP] B [SEP], 10% short sequences, 15% of tokens
-# (at most 20) predicted, positions sorted and 0-padded.
+from bertdata.hdf5io import write_shard
+from bertdata.schema import zeros
+
+# Reference statistics: [CLS] A [SEP] B [SEP], 10% short sequences, 15% of tokens (at most 20)
+# predicted, positions sorted and 0-padded; write_shard lays them out as the reference does.
 rng = np.random.default_rng(12345)
 n, seq, preds = 16384, 128, 20
 for shard in range(4):
+    rows = zeros(n, seq, preds)
     lengths = np.where(rng.random(n) < 0.1, rng.integers(20, seq, n), seq)
-    ids = rng.integers(1000, 30522, (n, seq), dtype=np.int32)
-    mask = (np.arange(seq) < lengths[:, None]).astype(np.int8)
-    ids *= mask
+    real = np.arange(seq) < lengths[:, None]
+    ids = np.where(real, rng.integers(1000, 30522, (n, seq)), 0)
     ids[:, 0] = 101
-    split = lengths // 2
-    segments = ((np.arange(seq) > split[:, None]) & mask.astype(bool)).astype(np.int8)
-    positions = np.zeros((n, preds), np.int32)
-    labels = np.zeros((n, preds), np.int32)
+    rows["input_mask"][real] = 1
+    rows["segment_ids"][real & (np.arange(seq) > (lengths // 2)[:, None])] = 1
     for i, length in enumerate(lengths):
         k = min(preds, max(1, round((length - 3) * 0.15)))
         chosen = np.sort(rng.choice(np.arange(1, length - 1), k, replace=False))
-        positions[i, :k] = chosen
-        labels[i, :k] = ids[i, chosen]
+        rows["masked_lm_positions"][i, :k] = chosen
+        rows["masked_lm_ids"][i, :k] = ids[i, chosen]
         ids[i, chosen] = 103
-    with h5py.File(f"{sys.argv[1]}/synthetic_training_{shard}.hdf5", "w") as f:
-        for key, value in [("input_ids", ids), ("input_mask", mask), ("segment_ids", segments),
-                           ("masked_lm_positions", positions), ("masked_lm_ids", labels),
-                           ("next_sentence_labels", rng.integers(0, 2, n).astype(np.int8))]:
-            f.create_dataset(key, data=value, dtype=value.dtype, compression="gzip", compression_opts=4)
+    rows["input_ids"][:] = ids
+    rows["next_sentence_labels"][:] = rng.integers(0, 2, n)
+    write_shard(f"{sys.argv[1]}/synthetic_training_{shard}.hdf5", rows)
 EOF
 fi
 

@@ -3,10 +3,12 @@
  *
  * Plain CPython C API: arrays come in through the buffer protocol, so the module builds
  * without numpy headers and loads in microseconds, where a JIT costs about a second per
- * process. Every array's element type is read from its buffer format, and every index that
- * comes from data is checked, so bad input raises instead of corrupting memory.
+ * process. Every array's element type and shape are checked, every index that comes from
+ * data is checked, and every value stored into a narrower integer is checked to fit, so bad
+ * input raises a Python exception instead of corrupting memory or wrapping silently.
  * The Python wrappers (kernel.py, tokenize.py) own allocation: a function that may need
  * more room than it was given says how much, and the caller regrows and calls again.
+ * _fast.pyi gives the signatures.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -17,8 +19,18 @@
 /* ---- arrays through the buffer protocol --------------------------------------------------- */
 
 enum { K_BOOL, K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64 };
+/* For `require`: any integer kind but uint64, whose upper half int64 arithmetic cannot hold. */
+#define K_INT (-1)
+
+static const char *const KIND_NAMES[] = {"bool", "int8", "uint8", "int16", "uint16", "int32",
+                                         "uint32", "int64", "uint64"};
+/* The values each kind holds (uint64 arrays are only ever written from int64 values). */
+static const int64_t KIND_MIN[] = {0, INT8_MIN, 0, INT16_MIN, 0, INT32_MIN, 0, INT64_MIN, 0};
+static const int64_t KIND_MAX[] = {1, INT8_MAX, UINT8_MAX, INT16_MAX, UINT16_MAX, INT32_MAX,
+                                   UINT32_MAX, INT64_MAX, INT64_MAX};
 
 typedef struct {
+    const char *name; /* the argument's name, for error messages */
     Py_buffer view;
     char *data;
     Py_ssize_t len;  /* elements in all */
@@ -56,16 +68,24 @@ static int kind_of(const Py_buffer *view, int *kind)
 
 static int arr_convert(PyObject *obj, Arr *a, int writable)
 {
-    if (obj == NULL) { /* PyArg_ParseTuple failed on a later argument: release this one */
+    if (obj == NULL) { /* parsing failed on a later argument: release this one */
         PyBuffer_Release(&a->view);
         return 1;
     }
     int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, &a->view, flags) < 0)
+    if (PyObject_GetBuffer(obj, &a->view, flags) < 0) {
+        /* The exporter's message ("ndarray is not C-contiguous") does not say which argument. */
+        if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_TypeError)
+            && !PyErr_ExceptionMatches(PyExc_BufferError))
+            return 0;
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a C-contiguous%s integer array, not %.100s",
+                     a->name, writable ? ", writable" : "", Py_TYPE(obj)->tp_name);
         return 0;
+    }
     if (kind_of(&a->view, &a->kind) < 0 || a->view.ndim > 2) {
-        PyErr_Format(PyExc_TypeError, "expected a contiguous integer array of at most 2 dimensions, "
-                     "got format %s with %d dimensions",
+        PyErr_Format(PyExc_TypeError, "%s must be an integer array of at most 2 dimensions, "
+                     "not format %s with %d dimensions", a->name,
                      a->view.format ? a->view.format : "B", a->view.ndim);
         PyBuffer_Release(&a->view);
         return 0;
@@ -86,14 +106,21 @@ static void release(Arr **arrays, int n)
         PyBuffer_Release(&arrays[i]->view);
 }
 
-static int require(const Arr *a, int kind, const char *name)
+/* `kind` is a K_* or K_INT; a wrong element type is a TypeError, a wrong rank a ValueError. */
+static int require(const Arr *a, int kind, int ndim)
 {
-    static const char *names[] = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32",
-                                  "int64", "uint64"};
-    if (a->kind == kind)
-        return 0;
-    PyErr_Format(PyExc_TypeError, "%s must be %s, not %s", name, names[kind], names[a->kind]);
-    return -1;
+    if (kind == K_INT ? a->kind == K_U64 : a->kind != kind) {
+        PyErr_Format(PyExc_TypeError, "%s must be %s, not %s", a->name,
+                     kind == K_INT ? "an integer array (uint64 does not fit int64)" : KIND_NAMES[kind],
+                     KIND_NAMES[a->kind]);
+        return -1;
+    }
+    if (a->view.ndim != ndim) {
+        PyErr_Format(PyExc_ValueError, "%s must have %d dimension%s, not %d", a->name, ndim,
+                     ndim == 1 ? "" : "s", a->view.ndim);
+        return -1;
+    }
+    return 0;
 }
 
 static inline int64_t get(const Arr *a, Py_ssize_t i)
@@ -111,11 +138,11 @@ static inline int64_t get(const Arr *a, Py_ssize_t i)
     }
 }
 
-/* Stores wrap to the element type, as numpy's casts do. */
-static inline void put(Arr *a, Py_ssize_t i, int64_t v)
+/* Stores a value the element type is known to hold. */
+static inline void store(Arr *a, Py_ssize_t i, int64_t v)
 {
     switch (a->kind) {
-    case K_BOOL: ((uint8_t *)a->data)[i] = v != 0; break;
+    case K_BOOL: ((uint8_t *)a->data)[i] = (uint8_t)v; break;
     case K_I8: ((int8_t *)a->data)[i] = (int8_t)v; break;
     case K_U8: ((uint8_t *)a->data)[i] = (uint8_t)v; break;
     case K_I16: ((int16_t *)a->data)[i] = (int16_t)v; break;
@@ -125,6 +152,28 @@ static inline void put(Arr *a, Py_ssize_t i, int64_t v)
     case K_I64: ((int64_t *)a->data)[i] = v; break;
     default: ((uint64_t *)a->data)[i] = (uint64_t)v; break;
     }
+}
+
+static inline int fits(const Arr *a, int64_t v)
+{
+    return v >= KIND_MIN[a->kind] && v <= KIND_MAX[a->kind];
+}
+
+/* Stores v if the element type holds it, else returns -1 without setting an exception (the
+ * caller may be running without the GIL) and the caller reports it with `overflow`. */
+static inline int put(Arr *a, Py_ssize_t i, int64_t v)
+{
+    if (!fits(a, v))
+        return -1;
+    store(a, i, v);
+    return 0;
+}
+
+static int overflow(const Arr *a, int64_t v)
+{
+    PyErr_Format(PyExc_OverflowError, "%s: %lld does not fit its %s elements", a->name, (long long)v,
+                 KIND_NAMES[a->kind]);
+    return -1;
 }
 
 /* ---- CPython's Mersenne Twister ------------------------------------------------------------ */
@@ -140,11 +189,21 @@ typedef struct {
 /* `state`: random.Random.getstate()'s 624 words and index, as int64. */
 static int mt_load(MT *r, const Arr *state)
 {
-    if (require(state, K_I64, "state") < 0)
+    if (require(state, K_I64, 1) < 0)
         return -1;
     const int64_t *s = (const int64_t *)state->data;
-    if (state->len != MT_N + 1 || s[MT_N] < 0 || s[MT_N] > MT_N) {
-        PyErr_SetString(PyExc_ValueError, "state must be 625 words: getstate()'s 624 and an index <= 624");
+    if (state->len != MT_N + 1) {
+        PyErr_Format(PyExc_ValueError, "state must be 625 words (getstate()'s 624 and its index), not %zd",
+                     state->len);
+        return -1;
+    }
+    for (int i = 0; i < MT_N; i++)
+        if (s[i] < 0 || s[i] > UINT32_MAX) {
+            PyErr_Format(PyExc_OverflowError, "state: word %d (%lld) is not a 32-bit word", i, (long long)s[i]);
+            return -1;
+        }
+    if (s[MT_N] < 0 || s[MT_N] > MT_N) {
+        PyErr_Format(PyExc_ValueError, "state: index %lld is not in 0..624", (long long)s[MT_N]);
         return -1;
     }
     for (int i = 0; i < MT_N; i++)
@@ -207,7 +266,7 @@ static inline int bit_length(uint64_t n)
 }
 
 /* random._randbelow_with_getrandbits for 1 <= n < 2**32: the top n.bit_length() bits of a
- * word, rejected until < n (so even n == 1 consumes a word). Callers guarantee n >= 1. */
+ * word, rejected until < n (so even n == 1 consumes a word). Callers guarantee the range. */
 static inline int64_t mt_randbelow(MT *r, int64_t n)
 {
     int shift = 32 - bit_length((uint64_t)n);
@@ -223,7 +282,8 @@ static inline int64_t mt_randint(MT *r, int64_t a, int64_t b)
 }
 
 /* random.shuffle (Fisher-Yates from the end: x[i] swaps with x[randbelow(i + 1)]), with the
- * bit length tracked as i falls: the masking shuffles every candidate of every instance. */
+ * bit length tracked as i falls: the masking shuffles every candidate of every instance.
+ * len <= 2**32. */
 static void mt_shuffle(MT *r, int64_t *x, Py_ssize_t len)
 {
     Py_ssize_t i = len - 1;
@@ -248,17 +308,18 @@ static void mt_shuffle(MT *r, int64_t *x, Py_ssize_t len)
     }
 }
 
-static PyObject *fast_shuffle(PyObject *self, PyObject *args)
+static PyObject *fast_shuffle(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    Arr state = {0}, x = {0};
+    static char *kwlist[] = {"state", "x", NULL};
+    Arr state = {.name = "state"}, x = {.name = "x"};
     Arr *all[] = {&state, &x};
     MT r;
-    if (!PyArg_ParseTuple(args, "O&O&:shuffle", conv_out, &state, conv_out, &x))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&:shuffle", kwlist, conv_out, &state, conv_out, &x))
         return NULL;
-    if (mt_load(&r, &state) < 0 || require(&x, K_I64, "x") < 0)
+    if (mt_load(&r, &state) < 0 || require(&x, K_I64, 1) < 0)
         goto fail;
     if (x.len > ((Py_ssize_t)1 << 31)) {
-        PyErr_SetString(PyExc_ValueError, "shuffle: at most 2**31 elements");
+        PyErr_SetString(PyExc_ValueError, "shuffle: x has more than 2**31 elements");
         goto fail;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -272,234 +333,367 @@ fail:
     return NULL;
 }
 
+/* The draws the instance loop makes, one call each, for kernel.py's check of the replay against
+ * this Python's `random`: bound 0 draws random(), any other randbelow(bound). */
+static PyObject *fast_replay(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"state", "bounds", NULL};
+    Arr state = {.name = "state"}, bounds = {.name = "bounds"};
+    Arr *all[] = {&state, &bounds};
+    PyObject *drawn = NULL;
+    MT r;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&:replay", kwlist, conv_out, &state, conv_in, &bounds))
+        return NULL;
+    if (mt_load(&r, &state) < 0 || require(&bounds, K_INT, 1) < 0)
+        goto fail;
+    for (Py_ssize_t k = 0; k < bounds.len; k++)
+        if (get(&bounds, k) < 0 || get(&bounds, k) > UINT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "bounds: %lld is not in 0..2**32-1", (long long)get(&bounds, k));
+            goto fail;
+        }
+    if (!(drawn = PyList_New(bounds.len)))
+        goto fail;
+    for (Py_ssize_t k = 0; k < bounds.len; k++) {
+        const int64_t n = get(&bounds, k);
+        PyObject *v = n ? PyLong_FromLongLong(mt_randbelow(&r, n)) : PyFloat_FromDouble(mt_random(&r));
+        if (!v)
+            goto fail;
+        PyList_SET_ITEM(drawn, k, v);
+    }
+    mt_store(&r, &state);
+    release(all, 2);
+    return drawn;
+fail:
+    Py_XDECREF(drawn);
+    release(all, 2);
+    return NULL;
+}
+
 /* ---- the reference instance algorithm ------------------------------------------------------ */
 
+/* generate()'s arguments: one field per keyword. */
 typedef struct {
-    Py_ssize_t max_seq_length, dupe_factor;
+    Arr tokens, sentence_offsets, doc_offsets; /* the corpus (see kernel.py) */
+    Py_ssize_t max_seq_length, max_predictions_per_seq, dupe_factor;
     double short_seq_prob;
-    int64_t cls_id, sep_id, mask_id;
-    Arr *tokens, *sentence_offsets, *doc_offsets, *num_to_predict, *vocab_words;
-    Arr *spans, *nsp, *positions, *labels, *shown;
+    Arr num_to_predict, vocab_words;
+    long long cls_id, sep_id, mask_id;
+    Arr spans, random_next, positions, labels, shown; /* the output: row i is instance i */
 } Job;
 
-/* Rejects what would make the loop read out of bounds or never end. */
+/* One run of the algorithm, which holds no GIL: scratch sized once, and what went wrong. */
+typedef struct {
+    Job *g;
+    MT *rng;
+    int64_t *docs;       /* the document order after the first shuffle */
+    int64_t *seq;        /* one instance's tokens: [CLS] A [SEP] B [SEP] */
+    int64_t *candidates; /* its positions that may be masked */
+    int64_t *picked_pos, *picked_new; /* its predictions: positions, sorted, and ids shown there */
+    Py_ssize_t count;    /* instances made; those below the output's rows are written */
+    const Arr *bad;      /* an output array a value did not fit, reported once the GIL is back */
+    int64_t bad_value;
+} Run;
+
+/* Segments A and B of one instance, as [lo, hi) offsets into the tokens. */
+typedef struct {
+    int64_t a_lo, a_hi, b_lo, b_hi;
+} Pair;
+
+/* Rejects what would make the loop read out of bounds, draw from a range the replay cannot,
+ * or never end. */
 static int check_job(const Job *g)
 {
-    Py_ssize_t num_sentences = g->sentence_offsets->len - 1, num_docs = g->doc_offsets->len - 1;
-    if (g->max_seq_length < 5 || g->dupe_factor < 0)
-        return PyErr_SetString(PyExc_ValueError, "max_seq_length must be >= 5 and dupe_factor >= 0"), -1;
-    if (num_sentences < 0 || num_docs < 0 || get(g->sentence_offsets, 0) != 0 || get(g->doc_offsets, 0) != 0)
-        return PyErr_SetString(PyExc_ValueError, "offsets must start at 0"), -1;
+    const Arr *so = &g->sentence_offsets, *dof = &g->doc_offsets;
+    if (require(&g->tokens, K_INT, 1) < 0 || require(so, K_INT, 1) < 0 || require(dof, K_INT, 1) < 0
+        || require(&g->num_to_predict, K_INT, 1) < 0 || require(&g->vocab_words, K_INT, 1) < 0
+        || require(&g->spans, K_INT, 2) < 0 || require(&g->random_next, K_INT, 1) < 0
+        || require(&g->positions, K_INT, 2) < 0 || require(&g->labels, K_INT, 2) < 0
+        || require(&g->shown, K_INT, 2) < 0)
+        return -1;
+    const Py_ssize_t num_sentences = so->len - 1, num_docs = dof->len - 1;
+    /* The draws are 32-bit (randint(2, max_seq_length - 3), randint over documents, sentences
+     * and vocab words), as is a prediction's position. */
+    const Py_ssize_t limit = (Py_ssize_t)1 << 31;
+    if (g->max_seq_length < 5 || g->max_seq_length >= limit)
+        return PyErr_Format(PyExc_ValueError, "max_seq_length must be in 5..2**31-1, not %zd",
+                            g->max_seq_length), -1;
+    if (g->dupe_factor < 0 || g->max_predictions_per_seq < 1)
+        return PyErr_SetString(PyExc_ValueError, "dupe_factor must be >= 0 and max_predictions_per_seq >= 1"), -1;
+    if (num_sentences < 0 || num_docs < 0 || get(so, 0) != 0 || get(dof, 0) != 0)
+        return PyErr_SetString(PyExc_ValueError, "sentence_offsets and doc_offsets must start at 0"), -1;
+    if (num_docs >= limit || num_sentences >= limit || g->vocab_words.len >= limit)
+        return PyErr_SetString(PyExc_ValueError, "at most 2**31-1 documents, sentences and vocab words"), -1;
     for (Py_ssize_t s = 0; s < num_sentences; s++)
-        if (get(g->sentence_offsets, s + 1) < get(g->sentence_offsets, s))
+        if (get(so, s + 1) < get(so, s))
             return PyErr_SetString(PyExc_ValueError, "sentence_offsets must not decrease"), -1;
-    if (get(g->sentence_offsets, num_sentences) > g->tokens->len)
+    if (get(so, num_sentences) > g->tokens.len)
         return PyErr_SetString(PyExc_ValueError, "sentence_offsets run past the tokens"), -1;
     for (Py_ssize_t d = 0; d < num_docs; d++)
-        if (get(g->doc_offsets, d + 1) <= get(g->doc_offsets, d))
+        if (get(dof, d + 1) <= get(dof, d))
             return PyErr_SetString(PyExc_ValueError, "every document needs a sentence (doc_offsets must rise)"), -1;
-    if (get(g->doc_offsets, num_docs) > num_sentences)
+    if (get(dof, num_docs) > num_sentences)
         return PyErr_SetString(PyExc_ValueError, "doc_offsets run past the sentences"), -1;
-    if (num_docs >= ((Py_ssize_t)1 << 31) || g->vocab_words->len >= ((Py_ssize_t)1 << 31))
-        return PyErr_SetString(PyExc_ValueError, "at most 2**31 documents and vocab words"), -1;
-    if (g->vocab_words->len < 1 || g->num_to_predict->len < g->max_seq_length + 1)
+    if (g->vocab_words.len < 1 || g->num_to_predict.len < g->max_seq_length + 1)
         return PyErr_SetString(PyExc_ValueError, "vocab_words must not be empty and num_to_predict needs "
                                "max_seq_length + 1 entries"), -1;
-    Py_ssize_t p = g->positions->cols;
-    if (g->spans->cols != 4 || g->labels->cols != p || g->shown->cols != p || p < 1
-        || g->positions->rows != g->spans->rows || g->labels->rows != g->spans->rows
-        || g->shown->rows != g->spans->rows || g->nsp->len != g->spans->rows)
-        return PyErr_SetString(PyExc_ValueError, "output arrays: spans [N, 4], nsp [N], positions, "
-                               "labels and shown [N, P] with P >= 1"), -1;
+    const Py_ssize_t rows = g->spans.rows, p = g->max_predictions_per_seq;
+    if (g->spans.cols != 4 || g->random_next.len != rows || g->positions.rows != rows
+        || g->positions.cols != p || g->labels.rows != rows || g->labels.cols != p
+        || g->shown.rows != rows || g->shown.cols != p)
+        return PyErr_SetString(PyExc_ValueError, "output arrays must be spans [N, 4], random_next [N] and "
+                               "positions, labels and shown [N, max_predictions_per_seq]"), -1;
     for (Py_ssize_t n = 0; n <= g->max_seq_length; n++)
-        if (get(g->num_to_predict, n) > p)
-            return PyErr_SetString(PyExc_ValueError, "num_to_predict exceeds the prediction columns"), -1;
+        if (get(&g->num_to_predict, n) > p)
+            return PyErr_SetString(PyExc_ValueError, "num_to_predict exceeds max_predictions_per_seq"), -1;
     return 0;
 }
 
-/* Returns the number of instances, writing those that fit (rows < capacity); -1 if out of memory. */
-static Py_ssize_t run_job(const Job *g, MT *r)
+/* The reference's truncate_seq_pair: "Truncates a pair of sequences to a maximum sequence
+ * length", a token at a time from the longer one (B on a tie), "sometimes from the front and
+ * sometimes from the back to add more randomness and avoid biases". */
+static inline void truncate_seq_pair(Pair *p, int64_t max_num_tokens, MT *r)
 {
-    const Py_ssize_t capacity = g->spans->rows, max_predictions = g->positions->cols;
-    const Py_ssize_t num_docs = g->doc_offsets->len - 1, num_words = g->vocab_words->len;
-    const int64_t max_num_tokens = g->max_seq_length - 3;
-    const Arr *so = g->sentence_offsets, *dof = g->doc_offsets;
-    Py_ssize_t count = -1;
-    int64_t *docs = PyMem_RawMalloc(sizeof(int64_t) * (num_docs ? num_docs : 1));
-    int64_t *seq = PyMem_RawMalloc(sizeof(int64_t) * g->max_seq_length);
-    int64_t *candidates = PyMem_RawMalloc(sizeof(int64_t) * g->max_seq_length);
-    int64_t *picked_pos = PyMem_RawMalloc(sizeof(int64_t) * max_predictions);
-    int64_t *picked_new = PyMem_RawMalloc(sizeof(int64_t) * max_predictions);
-    if (!docs || !seq || !candidates || !picked_pos || !picked_new)
-        goto done;
-    for (Py_ssize_t d = 0; d < num_docs; d++)
-        docs[d] = d;
-    mt_shuffle(r, docs, num_docs);
-    count = 0;
-
-    for (Py_ssize_t dupe = 0; dupe < g->dupe_factor; dupe++) {
-        for (Py_ssize_t d = 0; d < num_docs; d++) {
-            const int64_t first = get(dof, docs[d]);
-            const int64_t num_sentences = get(dof, docs[d] + 1) - first;
-            int64_t target = max_num_tokens;
-            if (mt_random(r) < g->short_seq_prob)
-                target = mt_randint(r, 2, max_num_tokens);
-            int64_t chunk_first = 0; /* the chunk is sentences chunk_first..i of the document */
-            int64_t length = 0;
-            for (int64_t i = 0; i < num_sentences; i++) {
-                const int64_t s = first + i;
-                length += get(so, s + 1) - get(so, s);
-                if (!(i == num_sentences - 1 || length >= target))
-                    continue;
-                const int64_t chunk_len = i - chunk_first + 1;
-                int64_t a_end = 1;
-                if (chunk_len >= 2)
-                    a_end = mt_randint(r, 1, chunk_len - 1);
-                int64_t a_lo = get(so, first + chunk_first);
-                int64_t a_hi = get(so, first + chunk_first + a_end);
-                int64_t b_lo, b_hi, is_random_next;
-                if (chunk_len == 1 || mt_random(r) < 0.5) {
-                    is_random_next = 1;
-                    const int64_t target_b = target - (a_hi - a_lo);
-                    int64_t rd = 0;
-                    for (int t = 0; t < 10; t++) {
-                        rd = mt_randint(r, 0, num_docs - 1);
-                        if (rd != d)
-                            break;
-                    }
-                    if (rd == d)
-                        is_random_next = 0;
-                    const int64_t r_first = get(dof, docs[rd]);
-                    const int64_t r_count = get(dof, docs[rd] + 1) - r_first;
-                    const int64_t start = mt_randint(r, 0, r_count - 1);
-                    b_lo = get(so, r_first + start);
-                    b_hi = b_lo;
-                    for (int64_t j = r_first + start; j < r_first + r_count; j++) {
-                        b_hi = get(so, j + 1);
-                        if (b_hi - b_lo >= target_b)
-                            break;
-                    }
-                    i -= chunk_len - a_end;
-                } else {
-                    is_random_next = 0;
-                    b_lo = a_hi;
-                    b_hi = get(so, first + i + 1);
-                }
-                while ((a_hi - a_lo) + (b_hi - b_lo) > max_num_tokens) {
-                    if (a_hi - a_lo > b_hi - b_lo) {
-                        if (mt_random(r) < 0.5)
-                            a_lo++;
-                        else
-                            a_hi--;
-                    } else {
-                        if (mt_random(r) < 0.5)
-                            b_lo++;
-                        else
-                            b_hi--;
-                    }
-                }
-
-                const int64_t len_a = a_hi - a_lo, len_b = b_hi - b_lo, n_tok = len_a + len_b + 3;
-                seq[0] = g->cls_id;
-                for (int64_t k = 0; k < len_a; k++)
-                    seq[1 + k] = get(g->tokens, a_lo + k);
-                seq[1 + len_a] = g->sep_id;
-                for (int64_t k = 0; k < len_b; k++)
-                    seq[2 + len_a + k] = get(g->tokens, b_lo + k);
-                seq[n_tok - 1] = g->sep_id;
-                /* The reference excludes by token, so a "[SEP]" typed in the text is never masked either. */
-                Py_ssize_t n_cand = 0;
-                for (int64_t k = 0; k < n_tok; k++)
-                    if (seq[k] != g->cls_id && seq[k] != g->sep_id)
-                        candidates[n_cand++] = k;
-                mt_shuffle(r, candidates, n_cand);
-                int64_t n_pred = get(g->num_to_predict, n_tok);
-                if (n_cand < n_pred)
-                    n_pred = n_cand;
-                for (int64_t p = 0; p < n_pred; p++) {
-                    const int64_t k = candidates[p];
-                    int64_t replacement;
-                    if (mt_random(r) < 0.8)
-                        replacement = g->mask_id;
-                    else if (mt_random(r) < 0.5)
-                        replacement = seq[k];
-                    else
-                        replacement = get(g->vocab_words, mt_randint(r, 0, num_words - 1));
-                    /* Insertion sort by position: the reference sorts its predictions. */
-                    int64_t q = p;
-                    while (q > 0 && picked_pos[q - 1] > k) {
-                        picked_pos[q] = picked_pos[q - 1];
-                        picked_new[q] = picked_new[q - 1];
-                        q--;
-                    }
-                    picked_pos[q] = k;
-                    picked_new[q] = replacement;
-                }
-
-                if (count < capacity) {
-                    put(g->spans, count * 4, a_lo);
-                    put(g->spans, count * 4 + 1, a_hi);
-                    put(g->spans, count * 4 + 2, b_lo);
-                    put(g->spans, count * 4 + 3, b_hi);
-                    put(g->nsp, count, is_random_next);
-                    for (int64_t p = 0; p < n_pred; p++) {
-                        put(g->positions, count * max_predictions + p, picked_pos[p]);
-                        put(g->labels, count * max_predictions + p, seq[picked_pos[p]]);
-                        put(g->shown, count * max_predictions + p, picked_new[p]);
-                    }
-                }
-                count++;
-                chunk_first = i + 1;
-                length = 0;
-            }
+    while ((p->a_hi - p->a_lo) + (p->b_hi - p->b_lo) > max_num_tokens) {
+        int64_t *lo = &p->b_lo, *hi = &p->b_hi;
+        if (p->a_hi - p->a_lo > p->b_hi - p->b_lo) {
+            lo = &p->a_lo;
+            hi = &p->a_hi;
         }
+        if (mt_random(r) < 0.5)
+            (*lo)++;
+        else
+            (*hi)--;
     }
-done:
-    PyMem_RawFree(docs);
-    PyMem_RawFree(seq);
-    PyMem_RawFree(candidates);
-    PyMem_RawFree(picked_pos);
-    PyMem_RawFree(picked_new);
-    return count;
 }
 
-static PyObject *fast_generate(PyObject *self, PyObject *args)
+/* The reference's create_masked_lm_predictions (without whole-word masking) on run->seq:
+ * the first num_to_predict of its shuffled candidate positions are predicted. Leaves them
+ * sorted by position in picked_pos, the ids shown there in picked_new; returns how many. */
+static inline int64_t create_masked_lm_predictions(Run *run, Py_ssize_t n_tok)
 {
-    Arr state = {0}, tokens = {0}, sentence_offsets = {0}, doc_offsets = {0}, num_to_predict = {0};
-    Arr vocab_words = {0}, spans = {0}, nsp = {0}, positions = {0}, labels = {0}, shown = {0};
-    Arr *all[] = {&state, &tokens, &sentence_offsets, &doc_offsets, &num_to_predict, &vocab_words,
-                  &spans, &nsp, &positions, &labels, &shown};
-    Job g = {.tokens = &tokens, .sentence_offsets = &sentence_offsets, .doc_offsets = &doc_offsets,
-             .num_to_predict = &num_to_predict, .vocab_words = &vocab_words, .spans = &spans,
-             .nsp = &nsp, .positions = &positions, .labels = &labels, .shown = &shown};
-    long long cls_id, sep_id, mask_id;
-    MT r;
-    Py_ssize_t count;
-    if (!PyArg_ParseTuple(args, "O&O&O&O&ndnO&O&LLLO&O&O&O&O&:generate", conv_out, &state,
-                          conv_in, &tokens, conv_in, &sentence_offsets, conv_in, &doc_offsets,
-                          &g.max_seq_length, &g.short_seq_prob, &g.dupe_factor,
-                          conv_in, &num_to_predict, conv_in, &vocab_words, &cls_id, &sep_id, &mask_id,
-                          conv_out, &spans, conv_out, &nsp, conv_out, &positions, conv_out, &labels,
-                          conv_out, &shown))
-        return NULL;
-    g.cls_id = cls_id;
-    g.sep_id = sep_id;
-    g.mask_id = mask_id;
-    if (mt_load(&r, &state) < 0 || check_job(&g) < 0)
-        goto fail;
-    Py_BEGIN_ALLOW_THREADS
-    count = run_job(&g, &r);
-    Py_END_ALLOW_THREADS
-    if (count < 0) {
-        PyErr_NoMemory();
-        goto fail;
+    const Job *g = run->g;
+    MT *r = run->rng;
+    const int64_t *seq = run->seq;
+    int64_t *candidates = run->candidates, *picked_pos = run->picked_pos, *picked_new = run->picked_new;
+    /* The reference excludes by token, so a "[SEP]" typed in the text is never masked either. */
+    Py_ssize_t n_cand = 0;
+    for (Py_ssize_t k = 0; k < n_tok; k++)
+        if (seq[k] != g->cls_id && seq[k] != g->sep_id)
+            candidates[n_cand++] = k;
+    mt_shuffle(r, candidates, n_cand);
+    int64_t n_pred = get(&g->num_to_predict, n_tok);
+    if (n_cand < n_pred)
+        n_pred = n_cand;
+    for (int64_t p = 0; p < n_pred; p++) {
+        const int64_t k = candidates[p];
+        /* 80% of the time [MASK], 10% the original token, 10% a random word: the BERT paper's
+         * mix, since [MASK] never appears in fine-tuning. */
+        int64_t replacement;
+        if (mt_random(r) < 0.8)
+            replacement = g->mask_id;
+        else if (mt_random(r) < 0.5)
+            replacement = seq[k];
+        else
+            replacement = get(&g->vocab_words, mt_randint(r, 0, g->vocab_words.len - 1));
+        /* Insertion sort by position: the reference sorts its predictions. */
+        int64_t q = p;
+        while (q > 0 && picked_pos[q - 1] > k) {
+            picked_pos[q] = picked_pos[q - 1];
+            picked_new[q] = picked_new[q - 1];
+            q--;
+        }
+        picked_pos[q] = k;
+        picked_new[q] = replacement;
     }
-    mt_store(&r, &state);
+    return n_pred;
+}
+
+static int bad_value(Run *run, const Arr *a, int64_t v)
+{
+    run->bad = a;
+    run->bad_value = v;
+    return -1;
+}
+
+/* Counts the instance and writes it to its row if the output has one: the count tells the
+ * caller how many rows a rerun needs. -1 if a value does not fit its array. */
+static inline int add_instance(Run *run, const Pair *p, int64_t is_random_next, int64_t n_pred)
+{
+    Job *g = run->g;
+    const Py_ssize_t row = run->count++;
+    if (row >= g->spans.rows)
+        return 0;
+    const int64_t span[4] = {p->a_lo, p->a_hi, p->b_lo, p->b_hi};
+    for (int k = 0; k < 4; k++)
+        if (put(&g->spans, row * 4 + k, span[k]) < 0)
+            return bad_value(run, &g->spans, span[k]);
+    if (put(&g->random_next, row, is_random_next) < 0)
+        return bad_value(run, &g->random_next, is_random_next);
+    const Py_ssize_t base = row * g->max_predictions_per_seq;
+    for (int64_t k = 0; k < n_pred; k++) {
+        const int64_t position = run->picked_pos[k], label = run->seq[position];
+        if (put(&g->positions, base + k, position) < 0)
+            return bad_value(run, &g->positions, position);
+        if (put(&g->labels, base + k, label) < 0)
+            return bad_value(run, &g->labels, label);
+        if (put(&g->shown, base + k, run->picked_new[k]) < 0)
+            return bad_value(run, &g->shown, run->picked_new[k]);
+    }
+    return 0;
+}
+
+/* The reference's create_instances_from_document for the d-th document of the shuffled order. */
+static int create_instances_from_document(Run *run, Py_ssize_t d)
+{
+    const Job *g = run->g;
+    MT *r = run->rng;
+    const Arr *so = &g->sentence_offsets, *dof = &g->doc_offsets;
+    const Py_ssize_t num_docs = dof->len - 1;
+    const int64_t max_num_tokens = g->max_seq_length - 3; /* room for [CLS], [SEP], [SEP] */
+    const int64_t first = get(dof, run->docs[d]);
+    const int64_t num_sentences = get(dof, run->docs[d] + 1) - first;
+    /* The reference: "We *usually* want to fill up the entire sequence since we are padding to
+     * `max_seq_length` anyways, so short sequences are generally wasted computation. However, we
+     * *sometimes* (i.e., short_seq_prob == 0.1 == 10% of the time) want to use shorter sequences
+     * to minimize the mismatch between pre-training and fine-tuning." The target is rough,
+     * max_num_tokens the hard limit; it is drawn once per document, not per instance. */
+    int64_t target = max_num_tokens;
+    if (mt_random(r) < g->short_seq_prob)
+        target = mt_randint(r, 2, max_num_tokens);
+    /* A and B are split at sentence boundaries, not at an arbitrary token: that "would make
+     * the next sentence prediction task too easy". The chunk is sentences chunk_first..i. */
+    int64_t chunk_first = 0, length = 0;
+    for (int64_t i = 0; i < num_sentences; i++) {
+        length += get(so, first + i + 1) - get(so, first + i);
+        if (!(i == num_sentences - 1 || length >= target))
+            continue;
+        const int64_t chunk_len = i - chunk_first + 1;
+        /* How many of the chunk's sentences go into A. */
+        int64_t a_end = 1;
+        if (chunk_len >= 2)
+            a_end = mt_randint(r, 1, chunk_len - 1);
+        Pair p = {.a_lo = get(so, first + chunk_first), .a_hi = get(so, first + chunk_first + a_end)};
+        int64_t is_random_next;
+        if (chunk_len == 1 || mt_random(r) < 0.5) {
+            is_random_next = 1;
+            const int64_t target_b = target - (p.a_hi - p.a_lo);
+            /* The reference: "This should rarely go for more than one iteration for large
+             * corpora. However, just to be careful, we try to make sure that the random document
+             * is not the same as the document we're processing." Only in a one-document shard
+             * do all ten draws hit it; B then comes from it and is no random next. */
+            int64_t rd = 0;
+            for (int t = 0; t < 10; t++) {
+                rd = mt_randint(r, 0, num_docs - 1);
+                if (rd != d)
+                    break;
+            }
+            if (rd == d)
+                is_random_next = 0;
+            const int64_t r_first = get(dof, run->docs[rd]);
+            const int64_t r_count = get(dof, run->docs[rd] + 1) - r_first;
+            const int64_t start = mt_randint(r, 0, r_count - 1);
+            p.b_lo = p.b_hi = get(so, r_first + start);
+            for (int64_t j = r_first + start; j < r_first + r_count; j++) {
+                p.b_hi = get(so, j + 1);
+                if (p.b_hi - p.b_lo >= target_b)
+                    break;
+            }
+            /* The reference: "We didn't actually use these segments so we 'put them back' so
+             * they don't go to waste." */
+            i -= chunk_len - a_end;
+        } else {
+            is_random_next = 0;
+            p.b_lo = p.a_hi;
+            p.b_hi = get(so, first + i + 1);
+        }
+        truncate_seq_pair(&p, max_num_tokens, r);
+
+        const int64_t len_a = p.a_hi - p.a_lo, len_b = p.b_hi - p.b_lo, n_tok = len_a + len_b + 3;
+        int64_t *seq = run->seq;
+        seq[0] = g->cls_id;
+        for (int64_t k = 0; k < len_a; k++)
+            seq[1 + k] = get(&g->tokens, p.a_lo + k);
+        seq[1 + len_a] = g->sep_id;
+        for (int64_t k = 0; k < len_b; k++)
+            seq[2 + len_a + k] = get(&g->tokens, p.b_lo + k);
+        seq[n_tok - 1] = g->sep_id;
+        const int64_t n_pred = create_masked_lm_predictions(run, n_tok);
+        if (add_instance(run, &p, is_random_next, n_pred) < 0)
+            return -1;
+        chunk_first = i + 1;
+        length = 0;
+    }
+    return 0;
+}
+
+/* The reference's create_training_instances, but for its final shuffle of the instances (the
+ * caller shuffles their order instead): shuffle the documents, then dupe_factor passes over
+ * them, each with new splits and masks. 0, or -1 with run->bad set. */
+static int create_training_instances(Run *run)
+{
+    const Py_ssize_t num_docs = run->g->doc_offsets.len - 1;
+    for (Py_ssize_t d = 0; d < num_docs; d++)
+        run->docs[d] = d;
+    mt_shuffle(run->rng, run->docs, num_docs);
+    for (Py_ssize_t dupe = 0; dupe < run->g->dupe_factor; dupe++)
+        for (Py_ssize_t d = 0; d < num_docs; d++)
+            if (create_instances_from_document(run, d) < 0)
+                return -1;
+    return 0;
+}
+
+static PyObject *fast_generate(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"state", "tokens", "sentence_offsets", "doc_offsets", "max_seq_length",
+                             "max_predictions_per_seq", "short_seq_prob", "dupe_factor", "num_to_predict",
+                             "vocab_words", "cls_id", "sep_id", "mask_id", "spans", "random_next",
+                             "positions", "labels", "shown", NULL};
+    Arr state = {.name = "state"};
+    Job g = {.tokens = {.name = "tokens"}, .sentence_offsets = {.name = "sentence_offsets"},
+             .doc_offsets = {.name = "doc_offsets"}, .num_to_predict = {.name = "num_to_predict"},
+             .vocab_words = {.name = "vocab_words"}, .spans = {.name = "spans"},
+             .random_next = {.name = "random_next"}, .positions = {.name = "positions"},
+             .labels = {.name = "labels"}, .shown = {.name = "shown"}};
+    Arr *all[] = {&state, &g.tokens, &g.sentence_offsets, &g.doc_offsets, &g.num_to_predict,
+                  &g.vocab_words, &g.spans, &g.random_next, &g.positions, &g.labels, &g.shown};
+    MT r;
+    Run run = {.g = &g, .rng = &r};
+    int status = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&$O&O&O&nndnO&O&LLLO&O&O&O&O&:generate", kwlist,
+                                     conv_out, &state, conv_in, &g.tokens, conv_in, &g.sentence_offsets,
+                                     conv_in, &g.doc_offsets, &g.max_seq_length, &g.max_predictions_per_seq,
+                                     &g.short_seq_prob, &g.dupe_factor, conv_in, &g.num_to_predict,
+                                     conv_in, &g.vocab_words, &g.cls_id, &g.sep_id, &g.mask_id,
+                                     conv_out, &g.spans, conv_out, &g.random_next, conv_out, &g.positions,
+                                     conv_out, &g.labels, conv_out, &g.shown))
+        return NULL;
+    if (mt_load(&r, &state) < 0 || check_job(&g) < 0)
+        goto done;
+    const Py_ssize_t num_docs = g.doc_offsets.len - 1;
+    run.docs = PyMem_RawMalloc(sizeof(int64_t) * (num_docs ? num_docs : 1));
+    run.seq = PyMem_RawMalloc(sizeof(int64_t) * g.max_seq_length);
+    run.candidates = PyMem_RawMalloc(sizeof(int64_t) * g.max_seq_length);
+    run.picked_pos = PyMem_RawMalloc(sizeof(int64_t) * g.max_predictions_per_seq);
+    run.picked_new = PyMem_RawMalloc(sizeof(int64_t) * g.max_predictions_per_seq);
+    if (!run.docs || !run.seq || !run.candidates || !run.picked_pos || !run.picked_new) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = create_training_instances(&run);
+    Py_END_ALLOW_THREADS
+    if (status < 0)
+        overflow(run.bad, run.bad_value);
+    else
+        mt_store(&r, &state);
+done:
+    PyMem_RawFree(run.docs);
+    PyMem_RawFree(run.seq);
+    PyMem_RawFree(run.candidates);
+    PyMem_RawFree(run.picked_pos);
+    PyMem_RawFree(run.picked_new);
     release(all, 11);
-    return PyLong_FromSsize_t(count);
-fail:
-    release(all, 11);
-    return NULL;
+    return status < 0 ? NULL : PyLong_FromSsize_t(run.count);
 }
 
 /* ---- the padded reference arrays, one field at a time --------------------------------------- */
@@ -510,7 +704,7 @@ static int instance_row(const Arr *rows, Py_ssize_t r, const Arr *spans, Py_ssiz
 {
     *i = get(rows, r);
     if (*i < 0 || *i >= spans->rows) {
-        PyErr_SetString(PyExc_IndexError, "row index out of range of spans");
+        PyErr_Format(PyExc_IndexError, "rows: %lld is out of range of spans", (long long)*i);
         return -1;
     }
     for (int k = 0; k < 4; k++)
@@ -526,27 +720,47 @@ static int instance_row(const Arr *rows, Py_ssize_t r, const Arr *spans, Py_ssiz
 
 static int check_fill(const Arr *out, const Arr *rows, const Arr *spans)
 {
-    if (out->view.ndim != 2 || rows->len != out->rows || spans->cols != 4) {
+    if (require(out, K_INT, 2) < 0 || require(rows, K_INT, 1) < 0 || require(spans, K_INT, 2) < 0)
+        return -1;
+    if (rows->len != out->rows || spans->cols != 4) {
         PyErr_SetString(PyExc_ValueError, "need out [R, L], rows [R] and spans [N, 4]");
         return -1;
     }
     return 0;
 }
 
-static PyObject *fast_fill_input_ids(PyObject *self, PyObject *args)
+/* out[at:at + n] = tokens[start:start + n], each id checked to fit. */
+static int copy_ids(Arr *out, Py_ssize_t at, const Arr *tokens, int64_t start, int64_t n)
 {
-    Arr out = {0}, rows = {0}, tokens = {0}, spans = {0}, positions = {0}, shown = {0};
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t id = get(tokens, start + k);
+        if (put(out, at + k, id) < 0)
+            return overflow(out, id);
+    }
+    return 0;
+}
+
+static PyObject *fast_fill_input_ids(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"out", "rows", "tokens", "spans", "positions", "shown", "cls_id", "sep_id", NULL};
+    Arr out = {.name = "out"}, rows = {.name = "rows"}, tokens = {.name = "tokens"}, spans = {.name = "spans"};
+    Arr positions = {.name = "positions"}, shown = {.name = "shown"};
     Arr *all[] = {&out, &rows, &tokens, &spans, &positions, &shown};
     long long cls_id, sep_id;
-    if (!PyArg_ParseTuple(args, "O&O&O&O&O&O&LL:fill_input_ids", conv_out, &out, conv_in, &rows,
-                          conv_in, &tokens, conv_in, &spans, conv_in, &positions, conv_in, &shown,
-                          &cls_id, &sep_id))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&O&O&O&O&LL:fill_input_ids", kwlist, conv_out, &out,
+                                     conv_in, &rows, conv_in, &tokens, conv_in, &spans, conv_in, &positions,
+                                     conv_in, &shown, &cls_id, &sep_id))
         return NULL;
-    if (check_fill(&out, &rows, &spans) < 0)
+    if (check_fill(&out, &rows, &spans) < 0 || require(&tokens, K_INT, 1) < 0
+        || require(&positions, K_INT, 2) < 0 || require(&shown, K_INT, 2) < 0)
         goto fail;
     const Py_ssize_t width = out.cols, preds = positions.cols;
     if (positions.rows != spans.rows || shown.rows != spans.rows || shown.cols != preds) {
         PyErr_SetString(PyExc_ValueError, "positions and shown must be [N, P] beside spans [N, 4]");
+        goto fail;
+    }
+    if (!fits(&out, cls_id) || !fits(&out, sep_id)) {
+        overflow(&out, fits(&out, cls_id) ? sep_id : cls_id);
         goto fail;
     }
     for (Py_ssize_t r = 0; r < out.rows; r++) {
@@ -555,22 +769,25 @@ static PyObject *fast_fill_input_ids(PyObject *self, PyObject *args)
             goto fail;
         const int64_t len_a = span[1] - span[0], len_b = span[3] - span[2];
         const Py_ssize_t base = r * width;
-        put(&out, base, cls_id);
-        for (int64_t k = 0; k < len_a; k++)
-            put(&out, base + 1 + k, get(&tokens, span[0] + k));
-        put(&out, base + 1 + len_a, sep_id);
-        for (int64_t k = 0; k < len_b; k++)
-            put(&out, base + 2 + len_a + k, get(&tokens, span[2] + k));
-        put(&out, base + 2 + len_a + len_b, sep_id);
+        store(&out, base, cls_id);
+        if (copy_ids(&out, base + 1, &tokens, span[0], len_a) < 0)
+            goto fail;
+        store(&out, base + 1 + len_a, sep_id);
+        if (copy_ids(&out, base + 2 + len_a, &tokens, span[2], len_b) < 0)
+            goto fail;
+        store(&out, base + 2 + len_a + len_b, sep_id);
         for (Py_ssize_t p = 0; p < preds; p++) {
-            const int64_t position = get(&positions, i * preds + p);
+            const int64_t position = get(&positions, i * preds + p), id = get(&shown, i * preds + p);
             if (position == 0)
                 break;
             if (position < 0 || position >= width) {
                 PyErr_SetString(PyExc_ValueError, "a masked position is outside the row");
                 goto fail;
             }
-            put(&out, base + position, get(&shown, i * preds + p));
+            if (put(&out, base + position, id) < 0) {
+                overflow(&out, id);
+                goto fail;
+            }
         }
     }
     release(all, 6);
@@ -582,11 +799,13 @@ fail:
 
 /* out[r, lo:hi] = 1 for each row, lo and hi from its instance's lengths: the input mask covers
  * the whole sequence, the segment ids segment B and its [SEP]. */
-static PyObject *fill_ones(PyObject *args, const char *format, int segment_b)
+static PyObject *fill_ones(PyObject *args, PyObject *kwargs, const char *format, int segment_b)
 {
-    Arr out = {0}, rows = {0}, spans = {0};
+    static char *kwlist[] = {"out", "rows", "spans", NULL};
+    Arr out = {.name = "out"}, rows = {.name = "rows"}, spans = {.name = "spans"};
     Arr *all[] = {&out, &rows, &spans};
-    if (!PyArg_ParseTuple(args, format, conv_out, &out, conv_in, &rows, conv_in, &spans))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, kwlist, conv_out, &out, conv_in, &rows,
+                                     conv_in, &spans))
         return NULL;
     if (check_fill(&out, &rows, &spans) < 0)
         goto fail;
@@ -596,7 +815,7 @@ static PyObject *fill_ones(PyObject *args, const char *format, int segment_b)
             goto fail;
         const int64_t len_a = span[1] - span[0], n_tok = len_a + span[3] - span[2] + 3;
         for (int64_t k = segment_b ? 2 + len_a : 0; k < n_tok; k++)
-            put(&out, r * out.cols + k, 1);
+            store(&out, r * out.cols + k, 1); /* every integer type holds 1 */
     }
     release(all, 3);
     Py_RETURN_NONE;
@@ -605,14 +824,14 @@ fail:
     return NULL;
 }
 
-static PyObject *fast_fill_input_mask(PyObject *self, PyObject *args)
+static PyObject *fast_fill_input_mask(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    return fill_ones(args, "O&O&O&:fill_input_mask", 0);
+    return fill_ones(args, kwargs, "O&O&O&:fill_input_mask", 0);
 }
 
-static PyObject *fast_fill_segment_ids(PyObject *self, PyObject *args)
+static PyObject *fast_fill_segment_ids(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    return fill_ones(args, "O&O&O&:fill_segment_ids", 1);
+    return fill_ones(args, kwargs, "O&O&O&:fill_segment_ids", 1);
 }
 
 /* ---- the tokenizer's piece table ------------------------------------------------------------ */
@@ -620,7 +839,7 @@ static PyObject *fast_fill_segment_ids(PyObject *self, PyObject *args)
 static const uint64_t FNV_OFFSET = 14695981039346656037ull;
 static const uint64_t FNV_PRIME = 1099511628211ull;
 
-static int check_slots(const Arr *slots, Py_ssize_t entries)
+static int check_slots(const Arr *slots, int64_t entries)
 {
     if (slots->len < 1 || (slots->len & (slots->len - 1)) || entries >= slots->len) {
         PyErr_SetString(PyExc_ValueError, "slots must be a power of two longer than the entries");
@@ -629,27 +848,39 @@ static int check_slots(const Arr *slots, Py_ssize_t entries)
     return 0;
 }
 
-static PyObject *fast_rehash(PyObject *self, PyObject *args)
+static PyObject *fast_rehash(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    Arr slots = {0}, hashes = {0};
+    static char *kwlist[] = {"slots", "hashes", "count", NULL};
+    Arr slots = {.name = "slots"}, hashes = {.name = "hashes"};
     Arr *all[] = {&slots, &hashes};
     Py_ssize_t count;
-    if (!PyArg_ParseTuple(args, "O&O&n:rehash", conv_out, &slots, conv_in, &hashes, &count))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&n:rehash", kwlist, conv_out, &slots, conv_in, &hashes,
+                                     &count))
         return NULL;
-    if (require(&slots, K_I32, "slots") < 0 || require(&hashes, K_U64, "hashes") < 0
-        || check_slots(&slots, count) < 0)
+    if (require(&slots, K_I32, 1) < 0 || require(&hashes, K_U64, 1) < 0)
         goto fail;
-    if (count < 0 || count > hashes.len) {
-        PyErr_SetString(PyExc_ValueError, "count out of range of hashes");
+    if (count > INT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "rehash: %zd entries do not fit the int32 slots", count);
         goto fail;
     }
+    if (count < 0 || count > hashes.len) {
+        PyErr_SetString(PyExc_ValueError, "rehash: count out of range of hashes");
+        goto fail;
+    }
+    if (check_slots(&slots, count) < 0)
+        goto fail;
     int32_t *slot = (int32_t *)slots.data;
     const uint64_t *hash = (const uint64_t *)hashes.data;
     const uint64_t mask = (uint64_t)slots.len - 1;
     for (Py_ssize_t e = 0; e < count; e++) {
         uint64_t s = hash[e] & mask;
-        while (slot[s] >= 0)
+        for (Py_ssize_t probes = 1; slot[s] >= 0; probes++) {
+            if (probes == slots.len) {
+                PyErr_SetString(PyExc_ValueError, "rehash: no free slot (slots must start all -1)");
+                goto fail;
+            }
             s = (s + 1) & mask;
+        }
         slot[s] = (int32_t)e;
     }
     release(all, 2);
@@ -659,22 +890,25 @@ fail:
     return NULL;
 }
 
-static PyObject *fast_scan(PyObject *self, PyObject *args)
+static PyObject *fast_scan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    Arr buf = {0}, slots = {0}, hashes = {0}, key_offsets = {0}, key_lengths = {0}, keys = {0};
-    Arr meta = {0}, word_entry = {0}, line_words = {0}, whole_line = {0};
+    static char *kwlist[] = {"buf", "slots", "hashes", "key_offsets", "key_lengths", "keys", "meta",
+                             "word_entry", "line_words", "whole_line", NULL};
+    Arr buf = {.name = "buf"}, slots = {.name = "slots"}, hashes = {.name = "hashes"};
+    Arr key_offsets = {.name = "key_offsets"}, key_lengths = {.name = "key_lengths"}, keys = {.name = "keys"};
+    Arr meta = {.name = "meta"}, word_entry = {.name = "word_entry"}, line_words = {.name = "line_words"};
+    Arr whole_line = {.name = "whole_line"};
     Arr *all[] = {&buf, &slots, &hashes, &key_offsets, &key_lengths, &keys, &meta, &word_entry,
                   &line_words, &whole_line};
-    if (!PyArg_ParseTuple(args, "O&O&O&O&O&O&O&O&O&O&:scan", conv_in, &buf, conv_out, &slots,
-                          conv_out, &hashes, conv_out, &key_offsets, conv_out, &key_lengths,
-                          conv_out, &keys, conv_out, &meta, conv_out, &word_entry,
-                          conv_out, &line_words, conv_out, &whole_line))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&$O&O&O&O&O&O&O&O&O&:scan", kwlist, conv_in, &buf,
+                                     conv_out, &slots, conv_out, &hashes, conv_out, &key_offsets,
+                                     conv_out, &key_lengths, conv_out, &keys, conv_out, &meta,
+                                     conv_out, &word_entry, conv_out, &line_words, conv_out, &whole_line))
         return NULL;
-    if (require(&buf, K_U8, "buf") < 0 || require(&slots, K_I32, "slots") < 0
-        || require(&hashes, K_U64, "hashes") < 0 || require(&key_offsets, K_I32, "key_offsets") < 0
-        || require(&key_lengths, K_I32, "key_lengths") < 0 || require(&keys, K_U8, "keys") < 0
-        || require(&meta, K_I64, "meta") < 0 || require(&word_entry, K_I32, "word_entry") < 0
-        || require(&line_words, K_I32, "line_words") < 0 || require(&whole_line, K_BOOL, "whole_line") < 0)
+    if (require(&buf, K_U8, 1) < 0 || require(&slots, K_I32, 1) < 0 || require(&hashes, K_U64, 1) < 0
+        || require(&key_offsets, K_I32, 1) < 0 || require(&key_lengths, K_I32, 1) < 0
+        || require(&keys, K_U8, 1) < 0 || require(&meta, K_I64, 1) < 0 || require(&word_entry, K_I32, 1) < 0
+        || require(&line_words, K_I32, 1) < 0 || require(&whole_line, K_BOOL, 1) < 0)
         goto fail;
     if (meta.len != 3) {
         PyErr_SetString(PyExc_ValueError, "meta must hold (entries, key bytes, id count)");
@@ -688,19 +922,26 @@ static PyObject *fast_scan(PyObject *self, PyObject *args)
     uint8_t *key = (uint8_t *)keys.data, *whole = (uint8_t *)whole_line.data;
     int64_t *m = (int64_t *)meta.data;
     const Py_ssize_t n = buf.len;
-    const int64_t entry_room = hashes.len < key_offsets.len ? hashes.len : key_offsets.len;
-    if (check_slots(&slots, m[0]) < 0)
-        goto fail;
-    if (key_lengths.len < entry_room || m[0] < 0 || m[1] < 0 || m[1] > keys.len) {
-        PyErr_SetString(PyExc_ValueError, "table arrays disagree with meta");
+    Py_ssize_t entry_room = hashes.len < key_offsets.len ? hashes.len : key_offsets.len;
+    if (key_lengths.len < entry_room)
+        entry_room = key_lengths.len;
+    if (m[0] < 0 || m[0] > entry_room || m[1] < 0 || m[1] > keys.len) {
+        PyErr_Format(PyExc_ValueError, "scan: meta (%lld entries, %lld key bytes) disagrees with the table arrays",
+                     (long long)m[0], (long long)m[1]);
         goto fail;
     }
+    if (check_slots(&slots, m[0]) < 0)
+        goto fail;
     const uint64_t mask = (uint64_t)slots.len - 1;
     Py_ssize_t line = 0, in_line = 0, words = 0, i = 0;
     while (i <= n) {
         if (i == n || b[i] == 10) {
             if (line >= line_words.len || line >= whole_line.len)
                 goto room;
+            if (in_line > INT32_MAX) {
+                PyErr_Format(PyExc_OverflowError, "scan: line %zd has more pieces than its int32 count holds", line);
+                goto fail;
+            }
             lwords[line++] = (int32_t)in_line;
             in_line = 0;
             i++;
@@ -743,10 +984,19 @@ static PyObject *fast_scan(PyObject *self, PyObject *args)
         const Py_ssize_t length = j - i;
         uint64_t s = h & mask;
         int64_t entry;
-        for (;;) {
+        for (Py_ssize_t probes = 0;; probes++) {
+            if (probes == slots.len)
+                goto corrupt;
             entry = slot[s];
             if (entry < 0) {
                 entry = m[0];
+                /* Offsets, lengths and entries are int32 (half the memory of int64): the caller
+                 * clears the table long before, so only a batch of over 2 GiB gets here. */
+                if (entry > INT32_MAX || m[1] + length > INT32_MAX) {
+                    PyErr_SetString(PyExc_OverflowError, "scan: the table's key bytes would pass "
+                                    "2**31 - 1, more than its int32 key_offsets hold (clear it first)");
+                    goto fail;
+                }
                 /* An empty slot must remain for the probe loop to end. */
                 if (entry >= entry_room || m[1] + length > keys.len || entry + 1 >= slots.len)
                     goto room;
@@ -759,8 +1009,14 @@ static PyObject *fast_scan(PyObject *self, PyObject *args)
                 slot[s] = (int32_t)entry;
                 break;
             }
-            if (hash[entry] == h && klen[entry] == length && memcmp(key + koff[entry], b + i, length) == 0)
-                break;
+            if (entry >= m[0])
+                goto corrupt;
+            if (hash[entry] == h && klen[entry] == length) {
+                if (koff[entry] < 0 || koff[entry] + (int64_t)length > m[1])
+                    goto corrupt;
+                if (memcmp(key + koff[entry], b + i, length) == 0)
+                    break;
+            }
             s = (s + 1) & mask;
         }
         if (words >= word_entry.len)
@@ -774,29 +1030,36 @@ static PyObject *fast_scan(PyObject *self, PyObject *args)
 room:
     PyErr_SetString(PyExc_ValueError, "scan: the table or an output array has too little room "
                     "(reserve before scanning)");
+    goto fail;
+corrupt:
+    PyErr_SetString(PyExc_ValueError, "scan: slots point outside the table's entries or keys");
 fail:
     release(all, 10);
     return NULL;
 }
 
-static PyObject *fast_assemble(PyObject *self, PyObject *args)
+static PyObject *fast_assemble(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    Arr word_entry = {0}, line_words = {0}, whole_line = {0}, value_offsets = {0}, value_lengths = {0};
-    Arr values = {0}, whole_ids = {0}, whole_offsets = {0}, out = {0}, lengths = {0};
+    static char *kwlist[] = {"word_entry", "line_words", "whole_line", "value_offsets", "value_lengths",
+                             "values", "whole_ids", "whole_offsets", "out", "lengths", NULL};
+    Arr word_entry = {.name = "word_entry"}, line_words = {.name = "line_words"};
+    Arr whole_line = {.name = "whole_line"}, value_offsets = {.name = "value_offsets"};
+    Arr value_lengths = {.name = "value_lengths"}, values = {.name = "values"}, whole_ids = {.name = "whole_ids"};
+    Arr whole_offsets = {.name = "whole_offsets"}, out = {.name = "out"}, lengths = {.name = "lengths"};
     Arr *all[] = {&word_entry, &line_words, &whole_line, &value_offsets, &value_lengths, &values,
                   &whole_ids, &whole_offsets, &out, &lengths};
-    if (!PyArg_ParseTuple(args, "O&O&O&O&O&O&O&O&O&O&:assemble", conv_in, &word_entry,
-                          conv_in, &line_words, conv_in, &whole_line, conv_in, &value_offsets,
-                          conv_in, &value_lengths, conv_in, &values, conv_in, &whole_ids,
-                          conv_in, &whole_offsets, conv_out, &out, conv_out, &lengths))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&$O&O&O&O&O&O&O&O&O&:assemble", kwlist,
+                                     conv_in, &word_entry, conv_in, &line_words, conv_in, &whole_line,
+                                     conv_in, &value_offsets, conv_in, &value_lengths, conv_in, &values,
+                                     conv_in, &whole_ids, conv_in, &whole_offsets, conv_out, &out,
+                                     conv_out, &lengths))
         return NULL;
-    if (require(&word_entry, K_I32, "word_entry") < 0 || require(&line_words, K_I32, "line_words") < 0
-        || require(&whole_line, K_BOOL, "whole_line") < 0
-        || require(&value_offsets, K_I32, "value_offsets") < 0
-        || require(&value_lengths, K_I32, "value_lengths") < 0
-        || require(&whole_ids, values.kind, "whole_ids (as values)") < 0
-        || require(&out, values.kind, "out (as values)") < 0
-        || require(&whole_offsets, K_I64, "whole_offsets") < 0 || require(&lengths, K_I32, "lengths") < 0)
+    /* Ids are copied, not converted: whole_ids and out share the values' type, whatever it is. */
+    if (require(&word_entry, K_I32, 1) < 0 || require(&line_words, K_I32, 1) < 0
+        || require(&whole_line, K_BOOL, 1) < 0 || require(&value_offsets, K_I32, 1) < 0
+        || require(&value_lengths, K_I32, 1) < 0 || require(&values, values.kind, 1) < 0
+        || require(&whole_ids, values.kind, 1) < 0 || require(&out, values.kind, 1) < 0
+        || require(&whole_offsets, K_I64, 1) < 0 || require(&lengths, K_I32, 1) < 0)
         goto fail;
     const Py_ssize_t num_lines = line_words.len;
     if (whole_line.len < num_lines || lengths.len < num_lines || whole_offsets.len < num_lines + 1
@@ -815,7 +1078,11 @@ static PyObject *fast_assemble(PyObject *self, PyObject *args)
         const Py_ssize_t start = o;
         if (whole[line]) {
             const int64_t a = woff[line], z = woff[line + 1];
-            if (a < 0 || z < a || z > whole_ids.len || o + (z - a) > out.len)
+            if (a < 0 || z < a)
+                goto bounds;
+            if (z - a > INT32_MAX)
+                goto too_long;
+            if (z > whole_ids.len || o + (z - a) > out.len)
                 goto bounds;
             memcpy(out.data + o * size, whole_ids.data + a * size, (z - a) * size);
             o += z - a;
@@ -829,6 +1096,8 @@ static PyObject *fast_assemble(PyObject *self, PyObject *args)
                 const int64_t v = voff[e], count = vlen[e];
                 if (v < 0 || count < 0 || v + count > values.len || o + count > out.len)
                     goto bounds;
+                if (o + count - start > INT32_MAX)
+                    goto too_long;
                 memcpy(out.data + o * size, values.data + v * size, count * size);
                 o += count;
             }
@@ -838,6 +1107,9 @@ static PyObject *fast_assemble(PyObject *self, PyObject *args)
     }
     release(all, 10);
     return PyLong_FromSsize_t(o);
+too_long:
+    PyErr_SetString(PyExc_OverflowError, "assemble: a line has more ids than its int32 length holds");
+    goto fail;
 bounds:
     PyErr_SetString(PyExc_ValueError, "assemble: an entry or line points outside its array "
                     "(a piece without ids, or out too small)");
@@ -848,25 +1120,28 @@ fail:
 
 /* ---- module --------------------------------------------------------------------------------- */
 
+#define FN(name, doc) {#name, (PyCFunction)(void (*)(void))fast_##name, METH_VARARGS | METH_KEYWORDS, doc}
+
+/* Each doc starts with its signature and "--", so inspect.signature reads it (_fast.pyi must agree). */
 static PyMethodDef methods[] = {
-    {"shuffle", fast_shuffle, METH_VARARGS,
-     "shuffle(state, x): random.shuffle of int64 x, drawing from state (625 int64, advanced)."},
-    {"generate", fast_generate, METH_VARARGS,
-     "generate(state, tokens, sentence_offsets, doc_offsets, max_seq_length, short_seq_prob, "
-     "dupe_factor, num_to_predict, vocab_words, cls_id, sep_id, mask_id, spans, nsp, positions, "
-     "labels, shown) -> count. Writes the rows that fit; a count above len(nsp) means call again "
-     "from the same state with that many rows."},
-    {"fill_input_ids", fast_fill_input_ids, METH_VARARGS,
-     "fill_input_ids(out, rows, tokens, spans, positions, shown, cls_id, sep_id)"},
-    {"fill_input_mask", fast_fill_input_mask, METH_VARARGS, "fill_input_mask(out, rows, spans)"},
-    {"fill_segment_ids", fast_fill_segment_ids, METH_VARARGS, "fill_segment_ids(out, rows, spans)"},
-    {"rehash", fast_rehash, METH_VARARGS, "rehash(slots, hashes, count): reinsert entries 0..count-1."},
-    {"scan", fast_scan, METH_VARARGS,
-     "scan(buf, slots, hashes, key_offsets, key_lengths, keys, meta, word_entry, line_words, "
-     "whole_line) -> words"},
-    {"assemble", fast_assemble, METH_VARARGS,
-     "assemble(word_entry, line_words, whole_line, value_offsets, value_lengths, values, whole_ids, "
-     "whole_offsets, out, lengths) -> ids written"},
+    FN(generate, "generate(state, *, tokens, sentence_offsets, doc_offsets, max_seq_length, "
+       "max_predictions_per_seq, short_seq_prob, dupe_factor, num_to_predict, vocab_words, cls_id, sep_id, "
+       "mask_id, spans, random_next, positions, labels, shown)\n--\n\n"
+       "Run the reference instance algorithm, advancing state; return the count of instances. Rows that "
+       "fit are written; a count above their number means call again from the same state with that many."),
+    FN(shuffle, "shuffle(state, x)\n--\n\nrandom.shuffle of int64 x, drawing from state (625 int64, advanced)."),
+    FN(replay, "replay(state, bounds)\n--\n\n"
+       "A list: random() for each bound 0, else randrange(bound); advances state."),
+    FN(fill_input_ids, "fill_input_ids(out, rows, tokens, spans, positions, shown, cls_id, sep_id)\n--\n\n"
+       "out[r] = [CLS] A [SEP] B [SEP] of instance rows[r], with the shown ids at its positions."),
+    FN(fill_input_mask, "fill_input_mask(out, rows, spans)\n--\n\nout[r] = 1 over instance rows[r]'s tokens."),
+    FN(fill_segment_ids, "fill_segment_ids(out, rows, spans)\n--\n\n"
+       "out[r] = 1 over instance rows[r]'s segment B and its [SEP]."),
+    FN(rehash, "rehash(slots, hashes, count)\n--\n\nReinsert entries 0..count-1 into empty slots."),
+    FN(scan, "scan(buf, *, slots, hashes, key_offsets, key_lengths, keys, meta, word_entry, line_words, "
+       "whole_line)\n--\n\nSplit buf into pieces, adding new ones to the table; return how many."),
+    FN(assemble, "assemble(word_entry, *, line_words, whole_line, value_offsets, value_lengths, values, "
+       "whole_ids, whole_offsets, out, lengths)\n--\n\nLay each line's ids end to end in out; return how many."),
     {NULL, NULL, 0, NULL},
 };
 

@@ -41,14 +41,6 @@ PHASE2 = InstanceConfig(max_seq_length=512, max_predictions_per_seq=80)
 
 
 @dataclass(frozen=True)
-class TokenizerConfig:
-    """Which WordPiece vocab and casing; `vocab=None` means the standard bert-base-uncased vocab."""
-
-    vocab: str | None = None
-    lowercase: bool = True
-
-
-@dataclass(frozen=True)
 class TextConfig:
     """How the dump becomes text shards (the reference's sharding defaults)."""
 
@@ -56,6 +48,8 @@ class TextConfig:
     test_shards: int = 256
     test_fraction: float = 0.1
     lowercase: bool = True
+    # The largest real article is about 1.5 MB of wikitext; 5 MB leaves room for growth
+    # while refusing the generated or vandalised monsters that would stall a worker.
     max_page_chars: int = 5_000_000
     keep_lists: bool = False
     # Counts the user chose are kept (with a warning where shards come out too small);

@@ -35,6 +35,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bertdata import __version__
+from bertdata.config import BuildConfig
 from bertdata.errors import BertdataError
 
 # Wikimedia's User-Agent policy asks clients to identify themselves; generic
@@ -372,9 +373,9 @@ def _is_run_date(text: str) -> bool:
 class DumpSpec:
     """Which Wikimedia dump: the wiki's database name, a run date (YYYYMMDD or "latest"), a mirror."""
 
-    wiki: str = "enwiki"
-    date: str = "latest"
-    mirror: str = "https://dumps.wikimedia.org"
+    wiki: str = BuildConfig.wiki
+    date: str = BuildConfig.date
+    mirror: str = BuildConfig.mirror
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", self.wiki):
@@ -387,7 +388,7 @@ class DumpSpec:
             )
         if not re.match(r"https?://[^/]+", self.mirror):
             raise BertdataError(
-                f"--mirror must be an http(s) URL such as https://dumps.wikimedia.org (got {self.mirror!r})"
+                f"--mirror must be an http(s) URL such as {BuildConfig.mirror} (got {self.mirror!r})"
             )
         # Normalised here so every URL built from it has exactly one slash.
         object.__setattr__(self, "mirror", self.mirror.rstrip("/"))

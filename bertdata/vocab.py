@@ -53,10 +53,6 @@ class Vocab:
         return np.fromiter((ids[t] for t in dict.fromkeys(self.tokens)), dtype=np.int32)
 
     @property
-    def pad_id(self) -> int:
-        return self.token_to_id["[PAD]"]
-
-    @property
     def unk_id(self) -> int:
         return self.token_to_id["[UNK]"]
 

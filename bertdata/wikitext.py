@@ -15,14 +15,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bertdata import languages
+from bertdata.config import TextConfig
 from bertdata.errors import BertdataError
 
 # Recorded in manifests: bump it whenever a change here can change what `clean` returns.
 RULES_VERSION = 3
 
-# The largest real article is about 1.5 MB of wikitext; 5 MB leaves room for growth
-# while refusing the generated or vandalised monsters that would stall a worker.
-DEFAULT_MAX_CHARS = 5_000_000
+# Pages longer than this are refused; `TextConfig.max_page_chars` says why 5 MB.
+DEFAULT_MAX_CHARS = TextConfig.max_page_chars
 
 # Links nest legitimately only inside File captions (depth 2, rarely 3); each level
 # copies its label once, so a cap keeps hostile nesting from turning quadratic.

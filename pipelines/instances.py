@@ -16,7 +16,7 @@ from bertdata.vocab import Vocab
 from bertdata.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
 from bertdata.pipelines.lddl import LddlPhase, spill_shard
-from bertdata.pipelines.text import Counts
+from bertdata.pipelines.records import Counts
 
 
 # What each hdf5 shard records about itself, and a re-run reads back instead of redoing it.

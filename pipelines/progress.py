@@ -29,7 +29,7 @@ class Watcher:
     """Bars for the dump ranges read and the hdf5 shards written, updated from a thread."""
 
     def __init__(self, console, work_dir: str, text_manifest, ranges: int | None, phase_dirs: list[str]):
-        """`text_manifest()` gives (folder, manifest) of the text stage once it has ended."""
+        """`text_manifest()` gives the text stage's StageManifest once it has ended, else None."""
         self.console, self.work_dir, self.text_manifest = console, work_dir, text_manifest
         self.ranges, self.phase_dirs = ranges, phase_dirs
         self._stop = threading.Event()
@@ -52,13 +52,13 @@ class Watcher:
         while not self._stop.wait(POLL_SECONDS):
             if ranges is not None:
                 ranges.update(len(fsio.match(fsio.join(self.work_dir, MARKERS, "*"))) - ranges.n)
-            manifest = self.text_manifest()[1] if self.phase_dirs and shards is None else None
-            if manifest is not None:
+            text = self.text_manifest() if self.phase_dirs and shards is None else None
+            if text is not None:
                 if ranges is not None:  # the text stage is over
                     ranges.update(ranges.total - ranges.n)
                     ranges.close()
                     ranges = None
-                shards = self._bar(len(manifest["shards"]) * len(self.phase_dirs), "writing hdf5 shards", "shard")
+                shards = self._bar(len(text.manifest["shards"]) * len(self.phase_dirs), "writing hdf5 shards", "shard")
             if shards is not None:
                 done = sum(len(fsio.match(fsio.join(d, "*.hdf5"))) for d in self.phase_dirs)
                 shards.update(min(done, shards.total) - shards.n)

@@ -3,12 +3,8 @@
 Documents reach their shard through run files (bertdata.spill), not through the
 runner's shuffle: Beam's local runner keeps shuffled data in the launcher's memory,
 and every byte of it would also cross the launcher's data plane, one process for all
-workers. Only small records (where a run's blocks lie, counts) travel through Beam.
-
-The flow is one linear chain, with counts travelling beside the other records: the
-DaskRunner computes only the last transform's ancestors, drops tagged outputs and
-finish_bundle output, and collects no metrics, so everything the manifest needs must
-reach the end of the chain as data.
+workers. Only small records (where a run's blocks lie, counts) travel through Beam, down
+one linear chain (see bertdata.pipelines.records for why).
 """
 
 from __future__ import annotations
@@ -28,28 +24,12 @@ from bertdata.sharding import assign, fewer_shards, render_shard
 from bertdata.spill import Run, RunBuffer, merge_blocks, run_name
 from bertdata.wikidump import iter_pages, iter_pages_in_range
 from bertdata.pipelines import fsio, progress
+from bertdata.pipelines.records import Counts, Gather, TextPlan
 
 RUNS = "runs"
 # Counts of pages skipped for their namespace, by number: "skipped_namespace" says how many,
 # these say which, so the summary can name them as the dump does.
 NAMESPACE_PREFIX = "outside_namespace_"
-
-
-@dataclass(frozen=True)
-class Counts:
-    """Counters travelling through the pipeline as data (summed at the end)."""
-
-    values: dict
-
-
-@dataclass(frozen=True)
-class TextPlan:
-    """Where the text shards go and how many there are, decided once every document is
-    counted (default counts shrink until shards are big enough for next-sentence pairs)."""
-
-    folder: str
-    training_shards: int
-    test_shards: int
 
 
 @dataclass(frozen=True)
@@ -184,17 +164,6 @@ class _WriteTextShard(beam.DoFn):
             dropped = sentence_counts(s for doc in repeated for s in doc.sentences)
             yield Counts({"skipped_duplicate_id": len(repeated), "articles": -len(repeated),
                           **{k: -v for k, v in dropped.items()}})
-
-
-class Gather(beam.PTransform):
-    """All records of a PCollection as one element: the barrier that ends a stage.
-    Only small records may pass: they all meet in one process."""
-
-    def expand(self, records):
-        return (records
-                | "OneKey" >> beam.Map(lambda r: (None, r))
-                | "GroupAll" >> beam.GroupByKey()
-                | "Values" >> beam.Map(lambda kv: list(kv[1])))
 
 
 class DumpToTextShards(beam.PTransform):

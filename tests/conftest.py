@@ -1,4 +1,5 @@
-"""Shared fixtures: the ../shared test data (skip where absent) and CLI helpers."""
+"""Shared fixtures: where the test data lies (the ../shared data, skipped where absent, and
+the sample packaged with bertdata) and CLI helpers."""
 
 from __future__ import annotations
 
@@ -13,12 +14,29 @@ SHARED = ROOT.parent / "shared" / "data"
 WIKI_FRAGMENT = SHARED / "wiki" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 VOCAB = SHARED / "vocab" / "bert-base-uncased-vocab.txt"
 PARITY = SHARED / "parity"
+SHARD_A = PARITY / "shard_A.txt"
+# The reference script's output for shard_A: phase 1, and phase 2 with dupe factor 2.
+PARITY_128 = PARITY / "A_s12345_128_20_p15_d5.hdf5"
+PARITY_512 = PARITY / "A_s12345_512_80_p15_d2.hdf5"
+# Packaged, so tests that need only some WordPiece vocab run without ../shared.
+SAMPLE_VOCAB = ROOT / "bertdata" / "sample" / "vocab.txt"
+
+
+def _absent(path: Path) -> str:
+    return f"{path} is absent: the shared test data sits beside the project only in CI and dev sessions"
 
 
 def need_shared(path: Path = SHARED) -> Path:
+    """`path`, or a skip of the calling test where it is absent."""
     if not path.exists():
-        pytest.skip(f"{path} is absent: the shared test data sits beside the project only in CI and dev sessions")
+        pytest.skip(_absent(path))
     return path
+
+
+def needs_shared(*paths: Path) -> pytest.MarkDecorator:
+    """A mark that skips the test where any of `paths` is absent."""
+    missing = [path for path in paths if not path.exists()]
+    return pytest.mark.skipif(bool(missing), reason=_absent(missing[0]) if missing else "")
 
 
 def run_cli(*args: str, check: bool = True, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:

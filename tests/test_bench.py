@@ -24,13 +24,10 @@ from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, tr
 from bertdata.benchmark.train import BenchConfig, execute, make_plan, run  # noqa: E402
 from bertdata.cli import main as cli_main  # noqa: E402
 from bertdata.errors import BertdataError  # noqa: E402
+from conftest import PARITY_128, PARITY_512, ROOT, needs_shared  # noqa: E402
 from shards import hostile_files  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-PARITY = REPO.parent / "shared" / "data" / "parity"
-SHARD_128 = PARITY / "A_s12345_128_20_p15_d5.hdf5"
-SHARD_512 = PARITY / "A_s12345_512_80_p15_d2.hdf5"
-needs_parity = pytest.mark.skipif(not SHARD_128.exists(), reason=f"shared parity shards absent ({PARITY})")
+needs_parity = needs_shared(PARITY_128)
 
 
 def training_dir(tmp_path: Path, *shards: Path) -> Path:
@@ -228,10 +225,10 @@ def test_stream_is_endless_and_batches_span_files(tmp_path):
 
 @needs_parity
 def test_labels_on_the_reference_shard(tmp_path):
-    infos = survey(training_dir(tmp_path, SHARD_128))
+    infos = survey(training_dir(tmp_path, PARITY_128))
     batch = next(iter(ShardStream(rank_units(infos, 0, 1), batch_size=64, seed=0)))
     labels = batch[3]
-    with h5py.File(SHARD_128) as f:
+    with h5py.File(PARITY_128) as f:
         listed = (f["masked_lm_positions"][()] != 0).sum(1)
     # round(15% of 128) = 19 predictions for a full sequence, fewer for short ones
     counts = (labels != -1).sum(1)
@@ -243,7 +240,7 @@ def test_labels_on_the_reference_shard(tmp_path):
 
 @needs_parity
 def test_tiny_model_learns_and_throughput_is_counted_over_measured_time(tmp_path):
-    data = training_dir(tmp_path, SHARD_128)
+    data = training_dir(tmp_path, PARITY_128)
     cfg = tiny_cfg(data, batch_size=4, steps=6, warmup_steps=1, lr=2e-2, accumulation=2)
     start = time.perf_counter()
     record = run(cfg)
@@ -266,7 +263,7 @@ def test_tiny_model_learns_and_throughput_is_counted_over_measured_time(tmp_path
 
 @needs_parity
 def test_cli_loader_only_writes_json_and_dllogger_line(tmp_path, capsys):
-    data = training_dir(tmp_path, SHARD_128)
+    data = training_dir(tmp_path, PARITY_128)
     out = tmp_path / "loader.json"
     argv = ["bench", "--data", str(data), "--loader-only", "--device", "cpu", "--batch-size", "32",
             "--steps", "4", "--warmup-steps", "1", "--workers", "2", "--json", str(out)]
@@ -281,7 +278,7 @@ def test_cli_loader_only_writes_json_and_dllogger_line(tmp_path, capsys):
 
 @needs_parity
 def test_matrix_runs_every_cell_and_tabulates_them(tmp_path, capsys):
-    data = training_dir(tmp_path, SHARD_128)
+    data = training_dir(tmp_path, PARITY_128)
     out = tmp_path / "matrix.json"
     assert cli_main(["bench", "--data", str(data), "--model", "tiny", "--device", "cpu", "--matrix",
                      "--batch-size", "2,4", "--precision", "bf16,amp", "--steps", "1",
@@ -301,8 +298,8 @@ def test_gpus_relaunch_under_torchrun_keeps_ddp_replicas_identical(tmp_path, mon
     # --gpus 2 re-runs under torchrun; pretending two devices are visible lets the same path
     # run here as two CPU processes (gloo), which is what torchrun gives them without CUDA.
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.chdir(REPO)
-    data = training_dir(tmp_path, SHARD_128)
+    monkeypatch.chdir(ROOT)
+    data = training_dir(tmp_path, PARITY_128)
     out = tmp_path / "ddp.json"
     cfg = tiny_cfg(data, gpus=2, batch_size=4, accumulation=2, steps=3, warmup_steps=0)
     assert execute([cfg], str(out)) == 0
@@ -339,7 +336,7 @@ def test_sequence_longer_than_the_model(tmp_path):
     config = tmp_path / "bert_config.json"
     config.write_text(json.dumps({"hidden_size": 128, "num_attention_heads": 2, "num_hidden_layers": 2,
                                   "intermediate_size": 512, "max_position_embeddings": 256}))
-    data = training_dir(tmp_path, SHARD_512)
+    data = training_dir(tmp_path, PARITY_512)
     with pytest.raises(BertdataError, match="sequence length 512 exceeds the model's max_position 256"):
         make_plan(tiny_cfg(data, bert_config=str(config)))
 
@@ -369,6 +366,27 @@ def test_cuda_absent_and_too_many_gpus(tmp_path, capsys):
         execute([tiny_cfg(tmp_path, gpus=2)])
     assert cli_main(["bench", "--data", str(tmp_path), "--gpus", "2"]) == 2
     assert "bertdata bench: error: --gpus 2 but only 0" in capsys.readouterr().err
+
+
+def test_cli_leaves_defaults_to_bench_config_and_its_help_states_them():
+    import argparse
+    import dataclasses
+
+    from bertdata.cli import build_parser
+    from bertdata.commands.bench import configs_from_args
+
+    parser = build_parser()
+    assert configs_from_args(parser.parse_args(["bench", "--data", "d"]), BenchConfig) == [BenchConfig(data="d")]
+    matrix = configs_from_args(parser.parse_args(["bench", "--data", "d", "--matrix", "--seed", "7"]), BenchConfig)
+    assert [(c.batch_size, c.precision, c.seed) for c in matrix] == [
+        (b, p, 7) for b in (96, 128) for p in ("fp32", "tf32", "amp", "bf16")]
+    bench = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["bench"]
+    helps = {action.dest: action.help for action in bench._actions}
+    stated = [f for f in dataclasses.fields(BenchConfig) if f.default not in (dataclasses.MISSING, None, False)]
+    assert {f.name for f in stated} == {"model", "batch_size", "steps", "warmup_steps", "gpus", "lr", "optimizer",
+                                        "seed"}
+    for f in stated:
+        assert f"(default: {f.default}" in helps[f.name], (f.name, helps[f.name])
 
 
 def test_missing_torch_names_the_extra(tmp_path, monkeypatch, capsys):

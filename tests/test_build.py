@@ -59,6 +59,8 @@ def test_sample_build_writes_reference_layout(sample_build):
             assert f["input_ids"].compression == "gzip" and f["input_ids"].compression_opts == 4
         manifest = json.loads((folder / "manifest.json").read_text())
         assert manifest["options"]["instances"]["max_seq_length"] == seq
+        assert manifest["tool"]["name"] == "bertdata build" and set(manifest["tool"]) == {"name", "version", "libraries"}
+        assert manifest["run"]["workers"] == 2 and manifest["run"]["runner"] == "local"
         listed = [s["file"] for s in manifest["shards"]]
         split_index = [(n.split("_")[-2], int(n.split("_")[-1][:-5])) for n in listed]
         assert sorted(listed) == [f.name for f in files] and split_index == sorted(split_index)
@@ -310,7 +312,7 @@ def test_output_that_cannot_be_a_folder_fails_before_any_work(tmp_path):
 
 
 def test_full_disk_inside_a_worker_reads_as_one_line():
-    from bertdata.pipelines.build import user_error
+    from bertdata.pipelines.failures import user_error
 
     remote = RuntimeError("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
                           "OSError: [Errno 28] No space left on device: '/data/x.hdf5' [while running 'HDF5/Make']")
@@ -351,7 +353,7 @@ def test_repeated_page_ids_keep_the_first_copy_whatever_the_workers(tmp_path):
 
 
 def test_work_groups_are_contiguous_in_dump_order_and_of_equal_weight():
-    from bertdata.pipelines.build import GROUPS_PER_WORKER, work_groups
+    from bertdata.pipelines.work import GROUPS_PER_WORKER, work_groups
     from bertdata.pipelines.text import WorkItem
 
     sizes = [5, 7, 3, 9, 4, 4, 6, 8, 2, 5, 7, 3, 9, 4, 4, 6, 8, 2] * 8

@@ -8,7 +8,8 @@ import h5py
 import numpy as np
 import pytest
 
-from bertdata.hdf5io import DTYPES, FIELDS, ShardWriter, chunk_rows, read_shard, shard_attrs, write_shard
+from bertdata.hdf5io import (DTYPES, FIELDS, WRITE_ORDER, ShardWriter, chunk_rows, read_shard, shard_attrs,
+                             write_shard)
 
 
 def random_shard(n: int, seq: int = 128, preds: int = 20, seed: int = 0) -> dict[str, np.ndarray]:
@@ -62,6 +63,20 @@ def test_chunk_aligned_slices_give_the_bytes_of_one_write(tmp_path):
                 writer.write(name, start, arrays[name][start:start + step])
     digest = [hashlib.sha256((tmp_path / f).read_bytes()).hexdigest() for f in ("whole.hdf5", "rows.hdf5")]
     assert digest[0] == digest[1]
+
+
+def test_a_function_source_is_asked_for_each_array_once_in_write_order(tmp_path):
+    arrays = random_shard(2000)
+    asked = []
+
+    def get(name):
+        asked.append(name)
+        return arrays[name].astype(np.int64)  # any integer dtype: cast on the way in
+
+    write_shard(tmp_path / "called.hdf5", get)
+    write_shard(tmp_path / "mapping.hdf5", arrays)
+    assert asked == list(WRITE_ORDER) and sorted(WRITE_ORDER) == sorted(FIELDS)
+    assert (tmp_path / "called.hdf5").read_bytes() == (tmp_path / "mapping.hdf5").read_bytes()
 
 
 def test_failed_write_leaves_nothing(tmp_path):

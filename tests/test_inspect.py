@@ -12,17 +12,15 @@ import pytest
 from bertdata.hdf5io import read_shard, write_shard
 from bertdata.vocab import load_vocab
 from bertdata.wikidump import sample_paths
-from conftest import PARITY, VOCAB, need_shared, run_cli
+from conftest import PARITY, PARITY_128, VOCAB, need_shared, run_cli
 from shards import hostile_files, valid_rows
-
-PHASE1 = "A_s12345_128_20_p15_d5.hdf5"
 
 
 def test_parity_files_validate_with_statistics():
     need_shared(PARITY)
     proc = run_cli("inspect", PARITY, "--show", "1", "--vocab", VOCAB)
     assert proc.returncode == 0
-    row = next(line for line in proc.stdout.splitlines() if line.endswith(PHASE1))
+    row = next(line for line in proc.stdout.splitlines() if line.endswith(PARITY_128.name))
     instances, seq, real, short, masked, random_next = row.split()[:6]
     assert (int(instances), int(seq)) == (12355, 128)
     assert 100 < float(real) <= 128 and 15 < float(masked) <= 20
@@ -35,7 +33,7 @@ def test_parity_files_validate_with_statistics():
 @pytest.fixture
 def shard(tmp_path):
     need_shared(PARITY)
-    arrays = read_shard(PARITY / PHASE1, 0, 200)
+    arrays = read_shard(PARITY_128, 0, 200)
     return tmp_path, arrays
 
 
@@ -87,7 +85,7 @@ def test_missing_dataset_and_wrong_dtype(shard):
 def test_truncated_file_is_not_a_crash(shard):
     tmp_path, _ = shard
     path = tmp_path / "cut.hdf5"
-    data = (PARITY / PHASE1).read_bytes()
+    data = (PARITY_128).read_bytes()
     path.write_bytes(data[: len(data) // 2])
     proc = run_cli("inspect", path, check=False)
     assert proc.returncode == 1 and f"invalid shard: {path}" in proc.stdout
@@ -96,7 +94,7 @@ def test_truncated_file_is_not_a_crash(shard):
 
 def test_one_bad_file_among_good_ones(shard):
     tmp_path, arrays = shard
-    shutil.copy(PARITY / PHASE1, tmp_path / "good.hdf5")
+    shutil.copy(PARITY_128, tmp_path / "good.hdf5")
     corrupt(tmp_path, arrays, input_mask=_set((0, 0), 2))
     proc = run_cli("inspect", tmp_path, check=False)
     assert proc.returncode == 1
@@ -171,7 +169,7 @@ def test_a_shard_of_one_document_draws_a_next_sentence_warning(tmp_path):
     one_doc = tmp_path / "one_doc.txt"
     one_doc.write_text("\n".join(lines[:400]) + "\n")  # one document: no other to draw from
     run_cli("instances", one_doc, "--output", tmp_path / "one.hdf5", "--vocab", VOCAB)
-    proc = run_cli("inspect", tmp_path / "one.hdf5", PARITY / PHASE1)
+    proc = run_cli("inspect", tmp_path / "one.hdf5", PARITY_128)
     assert proc.returncode == 0
     warnings = [line for line in proc.stdout.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "one.hdf5" in warnings[0] and "far from 50%" in warnings[0]

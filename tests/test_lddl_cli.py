@@ -19,10 +19,7 @@ import pytest
 from bertdata import lddl
 from bertdata.hdf5io import read_shard
 from bertdata.vocab import load_vocab
-from conftest import PARITY, VOCAB, need_shared, run_cli
-
-SHARD_128 = PARITY / "A_s12345_128_20_p15_d5.hdf5"
-SHARD_512 = PARITY / "A_s12345_512_80_p15_d2.hdf5"
+from conftest import PARITY_128, PARITY_512, VOCAB, need_shared, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +55,7 @@ def shard_lddl(output: Path, *inputs, **options) -> dict:
 def phase1(tmp_path_factory) -> tuple[Path, dict]:
     """The 128 parity shard as a binned LDDL folder, 4 files per bin for 2 ranks."""
     folder = tmp_path_factory.mktemp("lddl") / "phase1"
-    return folder, shard_lddl(folder, need_shared(SHARD_128), parts=4, bin_size=32, ranks=2)
+    return folder, shard_lddl(folder, need_shared(PARITY_128), parts=4, bin_size=32, ranks=2)
 
 
 # ---------------------------------------------------------------- shard --format lddl
@@ -68,7 +65,7 @@ def test_shard_writes_a_valid_folder_holding_the_shards_rows(phase1, tokens):
     report = lddl.validate_folder(folder, ranks=2, bin_size=32, seq_len=128, tokens=tokens)
     assert report["masking"] == "static" and sorted(report["bins"]) == [0, 1, 2, 3]
     assert all(len(sizes) == 4 for sizes in report["bins"].values())
-    source = read_shard(SHARD_128)
+    source = read_shard(PARITY_128)
     back = folder_arrays(folder, tokens, 128, 20)
     # Every row written is a row of the shard; the rows missing are the documented balance drop,
     # one per bin whose count divided by 4, from that bin.
@@ -90,18 +87,18 @@ def test_shard_writes_a_valid_folder_holding_the_shards_rows(phase1, tokens):
 def test_shard_is_deterministic_and_follows_the_seed(phase1, tmp_path):
     folder, _ = phase1
     again = tmp_path / "again"
-    shard_lddl(again, SHARD_128, parts=4, bin_size=32, ranks=2)
+    shard_lddl(again, PARITY_128, parts=4, bin_size=32, ranks=2)
     assert folder_bytes(again) == folder_bytes(folder)
     other = tmp_path / "other"
-    shard_lddl(other, SHARD_128, parts=4, bin_size=32, ranks=2, seed=7)
+    shard_lddl(other, PARITY_128, parts=4, bin_size=32, ranks=2, seed=7)
     assert folder_bytes(other)["shard-0.parquet_3"] != folder_bytes(folder)["shard-0.parquet_3"]
 
 
 def test_sampling_keeps_working(tokens, tmp_path):
-    manifest = shard_lddl(tmp_path / "some", need_shared(SHARD_512), parts=2, max_instances=301)
+    manifest = shard_lddl(tmp_path / "some", need_shared(PARITY_512), parts=2, max_instances=301)
     assert manifest["instances_in"] == 1277 and manifest["instances_sampled"] == 301
     assert manifest["instances_out"] == lddl.validate_folder(tmp_path / "some", tokens=tokens)["rows"] == 301
-    source = collections.Counter(row_keys(read_shard(SHARD_512)))
+    source = collections.Counter(row_keys(read_shard(PARITY_512)))
     back = collections.Counter(row_keys(folder_arrays(tmp_path / "some", tokens, 512, 80)))
     assert not back - source
 
@@ -141,7 +138,7 @@ def test_dynamic_input_cannot_become_static(phase1, tmp_path):
     ([], "--vocab is for LDDL output or input"),
 ])
 def test_bad_options_are_one_line(tmp_path, args, message):
-    proc = run_cli("shard", need_shared(SHARD_512), "--output", tmp_path / "o", "--parts", "4", "--vocab", VOCAB,
+    proc = run_cli("shard", need_shared(PARITY_512), "--output", tmp_path / "o", "--parts", "4", "--vocab", VOCAB,
                    *args, check=False)
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
@@ -150,7 +147,7 @@ def test_bad_options_are_one_line(tmp_path, args, message):
 def test_a_non_empty_output_is_refused_before_reading_inputs(tmp_path):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "notes.txt").write_text("x")
-    proc = run_cli("shard", need_shared(SHARD_512), "--output", tmp_path / "o", "--parts", "2", "--format", "lddl",
+    proc = run_cli("shard", need_shared(PARITY_512), "--output", tmp_path / "o", "--parts", "2", "--format", "lddl",
                    "--vocab", VOCAB, check=False)
     assert proc.returncode == 2 and "not empty" in proc.stderr
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".bertdata-")]  # no temporary folder left
@@ -160,9 +157,9 @@ def test_a_non_empty_output_is_refused_before_reading_inputs(tmp_path):
 
 def test_inspect_validates_hdf5_and_lddl_together(phase1, tmp_path):
     folder, _ = phase1
-    proc = run_cli("inspect", need_shared(SHARD_128), folder, "--vocab", VOCAB, "--ranks", "2", "--show", "1")
+    proc = run_cli("inspect", need_shared(PARITY_128), folder, "--vocab", VOCAB, "--ranks", "2", "--show", "1")
     lines = proc.stdout.splitlines()
-    assert any(line.endswith(SHARD_128.name) and line.split()[0] == "12355" for line in lines)
+    assert any(line.endswith(PARITY_128.name) and line.split()[0] == "12355" for line in lines)
     bins = [line.split() for line in lines if line.split()[:1] in (["0"], ["1"], ["2"], ["3"])]
     assert [b[:2] for b in bins] == [["0", "4"], ["1", "4"], ["2", "4"], ["3", "4"]]
     total = next(line.split() for line in lines if line.split()[:1] == ["total"] and len(line.split()) == 6)
@@ -289,7 +286,7 @@ def test_bench_refuses_a_folder_without_manifest_and_vocab_for_hdf5(phase1, tmp_
     assert proc.returncode == 2 and "without the manifest.json" in proc.stderr
     hdf5 = tmp_path / "hdf5"
     hdf5.mkdir()
-    (hdf5 / "parity_training_0.hdf5").symlink_to(SHARD_128)
+    (hdf5 / "parity_training_0.hdf5").symlink_to(PARITY_128)
     proc = run_cli("bench", "--data", hdf5, "--vocab", VOCAB, "--model", "tiny", "--device", "cpu", check=False)
     assert proc.returncode == 2 and "--vocab is for LDDL folders" in proc.stderr
 

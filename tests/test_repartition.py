@@ -22,14 +22,10 @@ from bertdata.config import ShardConfig
 from bertdata.fsutil import this_process
 from bertdata.errors import BertdataError
 from bertdata.hdf5io import DTYPES, FIELDS, file_attrs, shard_info, write_shard
+from conftest import PARITY_128, PARITY_512, needs_shared
 from shards import hostile_files, valid_rows
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-PARITY = SHARED / "data" / "parity"
-REAL_128 = PARITY / "A_s12345_128_20_p15_d5.hdf5"
-REAL_512 = PARITY / "A_s12345_512_80_p15_d2.hdf5"
-needs_real = pytest.mark.skipif(not REAL_128.exists() or not REAL_512.exists(),
-                                reason=f"real parity shards not found under {PARITY} (../shared is absent)")
+needs_real = needs_shared(PARITY_128, PARITY_512)
 
 GEN_ATTRS = {"seed": 7, "max_seq_length": 16, "max_predictions_per_seq": 4, "masked_lm_prob": 0.15,
              "vocab_sha256": "ab" * 32, "lower_case": True}
@@ -295,7 +291,7 @@ def test_cli_writes_parts_and_prints_a_summary(inputs, tmp_path, capsys):
 
 
 @needs_real
-@pytest.mark.parametrize("real,parts", [(REAL_128, 5), (REAL_512, 3)])
+@pytest.mark.parametrize("real,parts", [(PARITY_128, 5), (PARITY_512, 3)])
 def test_real_shards_keep_every_instance(tmp_path, real, parts):
     result = shard(real, output=tmp_path / "out", parts=parts)
     assert multiset(result.parts) == multiset([real])
@@ -312,17 +308,17 @@ def test_real_shards_keep_every_instance(tmp_path, real, parts):
 @needs_real
 def test_real_shards_of_different_lengths_are_refused(tmp_path):
     with pytest.raises(BertdataError, match="max_seq_length") as err:
-        shard(REAL_128, REAL_512, output=tmp_path / "out", parts=2)
-    assert str(REAL_128) in str(err.value) and str(REAL_512) in str(err.value)
+        shard(PARITY_128, PARITY_512, output=tmp_path / "out", parts=2)
+    assert str(PARITY_128) in str(err.value) and str(PARITY_512) in str(err.value)
 
 
 @needs_real
 def test_real_and_synthetic_shards_mix(tmp_path):
     rng = np.random.default_rng(5)
     synthetic = random_shard(tmp_path / "syn_training_0.hdf5", 500, rng, seq=128, preds=20)
-    result = shard(REAL_128, synthetic, output=tmp_path / "out", parts=4, sample=0.5)
+    result = shard(PARITY_128, synthetic, output=tmp_path / "out", parts=4, sample=0.5)
     taken = multiset(result.parts)
-    assert sum(taken.values()) == round(0.5 * 12855) and not taken - multiset([REAL_128, synthetic])
+    assert sum(taken.values()) == round(0.5 * 12855) and not taken - multiset([PARITY_128, synthetic])
     names = [os.path.basename(p) for p in result.parts]
     assert names == [f"shards_training_{i}.hdf5" for i in range(4)]
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
 
 import pytest
 
 from bertdata.sentences import SentenceSplitter, english_parameters, split_article
-
-SHARD_A = Path(__file__).resolve().parents[1].parent / "shared/data/parity/shard_A.txt"
+from conftest import SHARD_A, need_shared
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +79,8 @@ def test_matches_the_reference_shard(splitter: SentenceSplitter) -> None:
     """shard_A.txt was split with nltk.sent_tokenize: rejoining two neighbouring lines and
     splitting again must give the same two lines back, unless the pair ends on
     closing punctuation that NLTK only attaches when more text follows."""
-    if not SHARD_A.exists():
-        pytest.skip(f"parity shard not found at {SHARD_A} (needs ../shared next to the repo)")
     pairs = same = 0
-    for document in SHARD_A.read_text(encoding="utf-8").split("\n\n"):
+    for document in need_shared(SHARD_A).read_text(encoding="utf-8").split("\n\n"):
         lines = [line for line in document.split("\n") if line]
         for first, second in zip(lines, lines[1:]):
             pairs += 1

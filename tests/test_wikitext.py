@@ -6,15 +6,12 @@ import bz2
 import re
 import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
 from bertdata.errors import BertdataError
 from bertdata.wikitext import DisambiguationPage, ListPage, MalformedPage, PageTooLarge, SkippedPage, clean
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-DUMP = SHARED / "data/wiki/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+from conftest import WIKI_FRAGMENT, need_shared
 
 # Markup that must never reach a training sentence.
 LEFTOVER = re.compile(
@@ -210,10 +207,8 @@ def test_ten_megabyte_pathological_page(unit: str) -> None:
 
 
 def _articles() -> list[tuple[str, str]]:
-    if not DUMP.exists():
-        pytest.skip(f"real dump fragment not found at {DUMP} (needs ../shared next to the repo)")
     articles = []
-    with bz2.open(DUMP) as f:
+    with bz2.open(need_shared(WIKI_FRAGMENT)) as f:
         for _, elem in ET.iterparse(f):
             if elem.tag.rsplit("}", 1)[-1] != "page":
                 continue

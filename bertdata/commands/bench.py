@@ -60,6 +60,9 @@ Needs torch: pip install 'bertdata[bench]'.
 
 DEFAULT_MATRIX_BATCH = (96, 128)  # the published V100 and A100 batch sizes
 DEFAULT_MATRIX_PRECISION = ("fp32", "tf32", "amp", "bf16")
+# The flags that are BenchConfig fields of the same name, besides --batch-size and --precision.
+CONFIG_FLAGS = ("data", "model", "bert_config", "global_batch", "accumulation", "steps", "warmup_steps", "gpus",
+                "compile", "device", "loader_only", "workers", "lr", "optimizer", "seed", "vocab")
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -78,18 +81,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, metavar="DIR",
                    help="folder of shards (files named *training*), or an LDDL folder")
-    p.add_argument("--model", default="base", help="base, large or tiny (default: base)")
+    p.add_argument("--model", help="base, large or tiny (default: base)")
     p.add_argument("--bert-config", metavar="FILE", help="a reference bert_config.json (overrides --model)")
     p.add_argument("--batch-size", type=_int_list, metavar="N", help="sequences per GPU per micro-batch "
-                   "(default 96; with --matrix a comma list, default 96,128)")
+                   "(default: 96; with --matrix a comma list, default "
+                   f"{','.join(map(str, DEFAULT_MATRIX_BATCH))})")
     p.add_argument("--precision", type=_str_list, metavar="P", help="fp32, tf32, fp16, bf16 or amp "
-                   "(with --matrix a comma list, default fp32,tf32,amp,bf16)")
+                   f"(with --matrix a comma list, default {','.join(DEFAULT_MATRIX_PRECISION)})")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--global-batch", type=int, metavar="N", help="sequences per optimizer step, all GPUs")
     group.add_argument("--accumulation", type=int, metavar="K", help="micro-batches per optimizer step (default 1)")
-    p.add_argument("--steps", type=int, default=30, help="timed optimizer steps (default 30)")
-    p.add_argument("--warmup-steps", type=int, default=10, help="untimed steps first (default 10)")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs on this machine; >1 relaunches under torchrun")
+    p.add_argument("--steps", type=int, metavar="N", help="timed optimizer steps (default: 30)")
+    p.add_argument("--warmup-steps", type=int, metavar="N", help="untimed steps first (default: 10)")
+    p.add_argument("--gpus", type=int, metavar="N",
+                   help="GPUs on this machine; more than 1 relaunches under torchrun (default: 1)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda if available")
     p.add_argument("--loader-only", action="store_true",
@@ -97,9 +102,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--matrix", action="store_true", help="one run per batch size x precision, like the table")
     p.add_argument("--workers", type=int, metavar="N",
                    help="loader worker processes per GPU (default: 4, or the number of cores if fewer)")
-    p.add_argument("--lr", type=float, default=6e-3, help="learning rate, constant: throughput does not depend on the schedule (default 6e-3, NGC phase 1)")
-    p.add_argument("--optimizer", choices=("lamb", "adamw"), default="lamb")
-    p.add_argument("--seed", type=int, default=12345)
+    p.add_argument("--lr", type=float, help="learning rate, constant: throughput does not depend on the "
+                   "schedule (default: 0.006, NGC phase 1)")
+    p.add_argument("--optimizer", choices=("lamb", "adamw"), help="the update rule (default: lamb, NGC's)")
+    p.add_argument("--seed", type=int, metavar="N", help="seed of the initial weights, dropout, data order and "
+                   "dynamic masks (default: 12345)")
     p.add_argument("--vocab", metavar="PATH",
                    help="an LDDL folder's vocab (default: the one whose sha256 its manifest.json records)")
     p.add_argument("--json", metavar="PATH", help="write the run records as JSON")
@@ -110,20 +117,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def configs_from_args(args: argparse.Namespace, config_cls) -> list:
     from bertdata.errors import BertdataError
 
-    batch_sizes = args.batch_size or (DEFAULT_MATRIX_BATCH if args.matrix else (96,))
+    # None: the flag was left out, so `config_cls`'s default holds -- the one source of them.
+    batch_sizes = args.batch_size or (DEFAULT_MATRIX_BATCH if args.matrix else (None,))
     precisions = args.precision or (DEFAULT_MATRIX_PRECISION if args.matrix else (None,))
     if not args.matrix and (len(batch_sizes) > 1 or len(precisions) > 1):
         raise BertdataError("several --batch-size or --precision values need --matrix")
     if args.matrix and args.loader_only:
         raise BertdataError("--matrix and --loader-only do not combine")
-    common = dict(data=args.data, model=args.model, bert_config=args.bert_config,
-                  global_batch=args.global_batch, accumulation=args.accumulation, steps=args.steps,
-                  warmup_steps=args.warmup_steps, gpus=args.gpus, compile=args.compile,
-                  device=args.device, loader_only=args.loader_only, lr=args.lr,
-                  optimizer=args.optimizer, seed=args.seed, vocab=args.vocab)
-    if args.workers is not None:  # else BenchConfig's default, which depends on the machine
-        common["workers"] = args.workers
-    return [config_cls(batch_size=b, precision=p, **common) for b in batch_sizes for p in precisions]
+    given = {name: getattr(args, name) for name in CONFIG_FLAGS if getattr(args, name) is not None}
+    runs = ({k: v for k, v in (("batch_size", b), ("precision", p)) if v is not None}
+            for b in batch_sizes for p in precisions)
+    return [config_cls(**given, **run) for run in runs]
 
 
 def run(args: argparse.Namespace) -> int:

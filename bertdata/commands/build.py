@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from bertdata.commands.options import add_dump_options, add_instance_options, add_tokenizer_options, instance_fields
+from bertdata.config import PHASE1, PHASE2, BuildConfig, RunnerConfig, TextConfig
 from bertdata.errors import BertdataError
 
 HELP = """\
@@ -44,6 +46,8 @@ examples:
       --project my-project --region us-central1 --temp_location gs://bucket/tmp
 """
 
+PHASES = {"1": (PHASE1,), "2": (PHASE2,), "both": (PHASE1, PHASE2)}
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("build", help="dump -> text shards -> hdf5 shards (the whole job)",
@@ -55,47 +59,45 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="use the small bundled dump and vocab (offline)")
     src.add_argument("--dump", metavar="PATH|URL", help="a dump to use instead of downloading (.xml, .bz2, multistream .bz2)")
     src.add_argument("--index", metavar="PATH", help="its multistream index (default: found beside the dump)")
-    src.add_argument("--date", default="latest", metavar="YYYYMMDD", help="dump date to download (default: latest)")
-    src.add_argument("--mirror", default="https://dumps.wikimedia.org", metavar="URL", help="dump host")
-    src.add_argument("--wiki", default="enwiki", metavar="DBNAME",
-                     help="which Wikipedia to download (default enwiki; e.g. dewiki, bgwiki)")
+    add_dump_options(src)
     src.add_argument("--lang", metavar="CODE",
                      help="the dump's language, where neither its <siteinfo> nor its file name (bgwiki-...) "
                           "says; refused if it contradicts the dump")
     src.add_argument("--punkt-language", metavar="MODEL",
                      help="split sentences with this NLTK punkt model (e.g. russian for Bulgarian) instead of the "
                           "language's own; a language without one otherwise gets punkt trained on the dump's text")
-    src.add_argument("--vocab", metavar="PATH",
-                     help="WordPiece vocab (default: bert-base-uncased for English, bert-base-multilingual-cased "
-                          "for other languages, downloaded once)")
-    src.add_argument("--cased", action="store_true", help="keep case and accents (use a cased vocab)")
+    add_tokenizer_options(src, "bert-base-uncased's for English, bert-base-multilingual-cased's for "
+                               "other languages, downloaded once and cached")
 
     text = p.add_argument_group("text shards")
     text.add_argument("--training-shards", type=int, metavar="N",
-                      help="training text shards (default 256, halved while a shard would hold fewer than 32 "
-                           "articles: next-sentence pairs need other documents in the shard; a count you give "
-                           "is kept, with a warning if its shards come out that small)")
-    text.add_argument("--test-shards", type=int, metavar="N", help="test text shards (default 256, likewise)")
-    text.add_argument("--test-fraction", type=float, default=0.1, metavar="F", help="share of articles for test (0.1)")
+                      help=f"training text shards (default {TextConfig.training_shards}, halved while a shard "
+                           f"would hold fewer than {TextConfig.min_shard_documents} articles: next-sentence pairs "
+                           "need other documents in the shard; a count you give is kept, with a warning if its "
+                           "shards come out that small)")
+    text.add_argument("--test-shards", type=int, metavar="N",
+                      help=f"test text shards (default {TextConfig.test_shards}, likewise)")
+    text.add_argument("--test-fraction", type=float, default=TextConfig.test_fraction, metavar="F",
+                      help=f"share of articles for test (default: {TextConfig.test_fraction})")
     text.add_argument("--keep-lists", action="store_true",
                       help="keep list items and 'List of' pages; by default only prose passages are kept, "
                            "as BERT's recipe ignores lists, tables and headers")
 
     inst = p.add_argument_group("instances (reference flags)")
-    inst.add_argument("--phase", choices=("1", "2", "both"), default="both",
-                      help="1: seq 128 / 20 predictions, 2: seq 512 / 80, both (default)")
-    inst.add_argument("--dupe-factor", type=int, default=5, metavar="N", help="times each document is used (5)")
-    inst.add_argument("--masked-lm-prob", type=float, default=0.15, metavar="P", help="masking probability (0.15)")
-    inst.add_argument("--short-seq-prob", type=float, default=0.1, metavar="P", help="share of short targets (0.1)")
-    inst.add_argument("--random-seed", type=int, default=12345, metavar="N", help="run seed (12345)")
+    inst.add_argument("--phase", choices=tuple(PHASES), default="both",
+                      help=f"1: seq {PHASE1.max_seq_length} / {PHASE1.max_predictions_per_seq} predictions, "
+                           f"2: seq {PHASE2.max_seq_length} / {PHASE2.max_predictions_per_seq}, both (default)")
+    add_instance_options(inst, phase_fields=False)
     inst.add_argument("--same-seed-per-shard", action="store_true",
                       help="every shard uses --random-seed as is, like the reference")
 
     run_ = p.add_argument_group("run")
-    run_.add_argument("--output", default="data", metavar="DIR", help="output folder (default ./data)")
+    run_.add_argument("--output", default=BuildConfig.output, metavar="DIR",
+                      help=f"output folder (default: ./{BuildConfig.output})")
     run_.add_argument("--stop-after", choices=("download", "text"), help="stop after this stage")
     run_.add_argument("--force", action="store_true", help="redo every stage and shard")
-    run_.add_argument("--runner", default="local", metavar="NAME", help="local (default), in-memory, dask, or a Beam runner")
+    run_.add_argument("--runner", default=RunnerConfig.runner, metavar="NAME",
+                      help=f"local, in-memory, dask, or a Beam runner (default: {RunnerConfig.runner})")
     run_.add_argument("--workers", type=int, metavar="N",
                       help="local worker processes (default: one per core; 1 runs in this process)")
     p.add_argument("beam_args", nargs="*", metavar="-- BEAM_OPTION", help="Beam pipeline options, after --")
@@ -104,8 +106,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def config_from_args(args: argparse.Namespace):
     from dataclasses import replace
-
-    from bertdata.config import PHASE1, PHASE2, BuildConfig, RunnerConfig, TextConfig
 
     if args.workers is not None and args.workers < 1:
         raise BertdataError(f"--workers must be at least 1 (got {args.workers}); leave it out for one per core")
@@ -118,9 +118,7 @@ def config_from_args(args: argparse.Namespace):
         lowercase=not args.cased,
         keep_lists=args.keep_lists,
     )
-    chosen = {"1": (PHASE1,), "2": (PHASE2,), "both": (PHASE1, PHASE2)}[args.phase]
-    phases = tuple(replace(p, dupe_factor=args.dupe_factor, masked_lm_prob=args.masked_lm_prob,
-                           short_seq_prob=args.short_seq_prob, random_seed=args.random_seed) for p in chosen)
+    phases = tuple(replace(p, **instance_fields(args)) for p in PHASES[args.phase])
     return BuildConfig(
         output=args.output, dump=args.dump, index=args.index, date=args.date, mirror=args.mirror, wiki=args.wiki,
         lang=args.lang, punkt_language=args.punkt_language,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from bertdata.commands.options import add_dump_options
+from bertdata.config import BuildConfig
+
 DESCRIPTION = """\
 Download one Wikimedia dump run's articles -- the pages-articles-multistream
 .xml.bz2 file and its -index.txt.bz2 -- and check both against the sha1sums
@@ -31,6 +34,9 @@ examples:
   bertdata download --mirror https://ftp.acc.umu.se/mirror/wikimedia.org/dumps
 """
 
+# Where `bertdata build` downloads to, so a build after a download finds the files verified.
+DOWNLOAD_FOLDER = f"{BuildConfig.output}/download"
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -39,21 +45,10 @@ def add_parser(subparsers) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_dump_options(parser)
     parser.add_argument(
-        "--date", default="latest", metavar="YYYYMMDD|latest",
-        help="dump run date, as in the run's directory name (default: latest)",
-    )
-    parser.add_argument(
-        "--wiki", default="enwiki",
-        help="wiki database name: enwiki, simplewiki, dewiki, ... (default: enwiki)",
-    )
-    parser.add_argument(
-        "--mirror", default="https://dumps.wikimedia.org", metavar="URL",
-        help="dumps site or a mirror with the same layout (default: https://dumps.wikimedia.org)",
-    )
-    parser.add_argument(
-        "--output", default="data/download", metavar="DIR",
-        help="folder for the downloaded files (default: ./data/download)",
+        "--output", default=DOWNLOAD_FOLDER, metavar="DIR",
+        help=f"folder for the downloaded files (default: ./{DOWNLOAD_FOLDER})",
     )
     parser.add_argument(
         "--force", action="store_true",

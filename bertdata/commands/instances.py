@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from bertdata.commands.options import add_instance_options, add_tokenizer_options, instance_fields
+
 DESCRIPTION = """\
 Turn one text shard (one sentence per line, a blank line between documents)
 into the MLM/NSP training instances of the reference BERT data script, written
@@ -33,9 +35,6 @@ examples:
 
 
 def add_parser(subparsers) -> None:
-    from bertdata.config import InstanceConfig
-
-    d = InstanceConfig()
     parser = subparsers.add_parser(
         "instances",
         help="turn a text shard into an hdf5 shard of MLM/NSP instances (bit-exact with the reference)",
@@ -45,22 +44,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT",
                         help="text shard(s): UTF-8, one sentence per line, blank line between documents")
     parser.add_argument("--output", required=True, metavar="FILE", help="hdf5 shard to write")
-    parser.add_argument("--max-seq-length", type=int, default=d.max_seq_length, metavar="N",
-                        help=f"tokens per instance, [CLS] and [SEP]s included (default: {d.max_seq_length})")
-    parser.add_argument("--max-predictions-per-seq", type=int, default=d.max_predictions_per_seq, metavar="N",
-                        help=f"most masked tokens per instance (default: {d.max_predictions_per_seq})")
-    parser.add_argument("--masked-lm-prob", type=float, default=d.masked_lm_prob, metavar="P",
-                        help=f"fraction of tokens to predict (default: {d.masked_lm_prob})")
-    parser.add_argument("--short-seq-prob", type=float, default=d.short_seq_prob, metavar="P",
-                        help=f"chance a document aims at a random shorter length (default: {d.short_seq_prob})")
-    parser.add_argument("--dupe-factor", type=int, default=d.dupe_factor, metavar="N",
-                        help=f"passes over the documents, each with new masks (default: {d.dupe_factor})")
-    parser.add_argument("--random-seed", type=int, default=d.random_seed, metavar="N",
-                        help=f"seed of the one random.Random everything draws from (default: {d.random_seed})")
-    parser.add_argument("--vocab", metavar="PATH",
-                        help="WordPiece vocab.txt (default: bert-base-uncased's, downloaded once and cached)")
-    parser.add_argument("--cased", action="store_true",
-                        help="keep case and accents (for a cased vocab); default lower-cases and strips accents")
+    add_instance_options(parser)
+    add_tokenizer_options(parser, "bert-base-uncased's, downloaded once and cached")
     parser.add_argument("--errors", choices=("strict", "replace"), default="strict",
                         help="on bytes that are not UTF-8: stop with their location (strict, default), "
                              "or replace them with U+FFFD and go on")
@@ -79,14 +64,7 @@ def run(args) -> int:
     from bertdata.fsutil import check_output_path
 
     start = time.perf_counter()
-    cfg = InstanceConfig(
-        max_seq_length=args.max_seq_length,
-        max_predictions_per_seq=args.max_predictions_per_seq,
-        masked_lm_prob=args.masked_lm_prob,
-        short_seq_prob=args.short_seq_prob,
-        dupe_factor=args.dupe_factor,
-        random_seed=args.random_seed,
-    )
+    cfg = InstanceConfig(**instance_fields(args))
     check_output_path(args.output, force=args.force)
 
     from bertdata.instances import make_shard

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from bertdata.config import SHARD_FORMATS, ShardConfig
+
 DESCRIPTION = """\
 Re-partition hdf5 BERT shards into N parts whose sizes differ by at most one
 instance, with the instances of all inputs shuffled together, so every part
@@ -67,7 +69,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the parts (created if missing)")
     p.add_argument("--parts", required=True, type=int, metavar="N",
                    help="number of parts to write (--format lddl: files per bin)")
-    p.add_argument("--format", choices=("hdf5", "lddl"), default="hdf5", help="output format (default: hdf5)")
+    p.add_argument("--format", choices=SHARD_FORMATS, default=ShardConfig.format,
+                   help=f"output format (default: {ShardConfig.format})")
     p.add_argument("--masking", choices=("static", "dynamic"),
                    help="lddl: keep the shards' masks (static, default) or leave masking to the loader")
     p.add_argument("--bin-size", type=int, metavar="N",
@@ -76,12 +79,13 @@ def add_parser(subparsers) -> None:
                    help="lddl: training ranks x loader workers per rank; --parts must divide by it (default: 1)")
     p.add_argument("--vocab", metavar="PATH",
                    help="vocab of the inputs, for LDDL text (default: the one whose sha256 they record)")
-    p.add_argument("--split", choices=("training", "test", "all"), default="training",
-                   help="which files to take from folders, by name (default: training)")
+    p.add_argument("--split", choices=("training", "test", "all"), default=ShardConfig.split,
+                   help=f"which files to take from folders, by name (default: {ShardConfig.split})")
     p.add_argument("--name", metavar="NAME",
                    help="part name prefix (default: the inputs' common dataset name, e.g. wikicorpus_en, "
                         "else 'shards')")
-    p.add_argument("--seed", type=int, default=12345, help="shuffle and sampling seed (default: 12345)")
+    p.add_argument("--seed", type=int, default=ShardConfig.seed, metavar="N",
+                   help=f"shuffle and sampling seed (default: {ShardConfig.seed})")
     subset = p.add_mutually_exclusive_group()
     subset.add_argument("--sample", type=float, metavar="FRACTION",
                         help="keep a uniform random FRACTION (0 < F <= 1) of the instances")
@@ -89,8 +93,8 @@ def add_parser(subparsers) -> None:
                         help="keep a uniform random K instances (all, if there are fewer)")
     p.add_argument("--force", action="store_true",
                    help="replace parts and manifest already in --output")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="processes shuffling buckets and compressing parts (default: 1); "
+    p.add_argument("--workers", type=int, default=ShardConfig.workers, metavar="N",
+                   help=f"processes shuffling buckets and compressing parts (default: {ShardConfig.workers}); "
                         "the output does not depend on it")
     p.set_defaults(run=run)
 
@@ -98,7 +102,6 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from bertdata.config import ShardConfig
     from bertdata.repartition import repartition
 
     config = ShardConfig(

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from bertdata.commands.options import add_cased_option
+from bertdata.config import VocabConfig
+
 DESCRIPTION = """\
 Train a BERT WordPiece vocab.txt with Hugging Face tokenizers' WordPiece trainer:
 BERT normalisation (lower-cased and accent-stripped unless --cased) and BERT
@@ -29,8 +32,6 @@ examples:
 
 
 def add_parser(subparsers) -> None:
-    from bertdata.config import VocabConfig
-
     defaults = VocabConfig()
     parser = subparsers.add_parser(
         "vocab",
@@ -56,16 +57,12 @@ def add_parser(subparsers) -> None:
         "--limit-alphabet", type=int, default=defaults.limit_alphabet, metavar="N",
         help=f"keep the N most frequent characters; rarer ones become [UNK] (default: {defaults.limit_alphabet})",
     )
-    parser.add_argument(
-        "--cased", action="store_true",
-        help="keep case and accents (for cased BERT models; pass --cased to `build` too)",
-    )
+    add_cased_option(parser, "for cased BERT models; pass --cased to `build` too")
     parser.add_argument("--force", action="store_true", help="overwrite --output if it exists")
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from bertdata.config import VocabConfig
     from bertdata.vocabtrain import build_vocab
 
     config = VocabConfig(

@@ -1,0 +1,48 @@
+"""Signatures of the compiled inner loops (bertdata/_fast.c). Arrays are C-contiguous numpy
+arrays (any object with the buffer protocol); `state` is a Mersenne Twister as 625 int64
+(random.Random.getstate()'s 624 words and index), advanced in place. Bad input raises
+TypeError (element type, not contiguous or read-only), ValueError (shape, offsets, sizes) or
+OverflowError (a value too large for the array it goes to)."""
+
+from typing import Any
+
+import numpy as np
+
+Array = np.ndarray[Any, np.dtype[Any]]
+
+def generate(state: Array, *, tokens: Array, sentence_offsets: Array, doc_offsets: Array,
+             max_seq_length: int, max_predictions_per_seq: int, short_seq_prob: float, dupe_factor: int,
+             num_to_predict: Array, vocab_words: Array, cls_id: int, sep_id: int, mask_id: int,
+             spans: Array, random_next: Array, positions: Array, labels: Array, shown: Array) -> int:
+    """The reference instance algorithm; instance i goes to row i of spans [N, 4], random_next [N]
+    and positions, labels, shown [N, max_predictions_per_seq] if N > i. Returns the count of
+    instances: above N, call again from the same state with that many rows."""
+
+def shuffle(state: Array, x: Array) -> None:
+    """random.shuffle of int64 `x`."""
+
+def replay(state: Array, bounds: Array) -> list[float | int]:
+    """For each bound: random() if it is 0, else randrange(bound) (bound < 2**32)."""
+
+def fill_input_ids(out: Array, rows: Array, tokens: Array, spans: Array, positions: Array, shown: Array,
+                   cls_id: int, sep_id: int) -> None:
+    """out[r] = [CLS] A [SEP] B [SEP] of instance rows[r], with the shown ids at its positions."""
+
+def fill_input_mask(out: Array, rows: Array, spans: Array) -> None:
+    """out[r] = 1 over instance rows[r]'s tokens."""
+
+def fill_segment_ids(out: Array, rows: Array, spans: Array) -> None:
+    """out[r] = 1 over instance rows[r]'s segment B and its [SEP]."""
+
+def rehash(slots: Array, hashes: Array, count: int) -> None:
+    """Insert entries 0..count-1 into the empty (all -1) int32 `slots` by their uint64 hashes."""
+
+def scan(buf: Array, *, slots: Array, hashes: Array, key_offsets: Array, key_lengths: Array, keys: Array,
+         meta: Array, word_entry: Array, line_words: Array, whole_line: Array) -> int:
+    """Split UTF-8 `buf` (lines joined by newlines) into pieces, adding new ones to the table;
+    returns the number of pieces."""
+
+def assemble(word_entry: Array, *, line_words: Array, whole_line: Array, value_offsets: Array,
+             value_lengths: Array, values: Array, whole_ids: Array, whole_offsets: Array, out: Array,
+             lengths: Array) -> int:
+    """Lay each line's ids end to end in `out`; returns how many were written."""

@@ -1,0 +1,124 @@
+"""What a build reads: the dump (given, fetched or downloaded), its index, its record for the
+manifests, its wiki, the vocab, the books, and the sentence splitter for the dump's language."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+
+from bertdata.books import SNIFF_BYTES, check_text_file
+from bertdata.config import BuildConfig
+from bertdata.errors import BertdataError
+from bertdata.fsutil import input_errors
+from bertdata.languages import dump_language
+from bertdata.sentences import splitter_for
+from bertdata.vocab import Vocab, load_vocab, resolve_vocab
+from bertdata.wikidump import Site
+from bertdata.pipelines import fsio
+from bertdata.pipelines.text import open_raw
+
+_DUMP_DATE = re.compile(r"-(\d{8}|latest)-")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a build reads: the dump, its index, its record for the manifest, its wiki, the vocab."""
+
+    dump: str
+    index: str | None
+    record: dict
+    site: Site
+    vocab: Vocab
+
+
+def resolve_inputs(cfg: BuildConfig) -> Inputs:
+    from bertdata import wikidump
+
+    if cfg.sample:
+        dump, index, sample_vocab = (str(p) for p in wikidump.sample_paths())
+        return _inputs(dump, index, None, wikidump.read_site(dump, cfg.lang, open_raw),
+                       load_vocab(cfg.vocab or sample_vocab))
+    if cfg.dump is None:
+        from bertdata.download import DumpSpec, download_dump
+
+        # The vocab first: offline without one, fail before a download of hours.
+        vocab = resolve_vocab(cfg.vocab, dump_language(f"{cfg.wiki}-", None, cfg.lang))
+        got = download_dump(DumpSpec(wiki=cfg.wiki, date=cfg.date, mirror=cfg.mirror),
+                            fsio.join(cfg.output, "download"))
+        record = {"name": os.path.basename(got["dump"]["path"]), "date": got["date"],
+                  "source": got["mirror"], "sha1": got["dump"]["sha1"], "bytes": got["dump"]["bytes"]}
+        dump = got["dump"]["path"]
+        return _inputs(dump, got["index"]["path"], record, wikidump.read_site(dump, cfg.lang, open_raw), vocab)
+    dump = cfg.dump
+    if re.match(r"https?://", dump):
+        from bertdata.download import fetch
+
+        local = fsio.join(cfg.output, "download", dump.rstrip("/").rsplit("/", 1)[-1])
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        dump = str(fetch(cfg.dump, local))
+    if not fsio.exists(dump):
+        raise BertdataError(f"{dump}: dump file not found")
+    index = cfg.index or _index_beside(dump)
+    if index is not None and not fsio.exists(index):
+        raise BertdataError(f"{index}: multistream index not found")
+    with input_errors(dump, "dump file"):
+        site = wikidump.read_site(dump, cfg.lang, open_raw)
+    return _inputs(dump, index, None, site, resolve_vocab(cfg.vocab, site.language))
+
+
+def _inputs(dump: str, index: str | None, record: dict | None, site: Site, vocab: Vocab) -> Inputs:
+    record = {**(record or _dump_record(dump, index)), "wiki": site.siteinfo.get("dbname"),
+              "language": site.language}
+    return Inputs(dump, index, record, site, vocab)
+
+
+def _index_beside(dump: str) -> str | None:
+    if "-multistream" not in dump:
+        return None
+    candidate = re.sub(r"(-multistream)\.xml(\.bz2)?$", r"\1-index.txt.bz2", dump)
+    return candidate if candidate != dump and fsio.exists(candidate) else None
+
+
+def _dump_record(dump: str, index: str | None) -> dict:
+    """Name, date and sha1 (what Wikimedia publishes) of a dump given as a path."""
+    from tqdm import tqdm
+
+    digest = hashlib.sha1()
+    size = 0
+    with input_errors(dump, "dump file"), open_raw(dump) as f, tqdm(
+            desc="sha1 of dump", unit="B", unit_scale=True, leave=False, disable=None) as bar:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+            size += len(block)
+            bar.update(len(block))
+    name = fsio.FileSystems.split(dump)[1]
+    date = _DUMP_DATE.search(name)
+    return {"name": name, "date": date.group(1) if date else "unknown", "sha1": digest.hexdigest(),
+            "bytes": size, "index": fsio.FileSystems.split(index)[1] if index else None}
+
+
+def list_books(folder: str | None) -> list[str]:
+    if not folder:
+        return []
+    books = [p for p in fsio.match(fsio.join(folder, "*")) if not fsio.FileSystems.split(p)[1].startswith(".")]
+    if not books:
+        raise BertdataError(f"{folder}: no book files found (expected plain-text files, one book each)")
+    for path in books:
+        with fsio.FileSystems.open(path, compression_type="uncompressed") as f:
+            check_text_file(path, f.read(SNIFF_BYTES))
+    return books
+
+
+def sentence_splitter(punkt, dump: str, site: Site):
+    """The sentence splitter `punkt` names; punkt trained on the dump's first articles for a
+    language without a model of its own."""
+    from bertdata.articles import article_texts
+    from bertdata.wikidump import iter_pages
+
+    if punkt.model is not None:
+        return splitter_for(punkt)
+    with contextlib.closing(iter_pages(dump, open_raw)) as pages:
+        return splitter_for(punkt, article_texts(pages, site.markup))

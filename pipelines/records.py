@@ -1,0 +1,75 @@
+"""The small records that travel between the stages as data, and the barrier that gathers them.
+
+The DaskRunner computes only the last transform's ancestors, drops tagged outputs and
+finish_bundle output, and collects no metrics, so what a later stage or a manifest needs
+travels down the one chain beside the shards; a stage's end gathers it all in one element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import apache_beam as beam
+
+from bertdata.articles import merge_counts
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Counters travelling through the pipeline as data (summed at the end)."""
+
+    values: dict
+
+
+@dataclass(frozen=True)
+class TextPlan:
+    """Where the text shards go and how many there are, decided once every document is
+    counted (default counts shrink until shards are big enough for next-sentence pairs)."""
+
+    folder: str
+    training_shards: int
+    test_shards: int
+
+
+@dataclass(frozen=True)
+class StageRecords:
+    """What a finished stage handed on, by kind: the text stage's plan, the shards the stage
+    wrote (TextShard or HDF5Shard records), and the counts summed so far."""
+
+    plan: TextPlan
+    shards: tuple
+    counts: dict
+
+    @classmethod
+    def of(cls, records: list, shard_type: type) -> StageRecords:
+        return cls(next(r for r in records if isinstance(r, TextPlan)),
+                   tuple(r for r in records if isinstance(r, shard_type)),
+                   merge_counts(r.values for r in records if isinstance(r, Counts)))
+
+    def records(self) -> list:
+        """The records again, one element each, for the next stage to spread over workers."""
+        return [self.plan, *self.shards, Counts(self.counts)]
+
+
+class Gather(beam.PTransform):
+    """All records of a PCollection as one element, a list: a barrier. Only small records
+    may pass: they all meet in one process."""
+
+    def expand(self, records):
+        return (records
+                | "OneKey" >> beam.Map(lambda r: (None, r))
+                | "GroupAll" >> beam.GroupByKey()
+                | "Values" >> beam.Map(lambda kv: list(kv[1])))
+
+
+class GatherStage(beam.PTransform):
+    """The records that end a stage as one StageRecords element; `shard_type`: the stage's shards."""
+
+    def __init__(self, shard_type: type):
+        super().__init__()
+        self.shard_type = shard_type
+
+    def expand(self, records):
+        return (records
+                | "Gather" >> Gather()
+                | "ByKind" >> beam.Map(StageRecords.of, self.shard_type))

@@ -1,0 +1,140 @@
+"""What a re-run of a build may reuse, what it must refuse, and what it clears away first.
+
+A finished text stage is reused when its manifest records the same dump and text options;
+finished hdf5 shards are reused one by one (see bertdata.pipelines.instances). The manifests
+are what say a stage finished: they are written last, and atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from bertdata.config import TextConfig
+from bertdata.errors import BertdataError
+from bertdata.fsutil import TEMP_PREFIX
+from bertdata.layout import text_folder
+from bertdata.manifest import MANIFEST, RUN_KEY
+from bertdata.sharding import TextShard
+from bertdata.vocab import Vocab
+from bertdata.pipelines import fsio, progress
+from bertdata.pipelines.log import note
+from bertdata.pipelines.records import StageRecords, TextPlan
+from bertdata.pipelines.text import runs_folder
+
+# The text options' key for the cleaner's rules version: a new release's rules redo the text.
+RULES = "cleaning_rules"
+
+
+@dataclass(frozen=True)
+class StageManifest:
+    """A finished stage's folder and the manifest it wrote there."""
+
+    folder: str
+    manifest: dict
+
+
+def read_manifest(folder: str) -> dict | None:
+    path = fsio.join(folder, MANIFEST)
+    if not fsio.exists(path):
+        return None
+    try:
+        return json.loads(fsio.read_bytes(path))
+    except ValueError:
+        return None  # written atomically, so only a hand edit breaks it: redo the stage
+
+
+def text_stage_folders(output: str, t: TextConfig, dataset: str) -> list[str]:
+    """Every text shard folder this build may write: default shard counts may be halved
+    (see bertdata.sharding.fewer_shards), and the folder is named after the counts."""
+    def halvings(n: int) -> list[int]:
+        counts = [n]
+        while not t.fixed_shards and counts[-1] > 1 and counts[-1] % 2 == 0:
+            counts.append(counts[-1] // 2)
+        return counts
+
+    return [fsio.join(output, text_folder(n, m, t.test_fraction), dataset)
+            for n in halvings(t.training_shards) for m in halvings(t.test_shards)]
+
+
+def reusable_text_stage(folders: list[str], dump: dict, text_options: dict, force: bool) -> StageRecords | None:
+    """What a finished text stage for these inputs in one of `folders` handed on, else None.
+    A folder holding another build's text is refused."""
+    finished = [(f, m) for f, m in ((f, read_manifest(f)) for f in folders) if m is not None]
+    if force:
+        return None
+    for folder, manifest in finished:
+        if manifest.get("dump", {}).get("sha1") == dump["sha1"] and manifest.get("options") == text_options:
+            stage = _finished_stage(folder, manifest)
+            if stage is not None:
+                return stage
+    for folder, manifest in finished:
+        old = manifest.get("options", {})
+        if {**old, RULES: None} == {**text_options, RULES: None}:
+            note(f"{folder}: text shards made with cleaning rules {old.get(RULES)}, now {text_options[RULES]}: "
+                 "rebuilding them")
+            continue
+        if manifest.get("dump", {}).get("sha1") != dump["sha1"] or old != text_options:
+            raise BertdataError(
+                f"{folder} holds text shards built from another dump or options "
+                f"({manifest.get('dump', {}).get('name')}); pass --force to rebuild them, or choose another --output")
+    return None
+
+
+def _finished_stage(folder: str, manifest: dict) -> StageRecords | None:
+    shards = [TextShard(path=fsio.join(folder, e["file"]), **{k: e[k] for k in
+              ("split", "index", "stem", "documents", "sentences", "bytes", "sha256")}) for e in manifest["shards"]]
+    if not all(fsio.exists(s.path) for s in shards):
+        return None
+    effective = manifest["effective_shards"]
+    return StageRecords(TextPlan(folder, effective["training"], effective["test"]), tuple(shards),
+                        manifest["counts"])
+
+
+def this_runs_text_manifest(output: str, folders: list[str], started: str) -> StageManifest | None:
+    """The text stage this run wrote, once it has; the folder's name is decided inside the pipeline."""
+    # One listing, not a read per candidate: the progress bars ask every second.
+    written = set(fsio.match(fsio.join(output, "sharded_*", "*", MANIFEST)))
+    for folder in folders:
+        manifest = read_manifest(folder) if fsio.join(folder, MANIFEST) in written else None
+        if manifest is not None and manifest.get(RUN_KEY, {}).get("started") == started:
+            return StageManifest(folder, manifest)
+    return None
+
+
+def check_vocab_unchanged(phase_dirs: list[str], vocab: Vocab, force: bool) -> None:
+    """Refuse to mix shards of two vocabs in one folder (a half-done run, then a new vocab)."""
+    if force:
+        return
+    from bertdata.hdf5io import shard_attrs
+
+    for folder in phase_dirs:
+        for path in fsio.match(fsio.join(folder, "*.hdf5"))[:1]:
+            with fsio.local_input(path) as local:
+                recorded = shard_attrs(local).get("vocab_sha256")
+            if recorded is not None and recorded != vocab.sha256:
+                raise BertdataError(
+                    f"{path} was made with another vocab (sha256 {recorded[:12]}…, now {vocab.sha256[:12]}…); "
+                    "pass --force to rebuild every shard with the new vocab")
+
+
+def remove_leftovers(phase_dirs: list[str], text_dirs: list[str], work_dir: str, redo_text: bool) -> None:
+    """Temporary files of a killed run, and, when the text stage is redone, the old text
+    shards (a dump or option change could leave shards this run would not write)."""
+    doomed = []
+    for folder in [*text_dirs, *phase_dirs]:
+        doomed += fsio.match(fsio.join(folder, TEMP_PREFIX + "*"))
+        if redo_text and folder in text_dirs:
+            doomed += fsio.match(fsio.join(folder, "*.txt")) + fsio.match(fsio.join(folder, MANIFEST))
+    if doomed:
+        fsio.FileSystems.delete(doomed)
+    remove_temporaries(work_dir)
+
+
+def remove_temporaries(work_dir: str) -> None:
+    """The text stage's run files and progress markers."""
+    fsio.remove_folder(runs_folder(work_dir))
+    progress.clear_markers(work_dir)
+    if fsio.is_local(work_dir) and fsio.exists(work_dir):
+        fsio.FileSystems.delete([work_dir])
+

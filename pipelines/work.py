@@ -1,0 +1,48 @@
+"""The text stage's work cut up: the dump into byte ranges (work items, the unit of progress),
+items and books into groups of equal weight (what one worker cleans and spills in one go)."""
+
+from __future__ import annotations
+
+from bertdata.pipelines import fsio
+from bertdata.pipelines.text import WorkItem, open_raw
+
+# Each group makes at least one run file, and the local runner hands every worker the same
+# number of groups, fixed in advance, so groups must be of equal weight and several per
+# worker to even out the rest.
+GROUPS_PER_WORKER = 4
+# Compressed bytes per read work item: a few MB, and small enough that every group is made
+# of several, or groups could not be of equal size.
+WORK_ITEM_BYTES = 4 << 20
+ITEMS_PER_GROUP = 16
+# A byte of book text is worth about a third of a byte of bz2 dump in cleaning work.
+BOOK_BYTE_WEIGHT = 1 / 3
+
+
+def work_items(dump: str, index: str | None, workers: int) -> list[WorkItem]:
+    """Byte ranges of a multistream dump, or the whole file as one item (a single bz2
+    stream cannot be cut: one worker reads it all)."""
+    from bertdata.wikidump import plan_ranges, stream_ranges
+
+    if index is None:
+        return [WorkItem("dump", dump)]
+    ranges = stream_ranges(dump, index, open_raw)
+    total = ranges[-1][1] - ranges[0][0]
+    target = max(1, min(WORK_ITEM_BYTES, total // (ITEMS_PER_GROUP * GROUPS_PER_WORKER * workers)))
+    return [WorkItem("dump", dump, start, end) for start, end in plan_ranges(ranges, target)]
+
+
+def work_groups(items: list[WorkItem], books: list[str], workers: int) -> list[list[WorkItem]]:
+    """Dump items and books cut into about GROUPS_PER_WORKER x workers groups of equal
+    weight. Dump ranges stay in dump order, group after group, so (group, run) order is
+    dump order: the first copy of a repeated page id is the one kept."""
+    weighted = [(item, (item.end - item.start) if item.start is not None else 1) for item in items]
+    weighted += [(WorkItem("book", b), fsio.size(b) * BOOK_BYTE_WEIGHT) for b in books]
+    count = max(1, min(len(weighted), GROUPS_PER_WORKER * workers))
+    total = sum(w for _, w in weighted) or 1
+    groups: list[list[WorkItem]] = [[] for _ in range(count)]
+    done = 0.0
+    for item, weight in weighted:
+        # The group its midpoint falls in: contiguous groups, each off by at most half an item.
+        groups[min(count - 1, int((done + weight / 2) * count / total))].append(item)
+        done += weight
+    return [g for g in groups if g]
