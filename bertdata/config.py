@@ -73,6 +73,33 @@ class RunnerConfig:
     beam_args: tuple[str, ...] = ()
 
 
+def phase_number(cfg: InstanceConfig) -> int:
+    """Which of NGC's two phases instances of this length are for (1: short, 2: long)."""
+    return 1 if cfg.max_seq_length <= PHASE1.max_seq_length else 2
+
+
+FORMATS = ("hdf5", "lddl")
+
+
+@dataclass(frozen=True)
+class LddlConfig:
+    """How a build writes LDDL parquet, the input of NVIDIA's current BERT recipe."""
+
+    masking: str = "static"  # static: the instances' masks; dynamic: the loader masks anew each epoch
+    # Phase 2's bins of sequence lengths, as NGC's script; phase 1 stays unbinned. None: unbinned.
+    bin_size: int | None = 64
+    num_shards: int | None = None  # files per bin; None: one per training text shard
+
+    def __post_init__(self) -> None:
+        if self.masking not in ("static", "dynamic"):
+            raise BertdataError(f"--masking must be static or dynamic (got {self.masking})")
+        if self.bin_size is not None and self.bin_size < 1:
+            raise BertdataError(f"--bin-size must be at least 1, or 0 for unbinned (got {self.bin_size})")
+        if self.num_shards is not None and self.num_shards < 2:
+            raise BertdataError(f"--num-shards must be at least 2: LDDL's loader wants the largest file of a "
+                                f"bin one row longer than the smallest (got {self.num_shards})")
+
+
 @dataclass(frozen=True)
 class BuildConfig:
     output: str = "data"
@@ -93,8 +120,12 @@ class BuildConfig:
     stop_after: str | None = None  # "download" or "text"
     force: bool = False
     runner: RunnerConfig = RunnerConfig()
+    formats: tuple[str, ...] = ("hdf5",)
+    lddl: LddlConfig = LddlConfig()
 
     def __post_init__(self) -> None:
+        if not self.formats or set(self.formats) - set(FORMATS):
+            raise BertdataError(f"--format must be hdf5, lddl or both (got {', '.join(self.formats)})")
         if not self.wiki_only and not self.books:
             raise BertdataError(
                 "BookCorpus has no public download: pass --books DIR (plain-text books, one per file) "

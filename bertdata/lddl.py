@@ -734,7 +734,7 @@ def find_phase_folders(root: str | os.PathLike) -> list[Path]:
 
 
 def read_manifest(folder: str | os.PathLike) -> dict[str, Any] | None:
-    """The folder's manifest.json as `bertdata shard --format lddl` wrote it, or None."""
+    """The folder's manifest.json as `bertdata build` or `bertdata shard --format lddl` wrote it, or None."""
     path = Path(folder) / MANIFEST
     try:
         manifest = json.loads(path.read_text())
@@ -743,7 +743,7 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any] | None:
     except (OSError, ValueError) as err:
         raise BertdataError(f"{path}: not a readable JSON manifest ({err})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != "lddl":
-        raise BertdataError(f"{path}: not the manifest of an LDDL folder written by `bertdata shard --format lddl`")
+        raise BertdataError(f"{path}: not the manifest of an LDDL folder written by bertdata")
     return manifest
 
 
@@ -753,8 +753,8 @@ def phase_settings(folder: str | os.PathLike) -> dict[str, Any]:
     manifest = read_manifest(folder)
     keys = ("max_seq_length", "max_predictions_per_seq", "attrs")
     if manifest is None or not all(k in manifest for k in keys):
-        raise BertdataError(f"{folder}: an LDDL folder without the {MANIFEST} that `bertdata shard --format lddl` "
-                            "writes; its sequence length, predictions per sequence and vocab are unknown")
+        raise BertdataError(f"{folder}: an LDDL folder without the {MANIFEST} that `bertdata build` "
+                            "and `bertdata shard --format lddl` write; its sequence length, predictions per sequence and vocab are unknown")
     return {k: manifest[k] for k in keys}
 
 

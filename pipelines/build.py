@@ -1,4 +1,5 @@
-"""`bertdata build`: dump (and books) -> text shards -> hdf5 shards for each phase, with manifests.
+"""`bertdata build`: dump (and books) -> text shards -> hdf5 shards and/or LDDL folders for each
+phase, with manifests.
 
 The launcher resolves the inputs (bertdata.pipelines.inputs), decides what a re-run can reuse
 (resume), runs ONE Beam pipeline (one start-up) whose last steps write the manifests
@@ -16,11 +17,12 @@ from dataclasses import asdict, replace
 
 import apache_beam as beam
 
-from bertdata.config import BuildConfig, TextConfig
+from bertdata.config import BuildConfig, TextConfig, phase_number
 from bertdata.errors import BertdataError
 from bertdata.fsutil import folder_lock
 from bertdata.languages import ENGLISH_CODES, describe_skipped_namespaces
-from bertdata.layout import BOOKS_WIKI_DATASET, WORK_FOLDER, hdf5_folder
+from bertdata.instances import generation_attrs
+from bertdata.layout import BOOKS_WIKI_DATASET, LDDL_VOCAB, WORK_FOLDER, hdf5_folder, lddl_folder
 from bertdata.manifest import MANIFEST, RUN_KEY, HDF5Shard, Run, tool_record
 from bertdata.sentences import choose_punkt
 from bertdata.sharding import TextShard
@@ -29,7 +31,9 @@ from bertdata.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio, progress
 from bertdata.pipelines.failures import user_error
 from bertdata.pipelines.inputs import list_books, resolve_inputs, sentence_splitter
-from bertdata.pipelines.instances import TextShardsToHDF5
+from bertdata.pipelines.instances import PhaseOutput, TextShardsToInstances
+from bertdata.pipelines.lddl import (InstancesToLddl, LddlFile, LddlPhase, PhasePlan, ShardRuns, WriteLddlManifests,
+                                     prepare_folder, runs_folder as lddl_runs_folder)
 from bertdata.pipelines.log import beam_output_to, note
 from bertdata.pipelines.manifests import WriteHDF5Manifests, WriteTextManifest
 from bertdata.pipelines.records import GatherStage
@@ -86,8 +90,9 @@ def _build(cfg: BuildConfig, started: float) -> dict:
     splitter = sentence_splitter(punkt, dump, site)
     text_dirs = text_stage_folders(cfg.output, t, dataset)
     work_dir = fsio.join(cfg.output, WORK_FOLDER)
-    phases = [] if cfg.stop_after == "text" else [
-        (p, fsio.join(cfg.output, hdf5_folder(p, t.lowercase), dataset)) for p in cfg.phases]
+    chosen = () if cfg.stop_after == "text" else cfg.phases
+    phases = [(p, fsio.join(cfg.output, hdf5_folder(p, t.lowercase), dataset)) for p in chosen] \
+        if "hdf5" in cfg.formats else []
     text_options = {"text": asdict(t), "books": [fsio.FileSystems.split(b)[1] for b in books],
                     "dataset": dataset, RULES: RULES_VERSION, "language": site.language,
                     "punkt": punkt.model or "trained on the dump"}
@@ -97,10 +102,15 @@ def _build(cfg: BuildConfig, started: float) -> dict:
     workers = worker_count(cfg.runner)
 
     tool, run = tool_record("bertdata build"), Run(started, cfg.runner.runner, workers)
-    phase_options = {folder: {**text_options, "instances": asdict(p), "vocab_sha256": vocab.sha256,
-                              "vocab_size": len(vocab), "lowercase": t.lowercase,
-                              "seed_per_shard": "same" if cfg.same_seed_per_shard else "derived"}
-                     for p, folder in phases}
+
+    def instance_options(p) -> dict:
+        return {**text_options, "instances": asdict(p), "vocab_sha256": vocab.sha256, "vocab_size": len(vocab),
+                "lowercase": t.lowercase, "seed_per_shard": "same" if cfg.same_seed_per_shard else "derived"}
+
+    phase_options = {folder: instance_options(p) for p, folder in phases}
+    lddl_phases, lddl_fields = _lddl_phases(cfg, chosen, work_dir, instance_options, vocab, t.lowercase)
+    outputs = [PhaseOutput(p, dict(phases).get(p), lddl_phases.get(p)) for p in chosen]
+    outputs = [o for o in outputs if o.hdf5 is not None or o.lddl is not None]
 
     pipeline = make_pipeline(cfg.runner)
     items = None
@@ -117,11 +127,18 @@ def _build(cfg: BuildConfig, started: float) -> dict:
     else:
         note(f"text stage already complete in {reuse.plan.folder}: reusing {len(reuse.shards)} text shards")
         records = pipeline | "FinishedTextShards" >> beam.Create(reuse.records())
-    if phases:
+    if outputs:
+        records = (records
+                   | "Instances" >> TextShardsToInstances(vocab, outputs, t.lowercase, cfg.same_seed_per_shard,
+                                                          cfg.force)
+                   | "GatherInstances" >> GatherStage((HDF5Shard, ShardRuns))
+                   | "HDF5Manifests" >> beam.ParDo(WriteHDF5Manifests(tool, run, dump_record, phase_options)))
+    if lddl_phases:
+        by_folder = {phase.folder: phase for phase in lddl_phases.values()}
         _ = (records
-             | "HDF5" >> TextShardsToHDF5(vocab, phases, t.lowercase, cfg.same_seed_per_shard, cfg.force)
-             | "GatherHDF5" >> GatherStage(HDF5Shard)
-             | "HDF5Manifests" >> beam.ParDo(WriteHDF5Manifests(tool, run, dump_record, phase_options)))
+             | "Lddl" >> InstancesToLddl(by_folder)
+             | "GatherLddl" >> GatherStage((LddlFile, PhasePlan))
+             | "LddlManifests" >> beam.ParDo(WriteLddlManifests(tool, run, dump_record, lddl_fields)))
     note(f"running on {cfg.runner.runner} runner, {workers} worker(s); Beam's own output goes to build.log")
     ranges = sum(item.marker is not None for item in items) if items else 0
     run_pipeline(pipeline, cfg.output, work_dir, finder, ranges or None, [d for _, d in phases])
@@ -130,9 +147,48 @@ def _build(cfg: BuildConfig, started: float) -> dict:
     if not text.manifest["counts"].get("articles") and not text.manifest["counts"].get("books"):
         _refuse_empty_build(dump, text, [d for _, d in phases])
     summary = {"seconds": time.time() - started, "text": text.manifest, "text_dir": text.folder, "requested": t,
-               "siteinfo": site.siteinfo, "phases": {folder: read_manifest(folder) for _, folder in phases}}
+               "siteinfo": site.siteinfo, "phases": {folder: read_manifest(folder) for _, folder in phases},
+               "lddl": {folder: read_manifest(folder) for folder in _lddl_folders(cfg, chosen)}}
     print_summary(summary)
     return summary
+
+
+def _lddl_folders(cfg: BuildConfig, chosen) -> list[str]:
+    if "lddl" not in cfg.formats:
+        return []
+    return [fsio.join(cfg.output, lddl_folder(phase_number(p), cfg.lddl.bin_size if phase_number(p) == 2 else None))
+            for p in chosen]
+
+
+def _lddl_phases(cfg: BuildConfig, chosen, work_dir: str, instance_options, vocab,
+                 lowercase: bool) -> tuple[dict, dict[str, dict]]:
+    """The LDDL folders this run writes, by phase ({InstanceConfig: LddlPhase}; a finished one is
+    left out), and each folder's manifest fields; the vocab goes where NGC's script looks."""
+    phases, fields = {}, {}
+    folders = _lddl_folders(cfg, chosen)
+    if not folders:
+        return phases, fields
+    vocab_path = fsio.join(cfg.output, LDDL_VOCAB)
+    with open(vocab.path, "rb") as f:
+        vocab_bytes = f.read()
+    if fsio.exists(vocab_path) and fsio.read_bytes(vocab_path) != vocab_bytes and not cfg.force:
+        raise BertdataError(f"{vocab_path}: holds another vocab than {vocab.path}; pass --force to replace it "
+                            "(and the LDDL folders made with it), or choose another --output")
+    fsio.write_bytes(vocab_path, vocab_bytes)
+    for p, folder in zip(chosen, folders):
+        number = phase_number(p)
+        phase = LddlPhase(folder, lddl_runs_folder(work_dir), f"phase{number}", p.max_seq_length,
+                          cfg.lddl.masking, cfg.lddl.bin_size if number == 2 else None, cfg.lddl.num_shards)
+        options = {**instance_options(p), "lddl": {"masking": phase.masking, "bin_size": phase.bin_size,
+                                                   "num_shards": phase.num_shards}}
+        if prepare_folder(phase, options, cfg.force):
+            phases[p] = phase
+            fields[folder] = {"options": options, "max_seq_length": p.max_seq_length,
+                              "max_predictions_per_seq": p.max_predictions_per_seq,
+                              "attrs": {**generation_attrs(vocab, p, lowercase, p.random_seed)}}
+        else:
+            note(f"{folder}: already complete, kept")
+    return phases, fields
 
 
 def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manifest, ranges: int | None,
@@ -206,8 +262,12 @@ def print_summary(summary: dict) -> None:
         print(f"hdf5: {pc['instances']:,} instances ({100 * manifest['quality']['random_next_share']:.1f}% random "
               f"next), {pc['tokens']:,} tokens in {pc['hdf5_shards']} shards"
               + (f" ({reused} reused)" if reused else "") + f" -> {folder}")
+    for folder, manifest in summary["lddl"].items():
+        lc, bins = manifest["counts"], len(manifest["bins"])
+        print(f"lddl: {lc['instances']:,} training instances ({lc['dropped']} dropped to balance) in {lc['lddl_files']} "
+              f"files ({bins} bin{'s' if bins > 1 else ''}, {manifest['options']['lddl']['masking']} masking) -> {folder}")
     print(f"done in {summary['seconds']:.1f} s")
-    if summary["phases"]:
-        first = next(iter(summary["phases"]))
+    first = next(iter({**summary["phases"], **summary["lddl"]}), None)
+    if first is not None:
         print(f"next:\n  bertdata inspect {first}\n  bertdata shard {first} --parts 100 --output PARTS\n"
               f"  bertdata bench --data {first}")

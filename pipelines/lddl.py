@@ -21,18 +21,26 @@ import apache_beam as beam
 import numpy as np
 
 from bertdata import lddl
+from bertdata.manifest import MANIFEST, Run, write_manifest
 from bertdata.pipelines import fsio
+from bertdata.pipelines.records import Counts, StageRecords
+
+def runs_folder(work_dir: str) -> str:
+    return fsio.join(work_dir, "lddl")
+
 
 @dataclass(frozen=True)
 class LddlPhase:
-    """One phase's LDDL folder: where, how, and where its runs go meanwhile."""
+    """One phase's LDDL folder: where, how, and where its runs go meanwhile (`runs`, a folder
+    shared by the phases: their run files start with `tag`)."""
 
     folder: str
     runs: str
+    tag: str
     seq_len: int
     masking: str
     bin_size: int | None
-    num_shards: int
+    num_shards: int | None  # files per bin; None: one per training text shard
 
     @property
     def num_bins(self) -> int:
@@ -78,7 +86,7 @@ def spill_shard(phase: LddlPhase, index: int, batches: Iterable[Mapping[str, np.
                 tokens: tuple[str, ...]) -> ShardRuns:
     """One text shard's instances -> its runs under the phase's run folder."""
     def target(b: int) -> str:
-        return fsio.join(phase.runs, f"{index}-{b}.rows")
+        return fsio.join(phase.runs, f"{phase.tag}-{index}-{b}.rows")
 
     options = {"seq_len": phase.seq_len, "masking": phase.masking, "bin_size": phase.bin_size,
                "where": phase.folder}
@@ -93,19 +101,18 @@ def spill_shard(phase: LddlPhase, index: int, batches: Iterable[Mapping[str, np.
         return ShardRuns(phase.folder, index, tuple(replace(r, path=target(r.bin)) for r in runs))
 
 
-def plan_phases(records: list, phases: dict[str, LddlPhase]) -> Iterator:
-    """All ShardRuns of the build -> one PlannedFile per file to write (by phase, bin, shard);
-    other records pass on."""
-    runs: dict[str, list[ShardRuns]] = {folder: [] for folder in phases}
-    for record in records:
-        if isinstance(record, ShardRuns):
-            runs[record.folder].append(record)
-        else:
-            yield record
+def plan_phases(stage: StageRecords, phases: dict[str, LddlPhase]) -> Iterator:
+    """The instance stage's ShardRuns -> one PlannedFile per file to write (by phase, bin, file)
+    and each phase's PhasePlan; the text plan and counts pass on to the manifests."""
+    yield stage.plan
+    yield Counts(stage.counts)
     for folder, phase in phases.items():
-        ordered = [run for shard in sorted(runs[folder], key=lambda s: s.index) for run in shard.runs]
-        plans, bins = lddl.plan_files(ordered, num_bins=phase.num_bins, bin_size=phase.bin_size,
-                                      num_shards=phase.num_shards, where=folder)
+        shards = sorted((s for s in stage.shards if isinstance(s, ShardRuns) and s.folder == folder),
+                        key=lambda s: s.index)
+        runs = [run for shard in shards for run in shard.runs]
+        num_shards = phase.num_shards or stage.plan.training_shards
+        plans, bins = lddl.plan_files(runs, num_bins=phase.num_bins, bin_size=phase.bin_size, num_shards=num_shards,
+                                      where=folder)
         yield PhasePlan(folder, tuple(bins))
         for plan in plans:
             yield PlannedFile(folder, plan)
@@ -144,8 +151,8 @@ class _WriteFile(beam.DoFn):
 
 
 class InstancesToLddl(beam.PTransform):
-    """One element (the list of every record of the instance stage, ShardRuns among them) ->
-    written LddlFile records, one per file; other records pass through."""
+    """The instance stage's StageRecords (its shards: ShardRuns) -> a written LddlFile record
+    per file, a PhasePlan per phase, the text plan and the counts."""
 
     def __init__(self, phases: dict[str, LddlPhase]):
         super().__init__()
@@ -172,10 +179,10 @@ def prepare_folder(phase: LddlPhase, options: dict, force: bool) -> bool:
     unless `force`."""
     from bertdata.errors import BertdataError
 
-    manifest_path = fsio.join(phase.folder, lddl.MANIFEST)
+    manifest_path = fsio.join(phase.folder, MANIFEST)
     listed = fsio.match(fsio.join(phase.folder, "*"))
     names = {fsio.FileSystems.split(p)[1] for p in listed}
-    if lddl.MANIFEST in names and not force:
+    if MANIFEST in names and not force:
         import json
 
         manifest = json.loads(fsio.read_bytes(manifest_path))
@@ -184,47 +191,41 @@ def prepare_folder(phase: LddlPhase, options: dict, force: bool) -> bool:
             return False
         if manifest.get("options") != options:
             raise BertdataError(f"{phase.folder}: holds LDDL files made with other options (see its "
-                                f"{lddl.MANIFEST}); pass --force to replace them, or choose another --output")
-    ours = WRITING in names or lddl.MANIFEST in names
+                                f"{MANIFEST}); pass --force to replace them, or choose another --output")
+    ours = WRITING in names or MANIFEST in names
     data = [p for p in listed if lddl.loader_visible(fsio.FileSystems.split(p)[1])]
     if data and not (ours or force):
         raise BertdataError(f"{phase.folder}: holds parquet files that no bertdata build recorded; pass --force "
                             "to replace them, or choose another --output")
     fsio.write_bytes(fsio.join(phase.folder, WRITING), b"")
-    stale = [p for p in listed if p in data or fsio.FileSystems.split(p)[1] in (lddl.NUM_SAMPLES_JSON, lddl.MANIFEST)]
+    stale = [p for p in listed if p in data or fsio.FileSystems.split(p)[1] in (lddl.NUM_SAMPLES_JSON, MANIFEST)]
     if stale:
         fsio.FileSystems.delete(stale)
     return True
 
 
 class WriteLddlManifests(beam.DoFn):
-    """Every record of the LDDL stage (one list) -> each folder's .num_samples.json and
-    manifest.json, written last, so a folder with a manifest is complete."""
+    """Each LDDL folder's .num_samples.json, then its manifest.json (written last, so a folder
+    with a manifest is complete); `phases`: each folder's manifest fields (options, lengths, attrs)."""
 
-    def __init__(self, common: dict, phases: dict[str, dict]):
-        self.common, self.phases = common, phases
+    def __init__(self, tool: dict, run: Run, dump: dict, phases: dict[str, dict]):
+        self.tool, self.run, self.dump, self.phases = tool, run, dump, phases
 
-    def process(self, records):
-        from bertdata.articles import merge_counts, quality
-        from bertdata.manifest import RUN_KEY, dumps
-        from bertdata.pipelines.build import _run_record
-        from bertdata.pipelines.text import Counts
+    def process(self, stage: StageRecords):
+        from bertdata.articles import quality
 
-        counts = merge_counts(r.values for r in records if isinstance(r, Counts))
-        base = {k: v for k, v in self.common.items() if k != RUN_KEY}
-        run = _run_record(self.common)
         for folder, fields in self.phases.items():
-            files = sorted((r for r in records if isinstance(r, LddlFile) and r.folder == folder),
+            files = sorted((r for r in stage.shards if isinstance(r, LddlFile) and r.folder == folder),
                            key=lambda r: lddl.name_parts(r.file)[::-1])
-            bins = next(r.bins for r in records if isinstance(r, PhasePlan) and r.folder == folder)
-            phase_counts = {**counts, "lddl_files": len(files), "instances_in": sum(b["rows_in"] for b in bins),
-                            "instances": sum(f.rows for f in files), "dropped": sum(b["dropped"] for b in bins)}
+            bins = next(r.bins for r in stage.shards if isinstance(r, PhasePlan) and r.folder == folder)
+            counts = {**stage.counts, "lddl_files": len(files), "instances_in": sum(b["rows_in"] for b in bins),
+                      "instances": sum(f.rows for f in files), "dropped": sum(b["dropped"] for b in bins)}
             fsio.write_bytes(fsio.join(folder, lddl.NUM_SAMPLES_JSON), lddl.num_samples_json({f.file: f.rows for f in files}))
-            manifest = {**base, "format": "lddl", **fields, "counts": phase_counts, "quality": quality(counts),
-                        "bins": list(bins),
-                        "files": [{"file": f.file, "bin": f.bin, "rows": f.rows, "sha256": f.sha256, "bytes": f.bytes}
-                                  for f in files],
-                        RUN_KEY: run}
-            fsio.write_bytes(fsio.join(folder, lddl.MANIFEST), dumps(manifest))
+            write_manifest(fsio.join(folder, MANIFEST), {
+                "dump": self.dump, "format": "lddl", **fields, "counts": counts, "quality": quality(stage.counts),
+                "bins": list(bins),
+                "files": [{"file": f.file, "bin": f.bin, "rows": f.rows, "sha256": f.sha256, "bytes": f.bytes}
+                          for f in files]},
+                self.tool, self.run.record(), fsio.write_bytes)
             fsio.FileSystems.delete([fsio.join(folder, WRITING)])
         yield len(self.phases)

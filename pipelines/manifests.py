@@ -10,7 +10,7 @@ from dataclasses import replace
 import apache_beam as beam
 
 from bertdata.articles import quality
-from bertdata.manifest import MANIFEST, Run, write_manifest
+from bertdata.manifest import MANIFEST, HDF5Shard, Run, write_manifest
 from bertdata.pipelines import fsio
 from bertdata.pipelines.records import StageRecords
 from bertdata.pipelines.resume import remove_temporaries
@@ -35,16 +35,17 @@ class WriteTextManifest(beam.DoFn):
 
 
 class WriteHDF5Manifests(beam.DoFn):
-    """Writes each phase folder's manifest.json from what the instance stage handed on;
-    `phases`: each folder's options."""
+    """Writes each hdf5 phase folder's manifest.json from what the instance stage handed on;
+    `phases`: each folder's options. Hands on the stage's other shards (LDDL runs)."""
 
     def __init__(self, tool: dict, run: Run, dump: dict, phases: dict[str, dict]):
         self.tool, self.run, self.dump, self.phases = tool, run, dump, phases
 
     def process(self, stage: StageRecords):
         counts = stage.counts
+        hdf5 = [r for r in stage.shards if isinstance(r, HDF5Shard)]
         for folder, options in self.phases.items():
-            shards = sorted((r for r in stage.shards if r.folder == folder), key=lambda r: _natural(r.file))
+            shards = sorted((r for r in hdf5 if r.folder == folder), key=lambda r: _natural(r.file))
             phase_counts = {**counts, "hdf5_shards": len(shards), "tokens": sum(r.tokens for r in shards),
                             "instances": sum(r.instances for r in shards),
                             "random_next": sum(r.random_next for r in shards),
@@ -55,7 +56,7 @@ class WriteHDF5Manifests(beam.DoFn):
                 "quality": {**quality(counts), "random_next_share": random_next},
                 "shards": [r.manifest_entry() for r in shards]},
                 self.tool, self.run.record(reused_shards=sum(r.reused for r in shards)), fsio.write_bytes)
-        yield len(stage.shards)
+        yield replace(stage, shards=tuple(r for r in stage.shards if not isinstance(r, HDF5Shard)))
 
 
 def _natural(name: str) -> tuple:

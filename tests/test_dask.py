@@ -50,11 +50,13 @@ def dask_cluster(tmp_path):
 
 def test_dask_runner_gives_the_local_bytes(dask_cluster, tmp_path):
     local = tmp_path / "local"
-    shards = ("--training-shards", "8", "--test-shards", "2")  # several shards on every worker
+    # Several shards on every worker; LDDL folders too, whose files workers cut across shards.
+    shards = ("--training-shards", "8", "--test-shards", "2", "--format", "both")
     run_cli("build", "--wiki-only", "--sample", "--output", local, *shards, "--workers", "2")
     on_dask = tmp_path / "dask"
     run_cli("build", "--wiki-only", "--sample", "--output", on_dask, *shards, "--runner", "dask", "--",
             f"--dask_scheduler_file={dask_cluster}")
     digest = tree_digest(on_dask)
     assert any(name.endswith(".txt") for name in digest) and any(name.endswith(".hdf5") for name in digest)
+    assert any(name.endswith(".parquet_7") for name in digest)
     assert digest == tree_digest(local)

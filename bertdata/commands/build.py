@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bertdata.commands.options import add_dump_options, add_instance_options, add_tokenizer_options, instance_fields
-from bertdata.config import PHASE1, PHASE2, BuildConfig, RunnerConfig, TextConfig
+from bertdata.config import FORMATS, PHASE1, PHASE2, BuildConfig, LddlConfig, RunnerConfig, TextConfig
 from bertdata.errors import BertdataError
 
 HELP = """\
@@ -17,6 +17,13 @@ Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
   3. tokenize (WordPiece) and make masked-LM / next-sentence instances, written as
      OUTPUT/hdf5_lower_case_1_seq_len_128_max_pred_20_masked_lm_prob_0.15_random_seed_12345_dupe_factor_5/wikicorpus_en/
      (phase 1) and ..._seq_len_512_max_pred_80_... (phase 2)
+  4. with --format lddl or both: the same training instances as LDDL parquet, the
+     input of NGC's current recipe (lddl.torch.get_bert_pretrain_data_loader):
+     OUTPUT/pretrain/phase1/unbinned/parquet/shard-<i>.parquet,
+     OUTPUT/pretrain/phase2/bin_size_64/parquet/shard-<i>.parquet_<bin>, and the
+     vocab at OUTPUT/vocab/vocab, where NGC's run_pretraining.sh looks. Each bin's
+     files are balanced as LDDL's loader demands (the largest one row longer than
+     the smallest: a bin whose rows divide evenly loses its last row)
 
 Each folder gets a manifest.json (versions, dump checksum, options, counts, each
 shard's sha256); Beam's own output goes to OUTPUT/build.log. Re-running the same
@@ -41,6 +48,7 @@ examples:
   bertdata build --wiki-only --sample --output demo   bundled sample, offline
   bertdata build --wiki-only --dump enwiki-20240601-pages-articles-multistream.xml.bz2 --phase 1
   bertdata build --wiki-only --dump dump.xml.bz2 --stop-after text
+  bertdata build --wiki-only --format lddl --num-shards 256   NGC's current recipe
   bertdata build --books books/ --phase both          Wikipedia + your books
   bertdata build --wiki-only --runner DataflowRunner --output gs://bucket/bert -- \\
       --project my-project --region us-central1 --temp_location gs://bucket/tmp
@@ -91,6 +99,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     inst.add_argument("--same-seed-per-shard", action="store_true",
                       help="every shard uses --random-seed as is, like the reference")
 
+    out = p.add_argument_group("output format")
+    out.add_argument("--format", choices=("hdf5", "lddl", "both"), default=BuildConfig.formats[0],
+                     help="hdf5: the reference's shards (NGC's recipe until 2021, PaddleNLP); lddl: LDDL parquet "
+                          "for NGC's current recipe, under OUTPUT/pretrain/phase{1,2}/.../parquet with the vocab "
+                          "at OUTPUT/vocab/vocab, training instances only; both: the same instances in each "
+                          f"(default: {BuildConfig.formats[0]})")
+    out.add_argument("--masking", choices=("static", "dynamic"), default=LddlConfig.masking,
+                     help="lddl: keep the instances' masks, or leave masking to the loader each epoch "
+                          f"(default: {LddlConfig.masking})")
+    out.add_argument("--bin-size", type=int, default=LddlConfig.bin_size, metavar="N",
+                     help="lddl: phase 2 in bins of N tokens by length, so batches pad less; 0: unbinned; "
+                          f"phase 1 is unbinned, as NGC's script (default: {LddlConfig.bin_size})")
+    out.add_argument("--num-shards", type=int, metavar="N",
+                     help="lddl: parquet files per bin; must divide by training ranks x loader workers "
+                          "(default: one per training text shard)")
+
     run_ = p.add_argument_group("run")
     run_.add_argument("--output", default=BuildConfig.output, metavar="DIR",
                       help=f"output folder (default: ./{BuildConfig.output})")
@@ -125,6 +149,8 @@ def config_from_args(args: argparse.Namespace):
         sample=args.sample, wiki_only=args.wiki_only, books=args.books, vocab=args.vocab, text=text,
         phases=phases, same_seed_per_shard=args.same_seed_per_shard, stop_after=args.stop_after,
         force=args.force, runner=RunnerConfig(args.runner, args.workers or 0, tuple(args.beam_args)),
+        formats=FORMATS if args.format == "both" else (args.format,),
+        lddl=LddlConfig(masking=args.masking, bin_size=args.bin_size or None, num_shards=args.num_shards),
     )
 
 
