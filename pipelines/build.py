@@ -45,18 +45,6 @@ from bertdata.pipelines.text import NAMESPACE_PREFIX, DumpToTextShards
 from bertdata.pipelines.work import work_groups, work_items
 
 
-def check_output(output: str) -> None:
-    """Fail before any work when the output folder cannot be created or written."""
-    if not fsio.is_local(output):
-        return
-    try:
-        os.makedirs(output, exist_ok=True)
-    except OSError as err:
-        raise BertdataError(f"{output}: cannot create the output folder ({err.strerror})") from None
-    if not os.access(output, os.W_OK | os.X_OK):
-        raise BertdataError(f"{output}: output folder is not writable")
-
-
 def run_build(cfg: BuildConfig) -> dict:
     started = time.time()
     check_output(cfg.output)
@@ -67,6 +55,18 @@ def run_build(cfg: BuildConfig) -> dict:
         for line in notes:
             note(line)
         return _build(cfg, started)
+
+
+def check_output(output: str) -> None:
+    """Fail before any work when the output folder cannot be created or written."""
+    if not fsio.is_local(output):
+        return
+    try:
+        os.makedirs(output, exist_ok=True)
+    except OSError as err:
+        raise BertdataError(f"{output}: cannot create the output folder ({err.strerror})") from None
+    if not os.access(output, os.W_OK | os.X_OK):
+        raise BertdataError(f"{output}: output folder is not writable")
 
 
 def _build(cfg: BuildConfig, started: float) -> dict:

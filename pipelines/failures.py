@@ -20,14 +20,15 @@ _OUTPUT_ERROR = re.compile(r"(?:OSError|PermissionError): \[Errno (\d+)\] ([^\n\
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
-# HDF5 tells a failed write in its own words, with the system's inside.
-_HDF5_WRITE = re.compile(r"filename = '([^']*)'.*?error message = '([^']*)'", re.S)
+# HDF5 tells a failed write in its own words, with the system's inside; when the disk fills
+# as a file is closed, h5py raises it as a RuntimeError, with no OSError to be seen.
+_HDF5_WRITE = re.compile(r"filename = '([^']*)'.*?errno = (\d+), error message = '([^']*)'", re.S)
 
 
 def _output_error(text: str, message: str, filename: str | None) -> str:
     hdf5 = _HDF5_WRITE.search(text)
     if hdf5:
-        message, filename = hdf5.group(2), hdf5.group(1)
+        message, filename = hdf5.group(3), hdf5.group(1)
     return f"cannot write output: {message}" + (f": {filename}" if filename else "")
 
 
@@ -49,5 +50,8 @@ def user_error(err: BaseException) -> str | None:
         for number, message in _OUTPUT_ERROR.findall(str(err)):
             if int(number) in _OUTPUT_ERRNOS:
                 return _output_error(str(err), message.strip(), None)
+        hdf5 = _HDF5_WRITE.search(str(err))
+        if hdf5 and int(hdf5.group(2)) in _OUTPUT_ERRNOS:
+            return _output_error(str(err), hdf5.group(3), hdf5.group(1))
         err = err.__cause__ or err.__context__
     return None

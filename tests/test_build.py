@@ -317,6 +317,13 @@ def test_full_disk_inside_a_worker_reads_as_one_line():
     remote = RuntimeError("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
                           "OSError: [Errno 28] No space left on device: '/data/x.hdf5' [while running 'HDF5/Make']")
     assert user_error(remote) == "cannot write output: No space left on device: '/data/x.hdf5'"
+    # The disk filling as h5py closes a file: a RuntimeError carrying HDF5's report.
+    closing = RuntimeError("Disable slist on flush dest failure failed (file write failed: time = Tue Dec  1 "
+                           "05:07:33 2026\n, filename = '/data/.bertdata-tmp-1', file descriptor = 11, errno = 28, "
+                           "error message = 'No space left on device', buf = 0x55, total write size = 1053, "
+                           "bytes this sub-write = 1053, offset = 40960) [while running 'HDF5/MakeInstances']")
+    assert user_error(closing) == "cannot write output: No space left on device: /data/.bertdata-tmp-1"
+    assert user_error(RuntimeError(str(closing).replace("errno = 28", "errno = 5"))) is None
     assert user_error(RuntimeError("ValueError: something else")) is None
 
 
