@@ -462,10 +462,11 @@ def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
     assert not list(out.glob("sharded_*/*/*.txt")), "the text stage ended too soon for this test"
     os.kill(launcher.pid, signal.SIGKILL)  # the launcher alone, as a careless `kill -9 PID` does
     launcher.wait()
-    gone, alive = psutil.wait_procs(workers, timeout=3)
+    # They go within a second on a quiet machine; seconds more at a load of 5-7 on 2 cores.
+    gone, alive = psutil.wait_procs(workers, timeout=10)
     for p in alive:
         p.kill()
-    assert not alive, f"{len(alive)} worker(s) still running 3 s after their launcher died"
+    assert not alive, f"{len(alive)} worker(s) still running 10 s after their launcher died"
 
 
 def test_a_relative_output_folder_works(tmp_path):
