@@ -3,7 +3,8 @@
 #
 #   bash benchmark/gpu_check.sh            (from the repository root; results under $OUT or ./gpu-check)
 #
-# 1. finds python3 with a CUDA torch (installs torch + h5py from PyPI only if they are missing),
+# 1. finds python3 with a CUDA torch (installs torch, h5py, deflate, pyarrow from PyPI only if missing;
+#    bertdata itself needs no install: a link farm lays the checkout out as pip would),
 # 2. uses the reference parity shard from ../shared if present, else writes synthetic seq-128
 #    shards in the reference layout (throughput does not depend on the token values),
 # 3. times the input pipeline alone, then BERT-base seq 128, batch 256 on one GPU:
@@ -31,7 +32,18 @@ if [ "${QUICK:-0}" = 1 ]; then
 else
     STEPS=(); COMPILE=(--compile)
 fi
-export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
+# Without an install (a bare GPU machine, no build tools needed): the package as pip lays it out,
+# benchmark/ and pipelines/ inside bertdata/, made of links to the checkout.
+if ! "$PY" -c 'import bertdata.benchmark' 2>/dev/null; then
+    SITE=$(mktemp -d)
+    mkdir "$SITE/bertdata"
+    ln -s "$REPO"/bertdata/* "$SITE/bertdata/"
+    ln -s "$REPO/benchmark" "$SITE/bertdata/benchmark"
+    ln -s "$REPO/pipelines" "$SITE/bertdata/pipelines"
+    export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
+    cd "$SITE"  # `python -m` puts the working folder first: the checkout's bertdata/ would win
+fi
 status=0
 
 say() { echo "[gpu_check +$((SECONDS - START))s] $*"; }
@@ -44,7 +56,7 @@ if [ "$DEVICE" = cuda ] && ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cu
     say "no torch: installing it from PyPI (a CUDA build)"
     "$PY" -m pip install -q torch || { say "cannot install torch"; exit 1; }
 fi
-"$PY" -c 'import h5py, numpy, tqdm' 2>/dev/null || "$PY" -m pip install -q h5py numpy tqdm || exit 1
+"$PY" -c 'import h5py, numpy, tqdm, deflate, pyarrow' 2>/dev/null || "$PY" -m pip install -q h5py numpy tqdm deflate pyarrow || exit 1
 "$PY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'
 [ "$DEVICE" = cuda ] && { nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv || true; }
 

@@ -21,6 +21,7 @@ from bertdata.config import BuildConfig, TextConfig, phase_number
 from bertdata.errors import BertdataError
 from bertdata.fsutil import folder_lock
 from bertdata.languages import ENGLISH_CODES, describe_skipped_namespaces
+from bertdata.formats import Hdf5Shards
 from bertdata.instances import generation_attrs
 from bertdata.layout import BOOKS_WIKI_DATASET, LDDL_VOCAB, WORK_FOLDER, hdf5_folder, lddl_folder
 from bertdata.manifest import MANIFEST, RUN_KEY, HDF5Shard, Run, tool_record
@@ -31,7 +32,7 @@ from bertdata.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio, progress
 from bertdata.pipelines.failures import user_error
 from bertdata.pipelines.inputs import list_books, resolve_inputs, sentence_splitter
-from bertdata.pipelines.instances import PhaseOutput, TextShardsToInstances
+from bertdata.pipelines.instances import PhaseOutput, ShardOutput, TextShardsToInstances
 from bertdata.pipelines.lddl import (InstancesToLddl, LddlFile, LddlPhase, PhasePlan, ShardRuns, WriteLddlManifests,
                                      prepare_folder, runs_folder as lddl_runs_folder)
 from bertdata.pipelines.log import beam_output_to, note
@@ -109,8 +110,10 @@ def _build(cfg: BuildConfig, started: float) -> dict:
 
     phase_options = {folder: instance_options(p) for p, folder in phases}
     lddl_phases, lddl_fields = _lddl_phases(cfg, chosen, work_dir, instance_options, vocab, t.lowercase)
-    outputs = [PhaseOutput(p, dict(phases).get(p), lddl_phases.get(p)) for p in chosen]
-    outputs = [o for o in outputs if o.hdf5 is not None or o.lddl is not None]
+    folders = dict(phases)
+    outputs = [PhaseOutput(p, ShardOutput(Hdf5Shards(), folders[p]) if p in folders else None, lddl_phases.get(p))
+               for p in chosen]
+    outputs = [o for o in outputs if o.shards is not None or o.lddl is not None]
 
     pipeline = make_pipeline(cfg.runner)
     items = None

@@ -1,8 +1,9 @@
-"""Text shards -> instances of every phase from one tokenization, written as hdf5 shards and/or
-spilled as LDDL runs (one element per text shard)."""
+"""Text shards -> instances of every phase from one tokenization, written as shard files (hdf5, or
+any `bertdata.formats.ShardFormat`) and/or spilled as LDDL runs (one element per text shard)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 
 from bertdata.config import InstanceConfig
+from bertdata.formats import ShardFormat
 from bertdata.manifest import HDF5Shard, file_sha256
 from bertdata.sharding import TextShard, derive_seed
 from bertdata.vocab import Vocab
@@ -19,18 +21,27 @@ from bertdata.pipelines.lddl import LddlPhase, spill_shard
 from bertdata.pipelines.records import Counts
 
 
-# What each hdf5 shard records about itself, and a re-run reads back instead of redoing it.
+# What each shard file records about itself, and a re-run reads back instead of redoing it.
 STATS = ("documents", "sentences", "tokens", "instances", "random_next")
 # Instance rows made into LDDL rows per step.
 SPILL_ROWS = 8192
 
 
 @dataclass(frozen=True)
+class ShardOutput:
+    """A phase's shard files: one or more per text shard, of one format, in one folder."""
+
+    format: ShardFormat
+    folder: str
+
+
+@dataclass(frozen=True)
 class PhaseOutput:
-    """One phase's instances and where they go: an hdf5 folder, an LDDL folder, or both."""
+    """One phase's instances and where they go: shard files, an LDDL folder (whose files are cut
+    across text shards, so it has a stage of its own: bertdata.pipelines.lddl), or both."""
 
     cfg: InstanceConfig
-    hdf5: str | None
+    shards: ShardOutput | None
     lddl: LddlPhase | None = None
 
 
@@ -53,22 +64,23 @@ class _MakeInstances(beam.DoFn):
         if not isinstance(record, TextShard):
             yield record  # counts travel on to the manifests
             return
-        from bertdata.instances import create_instances, generation_attrs, write_instances
+        from bertdata.instances import create_instances, generation_attrs
         from bertdata.textshard import EmptyShard, read_documents
 
         documents = None
         for phase in self.phases:
-            cfg = phase.cfg
+            cfg, out = phase.cfg, phase.shards
             # LDDL folders are for training: NGC's recipe reads no held-out set from them.
             to_lddl = phase.lddl is not None and record.split == "training"
-            if phase.hdf5 is None and not to_lddl:
+            if out is None and not to_lddl:
                 continue
             seed = cfg.random_seed if self.same_seed else derive_seed(cfg.random_seed, record.stem)
-            path = None if phase.hdf5 is None else fsio.join(phase.hdf5, record.stem + ".hdf5")
+            names = () if out is None else out.format.file_names(record.stem, record.split, record.index)
+            paths = [fsio.join(out.folder, name) for name in names]
             attrs = {**generation_attrs(self.vocab, cfg, self.lowercase, seed),
                      "source": record.stem + ".txt", "source_sha256": record.sha256,
                      "cleaning_rules": RULES_VERSION}
-            stats = None if self.force or path is None else _reusable(path, attrs)
+            stats = None if self.force or out is None else _reusable(out.format, paths, attrs)
             reused = stats is not None
             instances = None
             if not reused:
@@ -84,46 +96,44 @@ class _MakeInstances(beam.DoFn):
                 stats = {"documents": documents.num_documents, "sentences": documents.num_sentences,
                          "tokens": documents.num_tokens, "instances": len(instances),
                          "random_next": int(instances.random_next[:len(instances)].sum())}
-                if path is not None:
-                    with fsio.local_output(path) as local:
-                        write_instances(local, instances, {**attrs, **stats})
+                if out is not None:
+                    with contextlib.ExitStack() as stack:
+                        local = [stack.enter_context(fsio.local_output(path)) for path in paths]
+                        out.format.write(local, instances, {**attrs, **stats})
             if to_lddl:
-                yield spill_shard(phase.lddl, record.index, self._batches(instances, path), self.vocab.tokens)
+                yield spill_shard(phase.lddl, record.index, _batches(instances, out, paths), self.vocab.tokens)
             del instances
-            if path is not None:
-                with fsio.FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            if out is not None:
+                with fsio.FileSystems.open(paths[0], compression_type=CompressionTypes.UNCOMPRESSED) as f:
                     sha = file_sha256(f)
-                yield HDF5Shard(phase.hdf5, record.stem + ".hdf5", record.stem + ".txt", seed, stats["documents"],
+                yield HDF5Shard(out.folder, names[0], record.stem + ".txt", seed, stats["documents"],
                                 stats["sentences"], stats["tokens"], stats["instances"], stats["random_next"], sha,
                                 reused)
 
-    @staticmethod
-    def _batches(instances, path: str | None):
-        """The shard's instances as batches of the six arrays: made now, or read back from the
-        hdf5 shard an earlier run wrote."""
-        from bertdata.hdf5io import FIELDS, iter_slices
 
-        if instances is not None:
-            for start in range(0, len(instances), SPILL_ROWS):
-                yield {name: instances.array(name, start, start + SPILL_ROWS) for name in FIELDS}
-            return
-        with fsio.local_input(path) as local:
-            for _start, arrays in iter_slices(local, SPILL_ROWS):
-                yield arrays
+def _batches(instances, out: ShardOutput | None, paths: list[str]):
+    """The shard's instances as batches of the six arrays: made now, or read back from the shard
+    files an earlier run wrote."""
+    from bertdata.schema import FIELDS
+
+    if instances is not None:
+        for start in range(0, len(instances), SPILL_ROWS):
+            yield {name: instances.array(name, start, start + SPILL_ROWS) for name in FIELDS}
+        return
+    with contextlib.ExitStack() as stack:
+        yield from out.format.read([stack.enter_context(fsio.local_input(path)) for path in paths])
 
 
-def _reusable(path: str, attrs: dict) -> dict | None:
+def _reusable(fmt: ShardFormat, paths: list[str], attrs: dict) -> dict | None:
     """The stats of an existing complete shard made with exactly these parameters, else None.
 
-    Writes are atomic, so a file under the final name is complete; matching attributes
+    Writes are atomic, so files under their final names are complete; matching attributes
     (source checksum, seed, vocab, lengths) make it the same shard this run would write.
     """
-    if not fsio.exists(path):
+    if not all(fsio.exists(path) for path in paths):
         return None
-    from bertdata.hdf5io import shard_attrs
-
-    with fsio.local_input(path) as local:
-        found = shard_attrs(local)
+    with contextlib.ExitStack() as stack:
+        found = fmt.info([stack.enter_context(fsio.local_input(path)) for path in paths]).attrs
     if any(found.get(k) != v for k, v in attrs.items() if k != "bertdata_version"):
         return None
     if any(k not in found for k in STATS):
@@ -132,8 +142,9 @@ def _reusable(path: str, attrs: dict) -> dict | None:
 
 
 class TextShardsToInstances(beam.PTransform):
-    """TextShard records -> per phase, an HDF5Shard record and/or the shard's LDDL runs
-    (ShardRuns, training shards only); Counts records pass through."""
+    """TextShard records -> per phase, an HDF5Shard record (the shard's files, whatever their
+    format) and/or the shard's LDDL runs (ShardRuns, training shards only); Counts records pass
+    through."""
 
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool,
                  same_seed_per_shard: bool, force: bool = False):

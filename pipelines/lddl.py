@@ -21,6 +21,7 @@ import apache_beam as beam
 import numpy as np
 
 from bertdata import lddl
+from bertdata.fsutil import TEMP_PREFIX
 from bertdata.manifest import MANIFEST, Run, write_manifest
 from bertdata.pipelines import fsio
 from bertdata.pipelines.records import Counts, StageRecords
@@ -198,7 +199,8 @@ def prepare_folder(phase: LddlPhase, options: dict, force: bool) -> bool:
         raise BertdataError(f"{phase.folder}: holds parquet files that no bertdata build recorded; pass --force "
                             "to replace them, or choose another --output")
     fsio.write_bytes(fsio.join(phase.folder, WRITING), b"")
-    stale = [p for p in listed if p in data or fsio.FileSystems.split(p)[1] in (lddl.NUM_SAMPLES_JSON, MANIFEST)]
+    stale = [p for p in listed if p in data or fsio.FileSystems.split(p)[1] in (lddl.NUM_SAMPLES_JSON, MANIFEST)
+             or fsio.FileSystems.split(p)[1].startswith(TEMP_PREFIX)]
     if stale:
         fsio.FileSystems.delete(stale)
     return True

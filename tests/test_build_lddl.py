@@ -151,6 +151,7 @@ def test_interrupted_folder_is_redone_foreign_files_are_refused(tmp_path):
     (folder / lddl.MANIFEST).unlink()
     (folder / "shard-3.parquet").unlink()
     (folder / ".bertdata-writing").write_bytes(b"")
+    (folder / ".bertdata-tmp-1-ab").write_bytes(b"half a file")
     fragment(out, "--format", "lddl", "--phase", "1")
     assert files_digest(folder) == good and not (folder / ".bertdata-writing").exists()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bz2
 import hashlib
 import http.server
+import os
 import threading
 from collections import Counter
 from xml.sax.saxutils import escape
@@ -462,3 +463,26 @@ def test_build_of_a_german_dump_names_its_language_everywhere(de_dump, tmp_path)
     text = "".join(f.read_text() for f in text_dir.glob("*.txt"))
     assert "z. B. Mitte und Pankow" in text and "Kategorie" not in text
     assert list(out.glob("hdf5_*/wikicorpus_de/*.hdf5"))
+
+
+def test_instances_lang_picks_the_multilingual_vocab_and_keeps_case(cache, tmp_path):
+    import json
+
+    import h5py
+
+    from bertdata.schema import ATTRS_KEY
+    from conftest import run_cli
+
+    data = fake_multilingual_vocab()
+    cache.mkdir(parents=True)
+    (cache / "bert-base-multilingual-cased-vocab.txt").write_bytes(data)  # as a first run downloads it
+    text = tmp_path / "de.txt"
+    text.write_text("".join(f"Berlin liegt an der Spree {i}.\nMoskau ist weit.\n\n" for i in range(40)),
+                    encoding="utf-8")
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache.parent)}
+    run_cli("instances", text, "--output", tmp_path / "de.hdf5", "--lang", "de", env=env)
+    with h5py.File(tmp_path / "de.hdf5", "r") as f:
+        attrs = json.loads(f.attrs[ATTRS_KEY])
+        ids = f["input_ids"][:]
+    assert attrs["vocab_sha256"] == hashlib.sha256(data).hexdigest() and attrs["lower_case"] is False
+    assert data.split(b"\n").index(b"Berlin") in ids  # cased: "Berlin" is a token, "berlin" is not

@@ -45,7 +45,11 @@ def add_parser(subparsers) -> None:
                         help="text shard(s): UTF-8, one sentence per line, blank line between documents")
     parser.add_argument("--output", required=True, metavar="FILE", help="hdf5 shard to write")
     add_instance_options(parser)
-    add_tokenizer_options(parser, "bert-base-uncased's, downloaded once and cached")
+    add_tokenizer_options(parser, "bert-base-uncased's for English, bert-base-multilingual-cased's for "
+                                  "other languages, downloaded once and cached")
+    parser.add_argument("--lang", default="en", metavar="CODE",
+                        help="the text's language (a Wikipedia code: de, ru, ...), which picks the default "
+                             "vocab (default: en)")
     parser.add_argument("--errors", choices=("strict", "replace"), default="strict",
                         help="on bytes that are not UTF-8: stop with their location (strict, default), "
                              "or replace them with U+FFFD and go on")
@@ -68,13 +72,20 @@ def run(args) -> int:
     check_output_path(args.output, force=args.force)
 
     from bertdata.instances import make_shard
-    from bertdata.vocab import resolve_vocab
+    from bertdata.vocab import is_cased, resolve_vocab
 
-    vocab = resolve_vocab(args.vocab)
+    vocab = resolve_vocab(args.vocab, args.lang)
+    lowercase = not args.cased
+    if lowercase and is_cased(vocab):
+        if args.vocab is None:  # the multilingual vocab: cased text is what it was made from
+            lowercase = False
+        else:
+            print(f"bertdata instances: warning: {vocab.path} is a cased vocab but text is lower-cased; "
+                  "pass --cased to keep case", file=sys.stderr)
     total = sum(os.path.getsize(p) for p in args.inputs if os.path.isfile(p))
     with tqdm(total=total, unit="B", unit_scale=True, desc="tokenize", file=sys.stderr,
               disable=None, leave=False) as bar:
-        stats = make_shard(args.inputs, args.output, vocab, cfg, lowercase=not args.cased,
+        stats = make_shard(args.inputs, args.output, vocab, cfg, lowercase=lowercase,
                            errors=args.errors, progress=bar.update)
     seconds = time.perf_counter() - start
     print(f"wrote {args.output}: {stats['instances']:,} instances from {stats['documents']:,} documents "
