@@ -166,17 +166,22 @@ def check_vocab(vocab: Vocab, attrs: dict, path: str | os.PathLike) -> None:
 
 
 def vocab_for_shard(attrs: dict, path: str | os.PathLike) -> Vocab:
-    """The vocab a shard was made with, found by the sha256 it records: the standard vocab
-    (downloaded once), the bundled sample vocab, or a vocab in the cache. A shard that records
-    none (the reference's) gets the standard vocab."""
+    """The vocab a shard was made with, found by the sha256 it records: the one a build left in
+    NGC's layout above it (`vocab/vocab`), the standard vocab (downloaded once), the bundled
+    sample vocab, or a vocab in the cache. A shard that records none (the reference's) gets the
+    standard vocab."""
+    from bertdata.layout import LDDL_VOCAB
+
     sha256 = attrs.get("vocab_sha256")
-    if sha256 is None or sha256 == DEFAULT_VOCAB_SHA256:
+    beside = [parent / LDDL_VOCAB for parent in Path(path).absolute().parents if (parent / LDDL_VOCAB).is_file()]
+    found = next((c for c in beside if sha256 is not None and _sha256(c) == sha256), None)
+    if found is None and (sha256 is None or sha256 == DEFAULT_VOCAB_SHA256):
         vocab = resolve_vocab(None)
     else:
         from bertdata.wikidump import sample_paths
 
         candidates = [sample_paths()[2], *sorted(cache_dir().glob("*.txt"))]
-        found = next((c for c in candidates if _sha256(c) == sha256), None)
+        found = found or next((c for c in candidates if _sha256(c) == sha256), None)
         if found is None:
             raise BertdataError(
                 f"{path}: made with a vocab of sha256 {sha256}, which is neither the bundled sample vocab "

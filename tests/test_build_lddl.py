@@ -161,3 +161,17 @@ def test_interrupted_folder_is_redone_foreign_files_are_refused(tmp_path):
     proc = fragment(foreign, "--format", "lddl", "--phase", "1", check=False)
     assert proc.returncode != 0 and "no bertdata build recorded" in proc.stderr
     assert (foreign / PHASE1 / "mine.parquet").read_bytes() == b"not ours"
+
+
+def test_a_folder_in_ngc_layout_finds_the_vocab_the_build_left_above_it(tmp_path):
+    from bertdata.vocab import vocab_for_shard
+
+    need_shared(VOCAB)
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab" / "vocab").write_bytes(Path(VOCAB).read_bytes())
+    folder = tmp_path / PHASE2
+    folder.mkdir(parents=True)
+    sha = load_vocab(VOCAB).sha256
+    # Offline, the standard vocab could not be downloaded: the one beside the data is taken.
+    found = vocab_for_shard({"vocab_sha256": sha, "vocab_size": 30522}, folder)
+    assert Path(found.path) == tmp_path / "vocab" / "vocab" and found.sha256 == sha
