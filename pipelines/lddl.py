@@ -11,6 +11,7 @@ records do. The files are the bytes `lddl.write_phase` makes from the same rows 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -21,6 +22,7 @@ import apache_beam as beam
 import numpy as np
 
 from bertdata import lddl
+from bertdata.errors import BertdataError
 from bertdata.fsutil import TEMP_PREFIX
 from bertdata.manifest import MANIFEST, Run, write_manifest
 from bertdata.pipelines import fsio
@@ -178,29 +180,26 @@ def prepare_folder(phase: LddlPhase, options: dict, force: bool) -> bool:
     finished output (its manifest records the same options), else True after clearing what an
     interrupted build of ours left there. Files that no bertdata build wrote stay: refused
     unless `force`."""
-    from bertdata.errors import BertdataError
-
-    manifest_path = fsio.join(phase.folder, MANIFEST)
-    listed = fsio.match(fsio.join(phase.folder, "*"))
-    names = {fsio.FileSystems.split(p)[1] for p in listed}
-    if MANIFEST in names and not force:
-        import json
-
-        manifest = json.loads(fsio.read_bytes(manifest_path))
-        files = {f["file"] for f in manifest.get("files", [])}
-        if manifest.get("options") == options and files <= names and WRITING not in names:
-            return False
+    listed = {fsio.FileSystems.split(path)[1]: path for path in fsio.match(fsio.join(phase.folder, "*"))}
+    if MANIFEST in listed and not force:
+        try:
+            manifest = json.loads(fsio.read_bytes(listed[MANIFEST]))
+        except ValueError:
+            raise BertdataError(f"{listed[MANIFEST]}: not a readable JSON manifest; pass --force to replace "
+                                "the folder's files") from None
         if manifest.get("options") != options:
             raise BertdataError(f"{phase.folder}: holds LDDL files made with other options (see its "
                                 f"{MANIFEST}); pass --force to replace them, or choose another --output")
-    ours = WRITING in names or MANIFEST in names
-    data = [p for p in listed if lddl.loader_visible(fsio.FileSystems.split(p)[1])]
+        if WRITING not in listed and {f["file"] for f in manifest.get("files", [])} <= listed.keys():
+            return False
+    ours = WRITING in listed or MANIFEST in listed
+    data = [name for name in listed if lddl.loader_visible(name)]
     if data and not (ours or force):
-        raise BertdataError(f"{phase.folder}: holds parquet files that no bertdata build recorded; pass --force "
-                            "to replace them, or choose another --output")
+        raise BertdataError(f"{phase.folder}: holds parquet files that no bertdata build recorded ({data[0]}); "
+                            "pass --force to replace them, or choose another --output")
     fsio.write_bytes(fsio.join(phase.folder, WRITING), b"")
-    stale = [p for p in listed if p in data or fsio.FileSystems.split(p)[1] in (lddl.NUM_SAMPLES_JSON, MANIFEST)
-             or fsio.FileSystems.split(p)[1].startswith(TEMP_PREFIX)]
+    stale = [path for name, path in listed.items()
+             if name in data or name in (lddl.NUM_SAMPLES_JSON, MANIFEST) or name.startswith(TEMP_PREFIX)]
     if stale:
         fsio.FileSystems.delete(stale)
     return True
