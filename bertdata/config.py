@@ -90,6 +90,9 @@ class LddlConfig:
     bin_size: int | None = 64
     num_shards: int | None = None  # files per bin; None: one per training text shard
 
+    def bin_size_for(self, phase: InstanceConfig) -> int | None:
+        return self.bin_size if phase_number(phase) == 2 else None
+
     def __post_init__(self) -> None:
         if self.masking not in ("static", "dynamic"):
             raise BertdataError(f"--masking must be static or dynamic (got {self.masking})")

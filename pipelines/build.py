@@ -159,8 +159,7 @@ def _build(cfg: BuildConfig, started: float) -> dict:
 def _lddl_folders(cfg: BuildConfig, chosen) -> list[str]:
     if "lddl" not in cfg.formats:
         return []
-    return [fsio.join(cfg.output, lddl_folder(phase_number(p), cfg.lddl.bin_size if phase_number(p) == 2 else None))
-            for p in chosen]
+    return [fsio.join(cfg.output, lddl_folder(phase_number(p), cfg.lddl.bin_size_for(p))) for p in chosen]
 
 
 def _lddl_phases(cfg: BuildConfig, chosen, work_dir: str, instance_options, vocab,
@@ -179,16 +178,15 @@ def _lddl_phases(cfg: BuildConfig, chosen, work_dir: str, instance_options, voca
                             "(and the LDDL folders made with it), or choose another --output")
     fsio.write_bytes(vocab_path, vocab_bytes)
     for p, folder in zip(chosen, folders):
-        number = phase_number(p)
-        phase = LddlPhase(folder, lddl_runs_folder(work_dir), f"phase{number}", p.max_seq_length,
-                          cfg.lddl.masking, cfg.lddl.bin_size if number == 2 else None, cfg.lddl.num_shards)
+        phase = LddlPhase(folder, lddl_runs_folder(work_dir), f"phase{phase_number(p)}", p.max_seq_length,
+                          cfg.lddl.masking, cfg.lddl.bin_size_for(p), cfg.lddl.num_shards)
         options = {**instance_options(p), "lddl": {"masking": phase.masking, "bin_size": phase.bin_size,
                                                    "num_shards": phase.num_shards}}
         if prepare_folder(phase, options, cfg.force):
             phases[p] = phase
             fields[folder] = {"options": options, "max_seq_length": p.max_seq_length,
                               "max_predictions_per_seq": p.max_predictions_per_seq,
-                              "attrs": {**generation_attrs(vocab, p, lowercase, p.random_seed)}}
+                              "attrs": generation_attrs(vocab, p, lowercase, p.random_seed)}
         else:
             note(f"{folder}: already complete, kept")
     return phases, fields

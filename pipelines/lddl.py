@@ -22,6 +22,7 @@ import apache_beam as beam
 import numpy as np
 
 from bertdata import lddl
+from bertdata.articles import quality
 from bertdata.errors import BertdataError
 from bertdata.fsutil import TEMP_PREFIX
 from bertdata.manifest import MANIFEST, Run, write_manifest
@@ -213,8 +214,6 @@ class WriteLddlManifests(beam.DoFn):
         self.tool, self.run, self.dump, self.phases = tool, run, dump, phases
 
     def process(self, stage: StageRecords):
-        from bertdata.articles import quality
-
         for folder, fields in self.phases.items():
             files = sorted((r for r in stage.shards if isinstance(r, LddlFile) and r.folder == folder),
                            key=lambda r: lddl.name_parts(r.file)[::-1])
