@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import WIKI_FRAGMENT, need_shared, run_cli
+from conftest import ROOT, WIKI_FRAGMENT, need_shared, run_cli
 
 PHASE1 = "hdf5_lower_case_1_seq_len_128_max_pred_20_masked_lm_prob_0.15_random_seed_12345_dupe_factor_5"
 PHASE2 = "hdf5_lower_case_1_seq_len_512_max_pred_80_masked_lm_prob_0.15_random_seed_12345_dupe_factor_5"
@@ -446,19 +446,27 @@ def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
     import psutil
 
     need_shared(WIKI_FRAGMENT)
+    # The fragment four times over in one bz2 stream: a text stage of several seconds on a
+    # fast machine, so the kill lands inside it.
+    dump = tmp_path / "x4-pages-articles-multistream.xml.bz2"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_scaled_dump.py"), str(WIKI_FRAGMENT), str(dump),
+                    "--factor", "4", "--pages-per-stream", "1000000"], check=True, capture_output=True, timeout=120)
     out = tmp_path / "out"
-    launcher = psutil.Popen([sys.executable, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", str(WIKI_FRAGMENT),
+    launcher = psutil.Popen([sys.executable, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", str(dump),
                              "--vocab", _sample_vocab(), "--phase", "1", "--workers", "2", "--output", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     workers = []
     while len(workers) < 2:
         assert launcher.poll() is None and time.time() < deadline, "build ended before its workers started"
-        workers = [p for p in launcher.children(recursive=True) if "sdk_worker_main" in " ".join(p.cmdline())]
+        workers = [p for p in launcher.children(recursive=True) if "bertdata.pipelines.worker" in " ".join(p.cmdline())]
         time.sleep(0.05)
-    # Inside the text stage: the fragment is one bz2 stream, which one worker cleans in one
-    # long call (several seconds), during which Beam's own channel checks never run.
-    time.sleep(2.5)
+    # Inside the text stage: the dump is one bz2 stream, which one worker cleans in one long
+    # call, during which Beam's own channel checks never run. A worker past its imports
+    # (about 0.7 s of CPU) is in that call; a fixed sleep was too long on a fast machine.
+    while max(_cpu_seconds(p) for p in workers) < 1.2 and not list(out.glob("sharded_*/*/*.txt")):
+        assert time.time() < deadline, "the workers never got busy"
+        time.sleep(0.05)
     assert not list(out.glob("sharded_*/*/*.txt")), "the text stage ended too soon for this test"
     os.kill(launcher.pid, signal.SIGKILL)  # the launcher alone, as a careless `kill -9 PID` does
     launcher.wait()
@@ -467,6 +475,16 @@ def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
     for p in alive:
         p.kill()
     assert not alive, f"{len(alive)} worker(s) still running 10 s after their launcher died"
+
+
+def _cpu_seconds(process) -> float:
+    import psutil
+
+    try:
+        times = process.cpu_times()
+    except psutil.Error:
+        return 0.0
+    return times.user + times.system
 
 
 def test_a_relative_output_folder_works(tmp_path):
