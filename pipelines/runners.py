@@ -7,7 +7,6 @@ always named explicitly and never runs in that mode.
 
 from __future__ import annotations
 
-import logging
 import os
 import shlex
 import sys
@@ -57,7 +56,7 @@ def make_pipeline(cfg: RunnerConfig) -> beam.Pipeline:
         if cfg.runner == "local" and workers > 1:
             # What direct_running_mode=multi_processing does, with our worker command
             # (bertdata.pipelines.worker) in place of Beam's: that mode would replace it.
-            _hide_running_mode_warning()
+            # (The runner's warning that in_memory wants one worker is below the CLI's log level.)
             environment = SubprocessSDKEnvironment.from_command_string(
                 f"{shlex.quote(sys.executable)} -m bertdata.pipelines.worker")
             options = PipelineOptions(args, direct_running_mode="in_memory", direct_num_workers=workers)
@@ -76,22 +75,6 @@ def make_pipeline(cfg: RunnerConfig) -> beam.Pipeline:
             args.append(f"--dask_npartitions={max(2, 4 * worker_count(cfg))}")
         return beam.Pipeline(runner=DaskRunner(), options=PipelineOptions(args))
     return beam.Pipeline(options=PipelineOptions(["--runner", cfg.runner, *args]))
-
-
-class _RunningModeWarning(logging.Filter):
-    """The FnApiRunner warns that several workers want a multi-process running mode even
-    when, as here, its environment already runs them as processes."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("If direct_num_workers is not equal to 1")
-
-
-_RUNNING_MODE_WARNING = _RunningModeWarning()
-
-
-def _hide_running_mode_warning() -> None:
-    # addFilter adds a given filter once, however many pipelines are made.
-    logging.getLogger("apache_beam.runners.portability.fn_api_runner.fn_runner").addFilter(_RUNNING_MODE_WARNING)
 
 
 def check_dask_scheduler(args: list[str]) -> None:
