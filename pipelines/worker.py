@@ -15,6 +15,7 @@ import sys
 
 from apache_beam.runners.worker import sdk_worker_main
 
+
 def main() -> None:
     sdk_worker_main.main(sys.argv)
     sys.stdout.flush()
