@@ -52,18 +52,15 @@ def make_pipeline(cfg: RunnerConfig) -> beam.Pipeline:
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
         workers = worker_count(cfg)
-        # One worker gains nothing from a subprocess but its start-up and the gRPC hops.
-        if cfg.runner == "local" and workers > 1:
-            # What direct_running_mode=multi_processing does, with our worker command
-            # (bertdata.pipelines.worker) in place of Beam's: that mode would replace it.
-            # (The runner's warning that in_memory wants one worker is below the CLI's log level.)
-            environment = SubprocessSDKEnvironment.from_command_string(
-                f"{shlex.quote(sys.executable)} -m bertdata.pipelines.worker")
-            options = PipelineOptions(args, direct_running_mode="in_memory", direct_num_workers=workers)
-            return beam.Pipeline(runner=FnApiRunner(default_environment=environment), options=options)
-        # In-process bundles run one at a time: several would run on threads.
-        options = PipelineOptions(args, direct_running_mode="in_memory", direct_num_workers=1)
-        return beam.Pipeline(runner=FnApiRunner(), options=options)
+        # One worker runs in this process (in-memory: several would run on threads): it gains
+        # nothing from a subprocess but its start-up and the gRPC hops. Several run as processes
+        # of our worker command (bertdata.pipelines.worker), which is what
+        # direct_running_mode=multi_processing does with Beam's, a mode that would replace ours.
+        # (The runner's warning that in_memory wants one worker is below the CLI's log level.)
+        environment = SubprocessSDKEnvironment.from_command_string(
+            f"{shlex.quote(sys.executable)} -m bertdata.pipelines.worker") if workers > 1 else None
+        options = PipelineOptions(args, direct_running_mode="in_memory", direct_num_workers=workers)
+        return beam.Pipeline(runner=FnApiRunner(default_environment=environment), options=options)
     if cfg.runner == "dask":
         from apache_beam.runners.dask.dask_runner import DaskRunner
 
