@@ -41,12 +41,14 @@ from bertdata.pipelines.records import GatherStage
 from bertdata.pipelines.resume import (RULES, StageManifest, check_vocab_unchanged, read_manifest, remove_leftovers,
                                        remove_temporaries, reusable_text_stage, text_stage_folders,
                                        this_runs_text_manifest)
-from bertdata.pipelines.runners import make_pipeline, spare_cores, worker_count
+from bertdata.pipelines.pool import WorkerPool, worker_count
+from bertdata.pipelines.runners import make_pipeline, spare_cores
 from bertdata.pipelines.text import NAMESPACE_PREFIX, DumpToTextShards
 from bertdata.pipelines.work import work_groups, work_items
 
 
-def run_build(cfg: BuildConfig) -> dict:
+def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
+    """Run the build `cfg` describes; local workers are forked by `pool` when given."""
     started = time.time()
     check_output(cfg.output)
     # One build per output folder: two would replace each other's shards and temporaries.
@@ -55,7 +57,7 @@ def run_build(cfg: BuildConfig) -> dict:
             as notes:
         for line in notes:
             note(line)
-        return _build(cfg, started)
+        return _build(cfg, started, pool)
 
 
 def check_output(output: str) -> None:
@@ -70,7 +72,7 @@ def check_output(output: str) -> None:
         raise BertdataError(f"{output}: output folder is not writable")
 
 
-def _build(cfg: BuildConfig, started: float) -> dict:
+def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     inputs = resolve_inputs(cfg)
     dump, index, dump_record, vocab, site = inputs.dump, inputs.index, inputs.record, inputs.vocab, inputs.site
     note(f"dump {dump_record['name']} ({dump_record['bytes'] / 1e6:.1f} MB, sha1 {dump_record['sha1'][:12]}…), "
@@ -115,7 +117,7 @@ def _build(cfg: BuildConfig, started: float) -> dict:
                for p in chosen]
     outputs = [o for o in outputs if o.shards is not None or o.lddl is not None]
 
-    pipeline = make_pipeline(cfg.runner)
+    pipeline = make_pipeline(cfg.runner, pool)
     items = None
     finder = functools.partial(this_runs_text_manifest, cfg.output, text_dirs, run.started_at)
     if reuse is None:

@@ -7,40 +7,24 @@ always named explicitly and never runs in that mode.
 
 from __future__ import annotations
 
-import os
-import shlex
-import sys
-
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
 from bertdata.config import RunnerConfig
 from bertdata.errors import BertdataError
-
-LOCAL_RUNNERS = ("local", "in-memory")
-
-
-def _cores() -> int:
-    # The cores this process may use (taskset, cgroups), not the machine's total.
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def worker_count(cfg: RunnerConfig) -> int:
-    if cfg.runner == "in-memory":
-        return 1
-    return cfg.workers or _cores()
+from bertdata.pipelines.pool import LOCAL_RUNNERS, WorkerPool, cores, plain_worker_command, worker_count
 
 
 def spare_cores(cfg: RunnerConfig) -> bool:
     """Whether a worker has a core beside its own (for helper threads). Unknown on a
     cluster runner: assume so."""
-    return cfg.runner not in LOCAL_RUNNERS or worker_count(cfg) < _cores()
+    return cfg.runner not in LOCAL_RUNNERS or worker_count(cfg) < cores()
 
 
-def make_pipeline(cfg: RunnerConfig) -> beam.Pipeline:
-    """A Pipeline for `cfg`: `local` (FnApiRunner, one process per worker; in this process
-    when there is one worker), `in-memory` (FnApiRunner in this process), `dask` (DaskRunner;
+def make_pipeline(cfg: RunnerConfig, pool: WorkerPool | None = None) -> beam.Pipeline:
+    """A Pipeline for `cfg`: `local` (FnApiRunner, one process per worker, forked by `pool`
+    when there is one; in this process when there is one worker), `in-memory` (FnApiRunner in this process), `dask` (DaskRunner;
     pass --dask_client_address=HOST:PORT after `--`), or any other Beam runner name with its
     options after `--`."""
     # Construction-time type inference over every DoFn and lambda costs a fixed ~0.3 s a run;
@@ -54,11 +38,11 @@ def make_pipeline(cfg: RunnerConfig) -> beam.Pipeline:
         workers = worker_count(cfg)
         # One worker runs in this process (in-memory: several would run on threads): it gains
         # nothing from a subprocess but its start-up and the gRPC hops. Several run as processes
-        # of our worker command (bertdata.pipelines.worker), which is what
+        # of our worker command (bertdata.pipelines.worker, or the pool's), which is what
         # direct_running_mode=multi_processing does with Beam's, a mode that would replace ours.
         # (The runner's warning that in_memory wants one worker is below the CLI's log level.)
-        environment = SubprocessSDKEnvironment.from_command_string(
-            f"{shlex.quote(sys.executable)} -m bertdata.pipelines.worker") if workers > 1 else None
+        command = pool.command if pool else plain_worker_command()
+        environment = SubprocessSDKEnvironment.from_command_string(command) if workers > 1 else None
         options = PipelineOptions(args, direct_running_mode="in_memory", direct_num_workers=workers)
         return beam.Pipeline(runner=FnApiRunner(default_environment=environment), options=options)
     if cfg.runner == "dask":

@@ -1,26 +1,110 @@
-"""A local worker process: Beam's SDK harness, then an exit without the interpreter's teardown.
+"""Local worker processes: Beam's SDK harness, run plainly or forked from the pool's server.
 
-The FnApiRunner stops its workers one after another, waiting for each process to end, and a
-worker's teardown (freeing its heap, joining gRPC's threads) takes about 0.2 s: with two
-workers that was 0.4 s of a 17 s build, all of it after the last shard was written. Nothing
-is lost by skipping it: every file a worker writes is closed and renamed before its bundle
-completes, and the harness has flushed its log to the launcher when it returns. A harness
-that fails exits the ordinary way, with its traceback and status.
+`python -m bertdata.pipelines.worker` is a plain worker. `--serve FD` is the pool's server
+(see pool.py): it imports what workers need, then forks one worker per request arriving on
+the listening socket FD, until its stdin closes.
+
+Either way a worker ends without the interpreter's teardown. The FnApiRunner stops its
+workers one after another, waiting for each process to end, and a worker's teardown
+(freeing its heap, joining gRPC's threads) takes about 0.2 s: with two workers that was
+0.4 s of a 17 s build, all of it after the last shard was written. Nothing is lost by
+skipping it: every file a worker writes is closed and renamed before its bundle completes,
+and the harness has flushed its log to the launcher when it returns. A plain worker whose
+harness fails exits the ordinary way, with its traceback and status.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
+import select
+import signal
+import socket
 import sys
+import traceback
+import warnings
 
 from apache_beam.runners.worker import sdk_worker_main
 
+from bertdata.pipelines.attach import ATTACHED
+
+# What the pipelines' DoFns import: loaded once in the server, shared by every forked worker.
+PRELOAD = ("bertdata.pipelines.text", "bertdata.pipelines.instances", "bertdata.pipelines.manifests")
+
 
 def main() -> None:
+    if sys.argv[1:2] == ["--serve"]:
+        serve(int(sys.argv[2]))
+        return
     sdk_worker_main.main(sys.argv)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def serve(listener_fd: int) -> None:
+    listener = socket.socket(fileno=listener_fd)
+    path = listener.getsockname()
+    # Ctrl-C reaches the whole process group; the server ends when the launcher does.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for name in PRELOAD:
+            importlib.import_module(name)
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps finished workers
+        while True:
+            ready, _, _ = select.select([listener, 0], [], [])
+            if 0 in ready and not os.read(0, 1):
+                break
+            if listener in ready:
+                conn, _ = listener.accept()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                with warnings.catch_warnings():
+                    # Python 3.12+ warns on fork in a multi-threaded process. Ours has no other
+                    # Python thread; its only native ones are allocator helpers (jemalloc's, which
+                    # Beam's pyarrow import starts, and OpenBLAS's), and both libraries register
+                    # fork handlers for them.
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    child = os.fork()
+                if child == 0:
+                    _worker(listener, conn)
+                conn.close()
+    finally:
+        os.unlink(path)
+        os.rmdir(os.path.dirname(path))
+    # Its heap is every worker's preloaded modules: freeing them would hold up the launcher.
+    os._exit(0)
+
+
+def _worker(listener: socket.socket, conn: socket.socket) -> None:
+    """The forked child: take the attaching process's streams, environment and folder, run
+    the harness, send its exit status back."""
+    status = 1
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        listener.close()
+        _, fds, _, _ = socket.recv_fds(conn, len(ATTACHED), 3)
+        request = json.loads(b"".join(iter(lambda: conn.recv(1 << 16), b"")))
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        conn.sendall(ATTACHED)
+        sdk_worker_main.main(sys.argv)
+        status = 0
+    except BaseException:  # noqa: B036 - whatever ends the harness is reported, then the process ends
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            conn.sendall(bytes([status]))
+        finally:
+            os._exit(status)
 
 
 if __name__ == "__main__":

@@ -129,6 +129,21 @@ def test_same_bytes_in_memory_and_one_worker(sample_build, tmp_path):
     assert tree_digest(one) == tree_digest(sample_build) == tree_digest(mem)
 
 
+def test_same_bytes_from_plain_worker_processes(sample_build, tmp_path):
+    """Workers the runner starts itself, as where no pool forks them (not Linux, or its server
+    gone), make the bytes the pool's workers make."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "plain"
+    argv = ["build", "--wiki-only", "--sample", "--output", str(out), *SAMPLE_SHARDS, "--workers", "2"]
+    script = ("import sys; from bertdata.cli import build_parser; from bertdata.commands.build import config_from_args; "
+              "from bertdata.pipelines.build import run_build; "
+              "run_build(config_from_args(build_parser().parse_args(sys.argv[1:])))")
+    subprocess.run([sys.executable, "-c", script, *argv], check=True, capture_output=True, timeout=600)
+    assert tree_digest(out) == tree_digest(sample_build)
+
+
 def test_seeds_derived_per_shard_unless_asked(sample_build, tmp_path):
     manifest = json.loads((sample_build / PHASE1 / "wikicorpus_en" / "manifest.json").read_text())
     assert len({s["seed"] for s in manifest["shards"]}) == len(manifest["shards"]) > 1
@@ -457,13 +472,13 @@ def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     workers = []
-    while len(workers) < 2:
+    while len(workers) < 3:  # the pool's server and the two workers it forked
         assert launcher.poll() is None and time.time() < deadline, "build ended before its workers started"
         workers = [p for p in launcher.children(recursive=True) if "bertdata.pipelines.worker" in " ".join(p.cmdline())]
         time.sleep(0.05)
     # Inside the text stage: the dump is one bz2 stream, which one worker cleans in one long
-    # call, during which Beam's own channel checks never run. A worker past its imports
-    # (about 0.7 s of CPU) is in that call; a fixed sleep was too long on a fast machine.
+    # call, during which Beam's own channel checks never run. A worker with 1.2 s of CPU is
+    # in that call (a forked worker starts at 0); a fixed sleep was too long on a fast machine.
     while max(_cpu_seconds(p) for p in workers) < 1.2 and not list(out.glob("sharded_*/*/*.txt")):
         assert time.time() < deadline, "the workers never got busy"
         time.sleep(0.05)

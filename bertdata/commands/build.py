@@ -156,7 +156,11 @@ def config_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
-    from bertdata.pipelines.build import run_build
+    from bertdata.pipelines.pool import worker_pool
 
-    run_build(cfg)
+    # The pool's server imports Beam and our modules on another core while this process does.
+    with worker_pool(cfg.runner) as pool:
+        from bertdata.pipelines.build import run_build
+
+        run_build(cfg, pool)
     return 0

@@ -1,0 +1,88 @@
+"""The local worker pool (bertdata.pipelines.pool): its server, the attach command, cleanup.
+
+Builds through the pool (every `--workers 2` CLI build in the suite) check the bytes; these
+check what a build does not show: statuses, streams, and what is left when things end."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from bertdata.config import RunnerConfig
+from bertdata.pipelines.pool import WorkerPool, worker_pool
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the pool forks its workers on Linux only")
+
+
+def attach(pool: WorkerPool, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(shlex.split(pool.command), capture_output=True, text=True, timeout=60, **kwargs)
+
+
+def test_a_worker_that_fails_reports_its_traceback_on_its_own_stderr_and_exits_1(tmp_path):
+    with worker_pool(RunnerConfig("local", 2)) as pool:
+        # No runner address in the environment: the forked harness fails at once.
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_SERVICE_DESCRIPTOR")}
+        proc = attach(pool, env=env, cwd=tmp_path)
+        # Forking is safe while the server's only threads besides its main one are native
+        # helpers with fork handlers (OpenBLAS's, jemalloc's): no Python thread of its own.
+        assert psutil.Process(pool.server.pid).num_threads() <= 3
+    assert proc.returncode == 1
+    # The forked worker's traceback, through the stderr this command handed over.
+    assert "in _worker" in proc.stderr and "CONTROL_API_SERVICE_DESCRIPTOR" in proc.stderr
+
+
+def test_the_server_ends_and_removes_its_socket_when_the_pool_closes():
+    pool = WorkerPool()
+    folder = pool.folder
+    assert os.path.exists(os.path.join(folder, "workers.sock"))
+    pool.close()
+    assert pool.server.returncode == 0
+    assert not os.path.exists(folder)
+
+
+def test_the_server_ends_and_cleans_up_when_its_launcher_is_killed_outright():
+    script = ("import time; from bertdata.pipelines.pool import WorkerPool; p = WorkerPool(); "
+              "print(p.server.pid, p.folder, flush=True); time.sleep(120)")
+    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pid, folder = launcher.stdout.readline().split()
+    server = psutil.Process(int(pid))
+    os.kill(launcher.pid, signal.SIGKILL)
+    launcher.wait()
+    # It may still be importing; it notices its closed stdin once done.
+    gone, alive = psutil.wait_procs([server], timeout=30)
+    for p in alive:
+        p.kill()
+    assert not alive, "the pool's server outlived its launcher"
+    deadline = time.time() + 5
+    while os.path.exists(folder) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(folder)
+
+
+def test_without_a_server_the_attach_command_becomes_a_plain_worker(tmp_path):
+    pool = WorkerPool()
+    pool.server.kill()
+    pool.server.wait()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_SERVICE_DESCRIPTOR")}
+        proc = attach(pool, env=env)
+    finally:
+        pool.close()
+    # The plain worker's harness fails the same way, in a process of its own.
+    assert proc.returncode != 0 and "CONTROL_API_SERVICE_DESCRIPTOR" in proc.stderr
+    assert "in _worker" not in proc.stderr
+    assert not os.path.exists(pool.folder)
+
+
+@pytest.mark.parametrize("cfg", [RunnerConfig("local", 1), RunnerConfig("in-memory", 2), RunnerConfig("dask", 2),
+                                 RunnerConfig("DataflowRunner", 8)])
+def test_no_pool_where_no_local_worker_processes_run(cfg):
+    with worker_pool(cfg) as pool:
+        assert pool is None
