@@ -47,8 +47,11 @@ class StageRecords:
                    merge_counts(r.values for r in records if isinstance(r, Counts)))
 
     def records(self) -> list:
-        """The records again, one element each, for the next stage to spread over workers."""
-        return [self.plan, *self.shards, Counts(self.counts)]
+        """The records again, one element each, for the next stage to spread over workers: the
+        largest text shards first, so that the last to finish, on whichever worker, are small
+        (and the local runner, which deals elements out in turn, gives workers near-equal work)."""
+        largest_first = sorted(self.shards, key=lambda r: -r.bytes)
+        return [self.plan, *largest_first, Counts(self.counts)]
 
 
 class Gather(beam.PTransform):
