@@ -37,6 +37,11 @@ from pathlib import Path
 from typing import BinaryIO
 from xml.sax.saxutils import escape, quoteattr
 
+try:
+    import indexed_bzip2
+except ImportError:  # a platform without its wheel: libbz2 does it all
+    indexed_bzip2 = None
+
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path, check_output_path, input_errors
 from bertdata.languages import dataset_name, dump_language
@@ -169,6 +174,22 @@ def _bz2_chunks(f: BinaryIO, name: str, start: int, end: int | None, hint: str =
             f"{name}: truncated bz2 data: the {where} ends at compressed byte {offset} inside the "
             f"stream starting at byte {stream_start}{hint}"
         )
+
+
+def _indexed_bz2_chunks(raw: bytes, name: str, start: int, end: int, hint: str = "") -> Iterator[bytes]:
+    """Decompress `raw`, the bz2 streams in bytes [start, end) of the dump, with indexed_bzip2:
+    about 28% less CPU than libbz2 (32x dump: 3.2 s against 4.4 s), but it holds the GIL, so it
+    is for a worker that has its core to itself. Its errors do not say where the damage is:
+    on one, libbz2 decodes the range again to name the stream and the offset, as it would
+    have alone."""
+    try:
+        with indexed_bzip2.open(io.BytesIO(raw), parallelization=1) as f:
+            while chunk := f.read(_OUT_SIZE):
+                yield chunk
+    except Exception as err:  # noqa: BLE001 - its exceptions are RuntimeError/ValueError with C++ text
+        for _ in _bz2_chunks(io.BytesIO(raw), name, start, end, hint):
+            pass
+        raise BertdataError(f"{name}: corrupt bz2 data in byte range [{start}, {end}) ({err}){hint}") from None
 
 
 _PREFETCH_CHUNKS = 8
@@ -616,8 +637,10 @@ def iter_pages_in_range(
 
     A range is a run of whole streams: one without the dump's header gets a synthetic
     `<mediawiki>` root, one without the footer a synthetic close. `max_page_chars` as
-    for `iter_pages`. `prefetch` decompresses on a helper thread: worth it only when a
-    core is free for it, else the hand-offs cost more than they overlap.
+    for `iter_pages`. `prefetch` decompresses on a helper thread, with libbz2, which
+    releases the GIL: worth it only when a core is free for it, else the hand-offs cost more
+    than they overlap. Without it the range (a work item: a few MB) is read whole and
+    decoded in line by indexed_bzip2, the cheaper decoder for a busy core.
     """
     name = os.fspath(path)
     hint = "; does the multistream index match this dump?"
@@ -625,9 +648,13 @@ def iter_pages_in_range(
     with _opened(name, opener) as f:
         _check_stream_start(f, start, name)
         f.seek(start)
+        if prefetch or indexed_bzip2 is None:
+            chunks = _bz2_chunks(f, name, start, end, hint)
+            chunks = _prefetched(chunks) if prefetch else chunks
+        else:
+            chunks = _indexed_bz2_chunks(f.read(end - start), name, start, end, hint)
         # Closed before the file is, so the prefetch thread never reads a closed file.
-        chunks = _bz2_chunks(f, name, start, end, hint)
-        with contextlib.closing(_prefetched(chunks) if prefetch else chunks) as chunks:
+        with contextlib.closing(chunks) as chunks:
             first = b""
             for chunk in chunks:
                 first += chunk

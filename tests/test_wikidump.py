@@ -96,9 +96,23 @@ def test_ranges_in_parallel_union_to_all_pages(fragment_pages, fragment_multistr
     assert index_ids == [p.page_id for p in fragment_pages]
 
 
-def test_range_including_header_and_footer(fragment_pages, fragment_multistream):
+@pytest.fixture(params=["prefetch", "indexed_bzip2", "libbz2"])
+def decoder_options(request, monkeypatch) -> dict:
+    """prefetch=True decodes with libbz2 on a helper thread, False in line with indexed_bzip2;
+    "libbz2" is False where indexed_bzip2 is not installed."""
+    decoder = request.param
+    if decoder == "libbz2":
+        monkeypatch.setattr(wikidump, "indexed_bzip2", None)
+    else:
+        assert wikidump.indexed_bzip2 is not None, "indexed_bzip2 is a dependency: install it"
+    return {"prefetch": decoder == "prefetch"}
+
+
+def test_range_including_header_and_footer(fragment_pages, fragment_multistream, decoder_options):
     dump, _ = fragment_multistream
-    assert list(iter_pages_in_range(dump, 0, dump.stat().st_size)) == fragment_pages
+    assert list(iter_pages_in_range(dump, 0, dump.stat().st_size, **decoder_options)) == fragment_pages
+    ranges = stream_ranges(dump, fragment_multistream[1])
+    assert [p for r in ranges for p in iter_pages_in_range(dump, *r, **decoder_options)] == fragment_pages
 
 
 def test_parse_speed(fragment_pages):
@@ -168,11 +182,13 @@ def test_corrupt_bz2_names_file_stream_and_offset(tmp_path):
     with pytest.raises(BertdataError, match=rf"{re.escape(str(bad))}: corrupt bz2 data in the stream "
                                             rf"starting at byte {start} \(detected by compressed byte \d+\)"):
         list(iter_pages(bad))
-    # A worker reading only the damaged range reports the same stream.
-    with pytest.raises(BertdataError, match=f"stream starting at byte {start}"):
-        list(iter_pages_in_range(bad, start, end))
-    # Ranges before it are unaffected.
-    assert list(iter_pages_in_range(bad, *ranges[0]))
+    # A worker reading only the damaged range reports the same stream, whatever its decoder.
+    for options in ({"prefetch": True}, {"prefetch": False}):
+        with pytest.raises(BertdataError, match=rf"{re.escape(str(bad))}: corrupt bz2 data in the stream "
+                                                rf"starting at byte {start} \(detected by compressed byte \d+\)"):
+            list(iter_pages_in_range(bad, start, end, **options))
+        # Ranges before it are unaffected.
+        assert list(iter_pages_in_range(bad, *ranges[0], **options))
 
 
 def test_non_mediawiki_xml_refused(tmp_path):
@@ -241,13 +257,15 @@ def test_index_that_does_not_match_the_dump(tmp_path, fragment_multistream):
         stream_ranges(SAMPLE_DUMP, backwards)
 
 
-def test_range_not_on_stream_boundaries(fragment_multistream):
+def test_range_not_on_stream_boundaries(fragment_multistream, decoder_options):
     dump, index = fragment_multistream
     ranges = stream_ranges(dump, index)
     with pytest.raises(BertdataError, match="is not the start of a bz2 stream"):
-        list(iter_pages_in_range(dump, ranges[1][0] + 5, ranges[1][1]))
-    with pytest.raises(BertdataError, match=r"truncated bz2 data: the byte range .* inside the stream starting at byte"):
-        list(iter_pages_in_range(dump, ranges[1][0], ranges[1][1] - 10))
+        list(iter_pages_in_range(dump, ranges[1][0] + 5, ranges[1][1], **decoder_options))
+    start, end = ranges[1]
+    with pytest.raises(BertdataError, match=rf"truncated bz2 data: the byte range \[{start}, {end - 10}\) ends at "
+                                            rf"compressed byte {end - 10} inside the stream starting at byte {start}"):
+        list(iter_pages_in_range(dump, start, end - 10, **decoder_options))
 
 
 # --- writing -------------------------------------------------------------------------------
