@@ -55,15 +55,19 @@ class WorkerPool:
     def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="bertdata-workers-")
         path = os.path.join(self.folder, SOCKET_NAME)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-            listener.bind(path)
-            listener.listen(64)
-            # The server inherits the listening socket: requests made while it is still
-            # importing wait in the backlog. Its stdin is how it learns that the launcher is
-            # gone, however the launcher ended.
-            self.server = subprocess.Popen(
-                [sys.executable, "-m", "bertdata.pipelines.worker", "--serve", str(listener.fileno())],
-                stdin=subprocess.PIPE, pass_fds=(listener.fileno(),))
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+                listener.bind(path)
+                listener.listen(64)
+                # The server inherits the listening socket: requests made while it is still
+                # importing wait in the backlog. Its stdin is how it learns that the launcher
+                # is gone, however the launcher ended.
+                self.server = subprocess.Popen(
+                    [sys.executable, "-m", "bertdata.pipelines.worker", "--serve", str(listener.fileno())],
+                    stdin=subprocess.PIPE, pass_fds=(listener.fileno(),))
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         self.command = " ".join(shlex.quote(a) for a in (sys.executable, "-I", "-S", ATTACH, path))
 
     def close(self) -> None:
@@ -83,7 +87,11 @@ def worker_pool(cfg: RunnerConfig) -> Iterator[WorkerPool | None]:
     if cfg.runner != "local" or worker_count(cfg) < 2 or sys.platform != "linux":
         yield None
         return
-    pool = WorkerPool()
+    try:
+        pool = WorkerPool()
+    except OSError:  # e.g. a TMPDIR too long for a socket path (about 100 bytes): plain workers
+        yield None
+        return
     try:
         yield pool
     finally:

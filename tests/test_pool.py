@@ -86,3 +86,12 @@ def test_without_a_server_the_attach_command_becomes_a_plain_worker(tmp_path):
 def test_no_pool_where_no_local_worker_processes_run(cfg):
     with worker_pool(cfg) as pool:
         assert pool is None
+
+
+def test_no_pool_where_its_socket_cannot_be_made(tmp_path, monkeypatch):
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(deep))  # a socket path longer than Unix allows
+    with worker_pool(RunnerConfig("local", 2)) as pool:
+        assert pool is None
+    assert not any(deep.iterdir())
