@@ -15,6 +15,7 @@ harness fails exits the ordinary way, with its traceback and status.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -71,8 +72,9 @@ def serve(listener_fd: int) -> None:
                     _worker(listener, conn)
                 conn.close()
     finally:
-        os.unlink(path)
-        os.rmdir(os.path.dirname(path))
+        with contextlib.suppress(OSError):  # already gone if the launcher's close outwaited us
+            os.unlink(path)
+            os.rmdir(os.path.dirname(path))
     # Its heap is every worker's preloaded modules: freeing them would hold up the launcher.
     os._exit(0)
 
