@@ -8,6 +8,7 @@ worker's exit status and exits with it. When no server answers, it becomes a pla
 
 import json
 import os
+import signal
 import socket
 import sys
 
@@ -15,6 +16,8 @@ ATTACHED = b"A"
 
 
 def main() -> None:
+    # Ctrl-C reaches the worker too (one process group): its status says how it ended.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(sys.argv[1])
@@ -25,6 +28,7 @@ def main() -> None:
     except OSError:
         attached = False
     if not attached:  # the server is gone or failed before forking this worker
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # an ignored SIGINT would outlive exec
         os.execv(sys.executable, [sys.executable, "-m", "bertdata.pipelines.worker"])
     try:
         status = conn.recv(1)
