@@ -171,6 +171,47 @@ def test_truncated_bz2_names_file_and_offset(tmp_path):
     assert f"compressed byte {len(data) // 2}" in message
 
 
+def test_bytes_that_start_no_stream_are_corrupt_data_for_every_decoder(tmp_path, decoder_options):
+    """indexed_bzip2 alone would stop there quietly and drop the rest of the range."""
+    data = SAMPLE_DUMP.read_bytes()
+    ranges = stream_ranges(SAMPLE_DUMP, SAMPLE_INDEX)
+    (a, b), (_, c) = ranges[1], ranges[2]
+    between = tmp_path / "between.xml.bz2"
+    between.write_bytes(data[:b] + b"\0\0\0" + data[b:])  # inside the range [a, c + 3)
+    with pytest.raises(BertdataError, match=rf"corrupt bz2 data in the stream starting at byte {b}"):
+        list(iter_pages_in_range(between, a, c + 3, **decoder_options))
+    tail = tmp_path / "tail.xml.bz2"
+    tail.write_bytes(data + b"junk")
+    start, end = ranges[-1]
+    with pytest.raises(BertdataError, match=rf"corrupt bz2 data in the stream starting at byte {end}"):
+        list(iter_pages_in_range(tail, start, end + 4, **decoder_options))
+
+
+def test_libbz2_supplies_what_indexed_bzip2_left_out(monkeypatch, sample_pages):
+    """Should indexed_bzip2 fail on data libbz2 reads, the pages are still all there, once."""
+    real_open = wikidump.indexed_bzip2.open
+
+    class FailsAfterOneChunk:
+        def __init__(self, *args, **kwargs):
+            self.inner, self.reads = real_open(*args, **kwargs), 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.inner.close()
+
+        def read(self, size):
+            self.reads += 1
+            if self.reads > 1:
+                raise RuntimeError("std::exception")
+            return self.inner.read(1000)  # not a whole chunk: the hand-over is mid-chunk
+
+    monkeypatch.setattr(wikidump.indexed_bzip2, "open", FailsAfterOneChunk)
+    ranges = stream_ranges(SAMPLE_DUMP, SAMPLE_INDEX)
+    assert [p for r in ranges for p in iter_pages_in_range(SAMPLE_DUMP, *r, prefetch=False)] == sample_pages
+
+
 def test_corrupt_bz2_names_file_stream_and_offset(tmp_path):
     data = bytearray(SAMPLE_DUMP.read_bytes())
     ranges = stream_ranges(SAMPLE_DUMP, SAMPLE_INDEX)
