@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from bertdata.books import SNIFF_BYTES, check_text_file
 from bertdata.config import BuildConfig
+from bertdata.digests import file_identity, known_sha1, remember_sha1
 from bertdata.errors import BertdataError
 from bertdata.fsutil import input_errors
 from bertdata.languages import dump_language
@@ -84,20 +85,34 @@ def _index_beside(dump: str) -> str | None:
 
 def _dump_record(dump: str, index: str | None) -> dict:
     """Name, date and sha1 (what Wikimedia publishes) of a dump given as a path."""
+    local = fsio.is_local(dump)
+    with input_errors(dump, "dump file"):
+        sha1 = known_sha1(dump) if local else None
+        if sha1 is not None:
+            size = os.path.getsize(dump)
+        else:
+            identity = file_identity(dump) if local else None
+            sha1, size = _sha1(dump)
+            if local:
+                remember_sha1(dump, sha1, identity)
+    name = fsio.FileSystems.split(dump)[1]
+    date = _DUMP_DATE.search(name)
+    return {"name": name, "date": date.group(1) if date else "unknown", "sha1": sha1,
+            "bytes": size, "index": fsio.FileSystems.split(index)[1] if index else None}
+
+
+def _sha1(path: str) -> tuple[str, int]:
     from tqdm import tqdm
 
     digest = hashlib.sha1()
     size = 0
-    with input_errors(dump, "dump file"), open_raw(dump) as f, tqdm(
-            desc="sha1 of dump", unit="B", unit_scale=True, leave=False, disable=None) as bar:
+    with open_raw(path) as f, tqdm(desc="sha1 of dump", unit="B", unit_scale=True, leave=False,
+                                   disable=None) as bar:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
             size += len(block)
             bar.update(len(block))
-    name = fsio.FileSystems.split(dump)[1]
-    date = _DUMP_DATE.search(name)
-    return {"name": name, "date": date.group(1) if date else "unknown", "sha1": digest.hexdigest(),
-            "bytes": size, "index": fsio.FileSystems.split(index)[1] if index else None}
+    return digest.hexdigest(), size
 
 
 def list_books(folder: str | None) -> list[str]:
