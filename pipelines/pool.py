@@ -12,7 +12,8 @@ streams over a Unix socket and waits for the worker's exit status. Without a ser
 answer, it becomes a plain worker. The socket lives in a private (0700) folder: whoever
 can connect to it can make a worker run code.
 
-This module is stdlib-only so the build command can start the pool before importing Beam.
+This module imports no Beam (nor anything heavy), so the build command can start the pool
+before it loads Beam.
 """
 
 from __future__ import annotations

@@ -95,3 +95,11 @@ def test_no_pool_where_its_socket_cannot_be_made(tmp_path, monkeypatch):
     with worker_pool(RunnerConfig("local", 2)) as pool:
         assert pool is None
     assert not any(deep.iterdir())
+
+
+def test_the_pool_starts_before_beam_is_loaded():
+    """The build command starts the server first so that its imports overlap the launcher's:
+    importing the pool must not load Beam itself."""
+    code = "import sys, bertdata.pipelines.pool, bertdata.commands.build; print('apache_beam' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
