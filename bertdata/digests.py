@@ -47,9 +47,9 @@ def known_sha1(path: str) -> str | None:
 def remember_sha1(path: str, sha1: str, identity: list[int]) -> None:
     """Keep `sha1` for `path` as it was when hashing began (`identity`, from `file_identity`):
     a file changed during the hash then no longer matches it."""
-    entries = _entries()
-    entries.pop(os.path.realpath(path), None)
-    entries[os.path.realpath(path)] = {"identity": identity, "sha1": sha1}
+    entries, key = _entries(), os.path.realpath(path)
+    entries.pop(key, None)  # to the end: the newest entry is the last to go
+    entries[key] = {"identity": identity, "sha1": sha1}
     kept = dict(list(entries.items())[-MAX_ENTRIES:])
     with contextlib.suppress(OSError):  # a read-only home still builds, hashing every time
         cache_dir().mkdir(parents=True, exist_ok=True)
