@@ -109,6 +109,13 @@ def owner_gone(owner: Any) -> bool:
 LOCK_NAME = ".bertdata-lock"
 
 
+def lock_owner_text(owner: Any, path: str | os.PathLike) -> str:
+    """Who holds the lock at `path`, as its record says, for a refusal."""
+    if isinstance(owner, dict):
+        return f"pid {owner.get('pid')} on {owner.get('host')}, since {owner.get('since')}"
+    return f"unknown; remove {path} if no bertdata runs here"
+
+
 @contextlib.contextmanager
 def folder_lock(folder: str | os.PathLike, what: str) -> Iterator[list[str]]:
     """One writer per output folder: a lock file naming this process, refused while its
@@ -125,10 +132,8 @@ def folder_lock(folder: str | os.PathLike, what: str) -> Iterator[list[str]]:
             except (OSError, ValueError):
                 owner = None
             if not owner_gone(owner):
-                who = (f"pid {owner.get('pid')} on {owner.get('host')}, since {owner.get('since')}"
-                       if isinstance(owner, dict) else f"unknown; remove {path} if no bertdata runs here")
-                raise BertdataError(f"{folder}: another {what} is writing here ({who}); wait for it or choose "
-                                    "another output folder") from None
+                raise BertdataError(f"{folder}: another {what} is writing here ({lock_owner_text(owner, path)}); "
+                                    "wait for it or choose another output folder") from None
             # Renamed away first: of two runs taking over together, only one can rename it.
             stale = path.with_name(temp_basename())
             with contextlib.suppress(FileNotFoundError):

@@ -43,6 +43,7 @@ from bertdata.pipelines.resume import (RULES, StageManifest, check_vocab_unchang
                                        this_runs_text_manifest)
 from bertdata.pipelines.pool import WorkerPool, worker_count
 from bertdata.pipelines.runners import make_pipeline, spare_cores
+from bertdata.pipelines.stores import store_lock, store_of, use_stores
 from bertdata.pipelines.text import NAMESPACE_PREFIX, DumpToTextShards
 from bertdata.pipelines.work import work_groups, work_items
 
@@ -50,14 +51,24 @@ from bertdata.pipelines.work import work_groups, work_items
 def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
     """Run the build `cfg` describes; local workers are forked by `pool` when given."""
     started = time.time()
+    args = use_stores((cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books), cfg.runner.beam_args)
+    cfg = replace(cfg, runner=replace(cfg.runner, beam_args=args))
     check_output(cfg.output)
     # One build per output folder: two would replace each other's shards and temporaries.
-    # (Object stores have no exclusive create: there the user keeps builds apart.)
-    with folder_lock(cfg.output, "bertdata build") if fsio.is_local(cfg.output) else contextlib.nullcontext([]) \
-            as notes:
+    with output_lock(cfg.output, "bertdata build") as notes:
         for line in notes:
             note(line)
         return _build(cfg, started, pool)
+
+
+def output_lock(folder: str, what: str):
+    """One writer per output folder, on local disk or an object store (elsewhere, as on
+    hdfs://, the user keeps builds apart)."""
+    if fsio.is_local(folder):
+        return folder_lock(folder, what)
+    if store_of(folder) is not None:
+        return store_lock(folder, what, fsio.options())
+    return contextlib.nullcontext([])
 
 
 def check_output(output: str) -> None:
@@ -96,7 +107,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     chosen = () if cfg.stop_after == "text" else cfg.phases
     phases = [(p, fsio.join(cfg.output, hdf5_folder(p, t.lowercase), dataset)) for p in chosen] \
         if "hdf5" in cfg.formats else []
-    text_options = {"text": asdict(t), "books": [fsio.FileSystems.split(b)[1] for b in books],
+    text_options = {"text": asdict(t), "books": [fsio.split(b)[1] for b in books],
                     "dataset": dataset, RULES: RULES_VERSION, "language": site.language,
                     "punkt": punkt.model or "trained on the dump"}
     check_vocab_unchanged([d for _, d in phases], vocab, cfg.force)
@@ -173,8 +184,7 @@ def _lddl_phases(cfg: BuildConfig, chosen, work_dir: str, instance_options, voca
     if not folders:
         return phases, fields
     vocab_path = fsio.join(cfg.output, LDDL_VOCAB)
-    with open(vocab.path, "rb") as f:
-        vocab_bytes = f.read()
+    vocab_bytes = fsio.read_bytes(vocab.path)
     if fsio.exists(vocab_path) and fsio.read_bytes(vocab_path) != vocab_bytes and not cfg.force:
         raise BertdataError(f"{vocab_path}: holds another vocab than {vocab.path}; pass --force to replace it "
                             "(and the LDDL folders made with it), or choose another --output")
@@ -217,7 +227,7 @@ def _refuse_empty_build(dump: str, text: StageManifest, phase_dirs: list[str]) -
     """Undo a build that found nothing to write, and say so: its manifests would make a later
     run "resume" from nothing."""
     folders = [text.folder, *phase_dirs]
-    fsio.FileSystems.delete([fsio.join(f, MANIFEST) for f in folders if fsio.exists(fsio.join(f, MANIFEST))])
+    fsio.delete([fsio.join(f, MANIFEST) for f in folders if fsio.exists(fsio.join(f, MANIFEST))])
     for folder in folders:  # and the folders it made, now empty, so nothing looks built
         if fsio.is_local(folder):
             with contextlib.suppress(OSError):

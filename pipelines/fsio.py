@@ -1,64 +1,215 @@
-"""File I/O through Beam's FileSystems, so the same pipeline writes to local disk, gs://, s3:// or hdfs://."""
+"""File I/O through Beam's FileSystems, so the same pipeline writes to local disk, gs://, s3:// or hdfs://.
+
+FileSystems takes its options (an object store's endpoint and credentials) per process: the
+launcher sets them with `configure`, and every DoFn that reads or writes files is a
+`FilesDoFn`, which carries them to whichever process or cluster worker runs it.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 
-from apache_beam.io.filesystem import BeamIOError
+import apache_beam as beam
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from bertdata.fsutil import temp_basename
+
+
+# The Beam options this process's FileSystems was configured with.
+_options: tuple[str, ...] = ()
+_threads = threading.local()
+
+
+def configure(beam_args: Sequence[str]) -> None:
+    """Give this process's FileSystems the Beam options `beam_args` (see bertdata.pipelines.stores)."""
+    global _options
+    _options = tuple(beam_args)
+    FileSystems.set_options(PipelineOptions(list(_options)))
+
+
+def options() -> PipelineOptions:
+    return PipelineOptions(list(_options))
+
+
+class FilesDoFn(beam.DoFn):
+    """A DoFn that reads or writes through FileSystems: it takes the launcher's file-system
+    options along, since a cluster worker (Dask's) runs DoFns with none of the pipeline's."""
+
+    def __init__(self):
+        super().__init__()
+        self.file_options = _options
+
+    def setup(self):
+        if self.file_options != _options:
+            configure(self.file_options)
 
 
 def join(*parts: str) -> str:
     return FileSystems.join(*parts)
 
 
-def exists(path: str) -> bool:
-    return FileSystems.exists(path)
+def split(path: str) -> tuple[str, str]:
+    return FileSystems.split(path)
 
 
 def is_local(path: str) -> bool:
     return "://" not in path
 
 
+class _S3Files:
+    """s3:// paths on Beam's S3IO with one client per thread: Beam's S3FileSystem builds a
+    new boto3 client for every call, which costs more CPU than most calls themselves."""
+
+    def __init__(self):
+        from apache_beam.io.aws import s3io
+
+        self.io = s3io.S3IO(options=options())
+
+    def open(self, path: str, buffer: int):
+        return self.io.open(path, "rb", read_buffer_size=buffer)
+
+    def create(self, path: str):
+        return self.io.open(path, "wb")
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        # One PUT: atomic on its own, so no temporary and copy; and Beam's multipart
+        # writer cannot write an empty object (S3 refuses an upload of no parts).
+        bucket, key = path[len("s3://"):].split("/", 1)
+        self.io.client.client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    def exists(self, path: str) -> bool:
+        return self.io.exists(path)
+
+    def delete(self, paths: list[str]) -> None:
+        failed = {p: e for p, e in self.io.delete_paths(paths).items() if e is not None}
+        if failed:
+            raise BeamIOError("Delete operation failed", failed)
+
+    def replace(self, src: str, dest: str) -> None:
+        self.io.rename(src, dest)  # a copy, which overwrites, then a delete
+
+    def match(self, pattern: str) -> list[str]:
+        prefix = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+        regex = re.compile(FileSystem.translate_pattern(pattern))
+        return [path for path, _size in self.io.list_files(prefix) if regex.match(path)]
+
+    def size(self, path: str) -> int:
+        return self.io.size(path)
+
+
+class _BeamFiles:
+    """Any other path, through FileSystems."""
+
+    def open(self, path: str, buffer: int):
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+    def create(self, path: str):
+        return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        with atomic_writer(path) as f:
+            f.write(data)
+
+    def exists(self, path: str) -> bool:
+        return FileSystems.exists(path)
+
+    def delete(self, paths: list[str]) -> None:
+        FileSystems.delete(paths)
+
+    def replace(self, src: str, dest: str) -> None:
+        if FileSystems.exists(dest):
+            FileSystems.delete([dest])
+        FileSystems.rename([src], [dest])
+
+    def match(self, pattern: str) -> list[str]:
+        try:
+            result = FileSystems.match([pattern])[0]
+        except BeamIOError:
+            return []
+        return [m.path for m in result.metadata_list]
+
+    def size(self, path: str) -> int:
+        return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+
+
+_BEAM_FILES = _BeamFiles()
+
+
+def _files(path: str):
+    if not path.startswith("s3://"):
+        return _BEAM_FILES
+    if getattr(_threads, "options", None) != _options:
+        _threads.s3, _threads.options = _S3Files(), _options
+    return _threads.s3
+
+
+# What reads of a whole file buffer: Beam's S3 default (16 MB) would fetch 16 MB for a
+# manifest of a few KB.
+READ_BUFFER = 1 << 20
+
+
+def open_file(path: str, buffer: int = READ_BUFFER):
+    """`path`'s raw bytes to read (no decompression by extension: readers want the bytes)."""
+    return _files(path).open(path, buffer)
+
+
+def exists(path: str) -> bool:
+    return _files(path).exists(path)
+
+
+def delete(paths: list[str]) -> None:
+    if paths:
+        _files(paths[0]).delete(paths)
+
+
+def match(pattern: str) -> list[str]:
+    return sorted(_files(pattern).match(pattern))
+
+
+def size(path: str) -> int:
+    return _files(path).size(path)
+
+
 def _temp_name(path: str) -> str:
-    return FileSystems.join(FileSystems.split(path)[0], temp_basename())
+    return join(split(path)[0], temp_basename())
 
 
 @contextlib.contextmanager
 def atomic_writer(path: str) -> Iterator:
     """A file to write under a temporary name, renamed onto `path` when the block succeeds,
-    so readers never see a partial file."""
+    so readers never see a partial file (an object store would publish a failed upload)."""
     tmp = _temp_name(path)
+    files = _files(path)
     try:
-        with FileSystems.create(tmp, compression_type="uncompressed") as f:
+        with files.create(tmp) as f:
             yield f
     except BaseException:
         with contextlib.suppress(Exception):
-            FileSystems.delete([tmp])
+            files.delete([tmp])
         raise
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
-    FileSystems.rename([tmp], [path])
+    files.replace(tmp, path)
 
 
 def write_bytes(path: str, data: bytes) -> None:
-    with atomic_writer(path) as f:
-        f.write(data)
+    """`path` holds `data` once this returns, and never less than all of it."""
+    _files(path).write_bytes(path, data)
 
 
 def read_bytes(path: str) -> bytes:
-    with FileSystems.open(path) as f:
+    with open_file(path) as f:
         return f.read()
 
 
 def read_range(path: str, offset: int, length: int) -> bytes:
-    with FileSystems.open(path, compression_type="uncompressed") as f:
+    with open_file(path, max(length, 1)) as f:
         f.seek(offset)
         data = f.read(length)
     if len(data) != length:
@@ -73,9 +224,9 @@ def local_input(path: str) -> Iterator[str]:
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="bertdata-") as tmpdir:
-        local = os.path.join(tmpdir, FileSystems.split(path)[1])
-        with FileSystems.open(path) as src, open(local, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+        local = os.path.join(tmpdir, split(path)[1])
+        with open_file(path) as src, open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst, READ_BUFFER)
         yield local
 
 
@@ -87,32 +238,74 @@ def local_output(path: str) -> Iterator[str]:
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="bertdata-") as tmpdir:
-        local = os.path.join(tmpdir, FileSystems.split(path)[1])
+        local = os.path.join(tmpdir, split(path)[1])
         yield local
-        tmp = _temp_name(path)
-        with open(local, "rb") as src, FileSystems.create(tmp) as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        if FileSystems.exists(path):
-            FileSystems.delete([path])
-        FileSystems.rename([tmp], [path])
-
-
-def size(path: str) -> int:
-    return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+        with open(local, "rb") as src, atomic_writer(path) as dst:
+            shutil.copyfileobj(src, dst, READ_BUFFER)
 
 
 def remove_folder(folder: str) -> None:
     """A folder of plain files (none hidden), and the folder itself where that means something."""
-    files = match(join(folder, "*"))
-    if files:
-        FileSystems.delete(files)
+    delete(match(join(folder, "*")))
     if is_local(folder) and exists(folder):
-        FileSystems.delete([folder])
+        delete([folder])
 
 
-def match(pattern: str) -> list[str]:
-    try:
-        result = FileSystems.match([pattern])[0]
-    except BeamIOError:
-        return []
-    return sorted(m.path for m in result.metadata_list)
+def _objects(prefix: str) -> list[str]:
+    """Every object under the folder `prefix` of a store, at any depth."""
+    return [p for p in match(prefix.rstrip("/") + "/**") if not p.endswith("/")]
+
+
+@contextlib.contextmanager
+def staged_inputs(paths: Sequence[str]) -> Iterator[list[str]]:
+    """`paths` as local paths: local ones as they are; a stored file, or every object of a
+    stored folder, copied into a temporary folder for the block (commands that read files
+    with libraries that want local ones: h5py, pyarrow)."""
+    with contextlib.ExitStack() as stack:
+        local = []
+        for path in paths:
+            if is_local(path):
+                local.append(path)
+                continue
+            root = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="bertdata-")),
+                                split(path.rstrip("/"))[1])
+            if exists(path):
+                copies = {path: root}
+            else:
+                copies = {obj: os.path.join(root, obj[len(path.rstrip("/")) + 1:]) for obj in _objects(path)}
+                if not copies:
+                    from bertdata.errors import BertdataError
+
+                    raise BertdataError(f"{path}: not found")
+            for obj, target in copies.items():
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open_file(obj) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst, READ_BUFFER)
+            local.append(root)
+        yield local
+
+
+@contextlib.contextmanager
+def staged_output(folder: str, force: bool) -> Iterator[str]:
+    """A local folder to write `folder`'s files into; on success each is copied onto the store
+    (atomically), manifests last, and with `force` objects the run did not write are removed.
+    A stored folder that holds objects is refused without `force`."""
+    if is_local(folder):
+        yield folder
+        return
+    from bertdata.errors import BertdataError
+    from bertdata.manifest import MANIFEST
+
+    old = _objects(folder)
+    if old and not force:
+        raise BertdataError(f"{folder}: holds {len(old)} objects already; pass --force to replace them, or choose "
+                            "another --output")
+    with tempfile.TemporaryDirectory(prefix="bertdata-") as local:
+        yield local
+        names = sorted((os.path.relpath(os.path.join(root, f), local) for root, _, files in os.walk(local)
+                        for f in files), key=lambda n: (os.path.basename(n) == MANIFEST, n))
+        for name in names:
+            with open(os.path.join(local, name), "rb") as src, atomic_writer(join(folder, name)) as dst:
+                shutil.copyfileobj(src, dst, READ_BUFFER)
+        written = {join(folder, n) for n in names}
+        delete([p for p in old if p not in written])

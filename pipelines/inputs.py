@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bertdata.books import SNIFF_BYTES, check_text_file
 from bertdata.config import BuildConfig
@@ -41,12 +41,12 @@ def resolve_inputs(cfg: BuildConfig) -> Inputs:
     if cfg.sample:
         dump, index, sample_vocab = (str(p) for p in wikidump.sample_paths())
         return _inputs(dump, index, None, wikidump.read_site(dump, cfg.lang, open_raw),
-                       load_vocab(cfg.vocab or sample_vocab))
+                       _vocab(cfg.vocab, "en") if cfg.vocab else load_vocab(sample_vocab))
     if cfg.dump is None:
         from bertdata.download import DumpSpec, download_dump
 
         # The vocab first: offline without one, fail before a download of hours.
-        vocab = resolve_vocab(cfg.vocab, dump_language(f"{cfg.wiki}-", None, cfg.lang))
+        vocab = _vocab(cfg.vocab, dump_language(f"{cfg.wiki}-", None, cfg.lang))
         got = download_dump(DumpSpec(wiki=cfg.wiki, date=cfg.date, mirror=cfg.mirror),
                             fsio.join(cfg.output, "download"))
         record = {"name": os.path.basename(got["dump"]["path"]), "date": got["date"],
@@ -67,7 +67,17 @@ def resolve_inputs(cfg: BuildConfig) -> Inputs:
         raise BertdataError(f"{index}: multistream index not found")
     with input_errors(dump, "dump file"):
         site = wikidump.read_site(dump, cfg.lang, open_raw)
-    return _inputs(dump, index, None, site, resolve_vocab(cfg.vocab, site.language))
+    return _inputs(dump, index, None, site, _vocab(cfg.vocab, site.language))
+
+
+def _vocab(path: str | None, language: str) -> Vocab:
+    """The vocab at `path` (wherever it is stored), else the language's default."""
+    if path is None or fsio.is_local(path):
+        return resolve_vocab(path, language)
+    if not fsio.exists(path):
+        raise BertdataError(f"{path}: vocab file not found")
+    with fsio.local_input(path) as local:
+        return replace(load_vocab(local), path=path)
 
 
 def _inputs(dump: str, index: str | None, record: dict | None, site: Site, vocab: Vocab) -> Inputs:
@@ -95,10 +105,10 @@ def _dump_record(dump: str, index: str | None) -> dict:
             sha1, size = _sha1(dump)
             if local:
                 remember_sha1(dump, sha1, identity)
-    name = fsio.FileSystems.split(dump)[1]
+    name = fsio.split(dump)[1]
     date = _DUMP_DATE.search(name)
     return {"name": name, "date": date.group(1) if date else "unknown", "sha1": sha1,
-            "bytes": size, "index": fsio.FileSystems.split(index)[1] if index else None}
+            "bytes": size, "index": fsio.split(index)[1] if index else None}
 
 
 def _sha1(path: str) -> tuple[str, int]:
@@ -118,11 +128,11 @@ def _sha1(path: str) -> tuple[str, int]:
 def list_books(folder: str | None) -> list[str]:
     if not folder:
         return []
-    books = [p for p in fsio.match(fsio.join(folder, "*")) if not fsio.FileSystems.split(p)[1].startswith(".")]
+    books = [p for p in fsio.match(fsio.join(folder, "*")) if not fsio.split(p)[1].startswith(".")]
     if not books:
         raise BertdataError(f"{folder}: no book files found (expected plain-text files, one book each)")
     for path in books:
-        with fsio.FileSystems.open(path, compression_type="uncompressed") as f:
+        with fsio.open_file(path) as f:
             check_text_file(path, f.read(SNIFF_BYTES))
     return books
 

@@ -8,7 +8,6 @@ import os
 from dataclasses import dataclass
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
 
 from bertdata.config import InstanceConfig
 from bertdata.formats import ShardFormat
@@ -45,13 +44,15 @@ class PhaseOutput:
     lddl: LddlPhase | None = None
 
 
-class _MakeInstances(beam.DoFn):
+class _MakeInstances(fsio.FilesDoFn):
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool, same_seed_per_shard: bool,
                  force: bool):
+        super().__init__()
         self.vocab, self.phases = vocab, phases
         self.lowercase, self.same_seed, self.force = lowercase, same_seed_per_shard, force
 
     def setup(self):
+        super().setup()
         from bertdata.tokenize import WordPiece
 
         # Workers are the parallelism: the tokenizer's own thread pool only spins on busy
@@ -104,7 +105,7 @@ class _MakeInstances(beam.DoFn):
                 yield spill_shard(phase.lddl, record.index, _batches(instances, out, paths), self.vocab.tokens)
             del instances
             if out is not None:
-                with fsio.FileSystems.open(paths[0], compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                with fsio.open_file(paths[0]) as f:
                     sha = file_sha256(f)
                 yield HDF5Shard(out.folder, names[0], record.stem + ".txt", seed, stats["documents"],
                                 stats["sentences"], stats["tokens"], stats["instances"], stats["random_next"], sha,

@@ -134,8 +134,9 @@ def _local_pieces(plan: lddl.FilePlan) -> Iterator[lddl.FilePlan]:
         yield replace(plan, pieces=tuple((local.get(p, p), s, c) for p, s, c in plan.pieces))
 
 
-class _WriteFile(beam.DoFn):
+class _WriteFile(fsio.FilesDoFn):
     def __init__(self, phases: dict[str, LddlPhase]):
+        super().__init__()
         self.phases = phases
 
     def process(self, record):
@@ -149,7 +150,7 @@ class _WriteFile(beam.DoFn):
         schema = lddl.schema_for(phase.masking, binned=phase.bin_size is not None)
         with _local_pieces(record.plan) as plan, fsio.local_output(path) as local:
             size = lddl.write_file(plan, local, schema)
-        with fsio.FileSystems.open(path, compression_type="uncompressed") as f:
+        with fsio.open_file(path) as f:
             sha = file_sha256(f)
         yield LddlFile(record.folder, record.plan.name, record.plan.bin, record.plan.rows, size, sha)
 
@@ -181,7 +182,7 @@ def prepare_folder(phase: LddlPhase, options: dict, force: bool) -> bool:
     finished output (its manifest records the same options), else True after clearing what an
     interrupted build of ours left there. Files that no bertdata build wrote stay: refused
     unless `force`."""
-    listed = {fsio.FileSystems.split(path)[1]: path for path in fsio.match(fsio.join(phase.folder, "*"))}
+    listed = {fsio.split(path)[1]: path for path in fsio.match(fsio.join(phase.folder, "*"))}
     if MANIFEST in listed and not force:
         try:
             manifest = json.loads(fsio.read_bytes(listed[MANIFEST]))
@@ -202,15 +203,16 @@ def prepare_folder(phase: LddlPhase, options: dict, force: bool) -> bool:
     stale = [path for name, path in listed.items()
              if name in data or name in (lddl.NUM_SAMPLES_JSON, MANIFEST) or name.startswith(TEMP_PREFIX)]
     if stale:
-        fsio.FileSystems.delete(stale)
+        fsio.delete(stale)
     return True
 
 
-class WriteLddlManifests(beam.DoFn):
+class WriteLddlManifests(fsio.FilesDoFn):
     """Each LDDL folder's .num_samples.json, then its manifest.json (written last, so a folder
     with a manifest is complete); `phases`: each folder's manifest fields (options, lengths, attrs)."""
 
     def __init__(self, tool: dict, run: Run, dump: dict, phases: dict[str, dict]):
+        super().__init__()
         self.tool, self.run, self.dump, self.phases = tool, run, dump, phases
 
     def process(self, stage: StageRecords):
@@ -227,5 +229,5 @@ class WriteLddlManifests(beam.DoFn):
                 "files": [{"file": f.file, "bin": f.bin, "rows": f.rows, "sha256": f.sha256, "bytes": f.bytes}
                           for f in files]},
                 self.tool, self.run.record(), fsio.write_bytes)
-            fsio.FileSystems.delete([fsio.join(folder, WRITING)])
+            fsio.delete([fsio.join(folder, WRITING)])
         yield len(self.phases)

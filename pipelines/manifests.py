@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-import apache_beam as beam
-
 from bertdata.articles import quality
 from bertdata.manifest import MANIFEST, HDF5Shard, Run, write_manifest
 from bertdata.pipelines import fsio
@@ -16,10 +14,11 @@ from bertdata.pipelines.records import StageRecords
 from bertdata.pipelines.resume import remove_temporaries
 
 
-class WriteTextManifest(beam.DoFn):
+class WriteTextManifest(fsio.FilesDoFn):
     """Records the finished text stage, so a re-run resumes after it; hands its records on."""
 
     def __init__(self, tool: dict, run: Run, dump: dict, text_options: dict, work_dir: str):
+        super().__init__()
         self.tool, self.run, self.dump, self.text_options, self.work_dir = tool, run, dump, text_options, work_dir
 
     def process(self, stage: StageRecords):
@@ -34,11 +33,12 @@ class WriteTextManifest(beam.DoFn):
         yield from replace(stage, shards=tuple(texts), counts=counts).records()
 
 
-class WriteHDF5Manifests(beam.DoFn):
+class WriteHDF5Manifests(fsio.FilesDoFn):
     """Writes each hdf5 phase folder's manifest.json from what the instance stage handed on;
     `phases`: each folder's options. Hands on the stage's other shards (LDDL runs)."""
 
     def __init__(self, tool: dict, run: Run, dump: dict, phases: dict[str, dict]):
+        super().__init__()
         self.tool, self.run, self.dump, self.phases = tool, run, dump, phases
 
     def process(self, stage: StageRecords):

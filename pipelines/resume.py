@@ -128,7 +128,7 @@ def remove_leftovers(phase_dirs: list[str], text_dirs: list[str], work_dir: str,
         if redo_text and folder in text_dirs:
             doomed += fsio.match(fsio.join(folder, "*.txt")) + fsio.match(fsio.join(folder, MANIFEST))
     if doomed:
-        fsio.FileSystems.delete(doomed)
+        fsio.delete(doomed)
     remove_temporaries(work_dir)
 
 
@@ -138,5 +138,5 @@ def remove_temporaries(work_dir: str) -> None:
     fsio.remove_folder(lddl_runs_folder(work_dir))
     progress.clear_markers(work_dir)
     if fsio.is_local(work_dir) and fsio.exists(work_dir):
-        fsio.FileSystems.delete([work_dir])
+        fsio.delete([work_dir])
 

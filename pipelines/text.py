@@ -13,8 +13,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 from bertdata.articles import count_dict, merge_counts, page_document, sentence_counts
 from bertdata.books import book_document
@@ -59,8 +57,7 @@ class WorkItem:
 
 
 def open_raw(path: str):
-    # FileSystems would decompress .bz2 by its extension; the readers need the raw bytes.
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return fsio.open_file(path)
 
 
 def runs_folder(work_dir: str) -> str:
@@ -73,7 +70,7 @@ def _documents(item: WorkItem, cfg: TextConfig, splitter, markup, counts: Counte
     if item.kind == "book":
         with open_raw(item.path) as f:
             doc = book_document(item.path, f.read(), splitter, counts)
-        docs = [] if doc is None else [(f"book:{FileSystems.split(item.path)[1]}", doc)]
+        docs = [] if doc is None else [(f"book:{fsio.split(item.path)[1]}", doc)]
     else:
         pages = (iter_pages(item.path, open_raw, max_page_chars=cfg.max_page_chars) if item.start is None
                  else iter_pages_in_range(item.path, item.start, item.end, open_raw, max_page_chars=cfg.max_page_chars,
@@ -86,11 +83,12 @@ def _documents(item: WorkItem, cfg: TextConfig, splitter, markup, counts: Counte
             yield assign(key, cfg.training_shards, cfg.test_shards, cfg.test_fraction), doc
 
 
-class _CleanAndSpill(beam.DoFn):
+class _CleanAndSpill(fsio.FilesDoFn):
     """A work group -> its documents cleaned, split into sentences and written as runs;
     yields a Run record per run and one Counts record."""
 
     def __init__(self, cfg: TextConfig, work_dir: str, splitter, markup, prefetch: bool):
+        super().__init__()
         self.cfg, self.work_dir, self.splitter, self.markup, self.prefetch = cfg, work_dir, splitter, markup, prefetch
 
     def process(self, group: tuple[int, list[WorkItem]]):
@@ -142,12 +140,13 @@ def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str) -> li
             *(ShardJob(folder, split, index, tuple(b)) for (split, index), b in sorted(blocks.items()))]
 
 
-class _WriteTextShard(beam.DoFn):
+class _WriteTextShard(fsio.FilesDoFn):
     """A ShardJob -> the text shard, written; yields its TextShard record, and a Counts
     record correcting the totals when a page id occurred more than once. Other records
     pass through."""
 
     def __init__(self, dataset: str):
+        super().__init__()
         self.dataset = dataset
 
     def process(self, job):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import logging
 import os
 import select
 import signal
@@ -26,7 +27,11 @@ import sys
 import traceback
 import warnings
 
-from apache_beam.runners.worker import sdk_worker_main
+# Beam's import warns about optional cloud clients on the stderr this process shares with the
+# launcher's terminal; a worker's harness sets its own log level when it starts.
+logging.getLogger().setLevel(logging.ERROR)
+
+from apache_beam.runners.worker import sdk_worker_main  # noqa: E402
 
 from bertdata.pipelines.attach import ATTACHED
 

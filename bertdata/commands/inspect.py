@@ -55,6 +55,19 @@ NSP_MIN_INSTANCES = 50
 
 
 def run(args: argparse.Namespace) -> int:
+    if not any("://" in p for p in [*args.paths, args.vocab or ""]):
+        return _inspect(args)
+    from bertdata.pipelines import fsio
+    from bertdata.pipelines.stores import use_stores
+
+    # Shards on an object store are read from a local copy, made for this run.
+    use_stores([*args.paths, args.vocab])
+    with fsio.staged_inputs([*args.paths, *([args.vocab] if args.vocab else [])]) as local:
+        return _inspect(argparse.Namespace(**{**vars(args), "paths": local[:len(args.paths)],
+                                              "vocab": local[len(args.paths)] if args.vocab else None}))
+
+
+def _inspect(args: argparse.Namespace) -> int:
     import itertools
 
     from bertdata.errors import BertdataError, ValidationError

@@ -110,7 +110,20 @@ def run(args: argparse.Namespace) -> int:
         force=args.force, workers=args.workers, format=args.format, masking=args.masking,
         bin_size=args.bin_size, ranks=args.ranks, vocab=args.vocab,
     )
-    result = repartition(config)
+    if any("://" in p for p in [*config.inputs, config.output, config.vocab or ""]):
+        from dataclasses import replace
+
+        from bertdata.pipelines import fsio
+        from bertdata.pipelines.stores import use_stores
+
+        # Parts are made locally from local copies of the inputs, then copied onto the store.
+        use_stores([*config.inputs, config.output, config.vocab])
+        with fsio.staged_inputs([*config.inputs, *([config.vocab] if config.vocab else [])]) as local, \
+                fsio.staged_output(config.output, config.force) as output:
+            result = repartition(replace(config, inputs=tuple(local[:len(config.inputs)]), output=output,
+                                         vocab=local[len(config.inputs)] if config.vocab else None))
+    else:
+        result = repartition(config)
     for note in result.notes:
         print(f"bertdata shard: {note}", file=sys.stderr)
     for path in result.removed:
