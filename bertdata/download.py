@@ -28,6 +28,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -502,11 +503,13 @@ def download_dump(
     timeout: float = 30.0,
     retries: int = 5,
     backoff: float = 1.0,
+    present: Callable[[str, str], dict | None] | None = None,
 ) -> dict:
     """Download a run's multistream dump and index into `out_dir`, sha1-verified.
 
     Returns what a manifest needs: wiki, resolved date, mirror, sums URL, and for
-    "dump" and "index" the local path, URL, sha1 and size in bytes.
+    "dump" and "index" the local path, URL, sha1 and size in bytes. `present(name, sha1)`
+    may say where a file already is, verified ({"path", "bytes"}), so it is not fetched.
     """
     net = {"timeout": timeout, "retries": retries, "backoff": backoff}
     date = spec.date
@@ -529,6 +532,10 @@ def download_dump(
     record = {"wiki": spec.wiki, "date": date, "mirror": spec.mirror, "sha1sums_url": urls.sha1sums}
     for role, url in (("dump", urls.dump), ("index", urls.index)):
         name = _name(url)
+        found = present(name, sums[name]) if present else None
+        if found is not None:
+            record[role] = {**found, "url": url, "sha1": sums[name]}
+            continue
         path = fetch(url, Path(out_dir) / name, sha1=sums[name], progress=progress, force=force, **net)
         record[role] = {"path": str(path), "url": url, "sha1": sums[name], "bytes": path.stat().st_size}
     return record

@@ -64,14 +64,22 @@ def is_local(path: str) -> bool:
     return "://" not in path
 
 
-class _S3Files:
-    """s3:// paths on Beam's S3IO with one client per thread: Beam's S3FileSystem builds a
-    new boto3 client for every call, which costs more CPU than most calls themselves."""
+class _StoreFiles:
+    """s3:// and gs:// paths on Beam's S3IO / GcsIO, one per thread and store: Beam's file
+    systems build a new client for every call, which costs more CPU than most calls."""
 
-    def __init__(self):
-        from apache_beam.io.aws import s3io
+    def __init__(self, scheme: str):
+        self.scheme = scheme
+        if scheme == "s3":
+            from apache_beam.io.aws import s3io
 
-        self.io = s3io.S3IO(options=options())
+            self.io = s3io.S3IO(options=options())
+        else:
+            from apache_beam.io.gcp import gcsio
+
+            from bertdata.pipelines.stores import gcs_client
+
+            self.io = gcsio.GcsIO(storage_client=gcs_client(options()), pipeline_options=options())
 
     def open(self, path: str, buffer: int):
         return self.io.open(path, "rb", read_buffer_size=buffer)
@@ -80,16 +88,22 @@ class _S3Files:
         return self.io.open(path, "wb")
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        # One PUT: atomic on its own, so no temporary and copy; and Beam's multipart
-        # writer cannot write an empty object (S3 refuses an upload of no parts).
-        bucket, key = path[len("s3://"):].split("/", 1)
-        self.io.client.client.put_object(Bucket=bucket, Key=key, Body=data)
+        # One request: atomic on its own, so no temporary and copy (and Beam's S3 writer
+        # cannot write an empty object: S3 refuses a multipart upload of no parts).
+        bucket, key = path.split("://", 1)[1].split("/", 1)
+        if self.scheme == "s3":
+            self.io.client.client.put_object(Bucket=bucket, Key=key, Body=data)
+        else:
+            self.io.client.bucket(bucket).blob(key).upload_from_string(data)
 
     def exists(self, path: str) -> bool:
         return self.io.exists(path)
 
     def delete(self, paths: list[str]) -> None:
-        failed = {p: e for p, e in self.io.delete_paths(paths).items() if e is not None}
+        if self.scheme == "s3":
+            failed = {p: e for p, e in self.io.delete_paths(paths).items() if e is not None}
+        else:
+            failed = {p: e for p, e in self.io.delete_batch(paths) if e is not None}
         if failed:
             raise BeamIOError("Delete operation failed", failed)
 
@@ -144,11 +158,14 @@ _BEAM_FILES = _BeamFiles()
 
 
 def _files(path: str):
-    if not path.startswith("s3://"):
+    scheme = path.split("://", 1)[0] if "://" in path else None
+    if scheme not in ("s3", "gs"):
         return _BEAM_FILES
     if getattr(_threads, "options", None) != _options:
-        _threads.s3, _threads.options = _S3Files(), _options
-    return _threads.s3
+        _threads.stores, _threads.options = {}, _options
+    if scheme not in _threads.stores:
+        _threads.stores[scheme] = _StoreFiles(scheme)
+    return _threads.stores[scheme]
 
 
 # What reads of a whole file buffer: Beam's S3 default (16 MB) would fetch 16 MB for a

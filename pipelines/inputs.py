@@ -7,6 +7,8 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass, replace
 
 from bertdata.books import SNIFF_BYTES, check_text_file
@@ -43,23 +45,18 @@ def resolve_inputs(cfg: BuildConfig) -> Inputs:
         return _inputs(dump, index, None, wikidump.read_site(dump, cfg.lang, open_raw),
                        _vocab(cfg.vocab, "en") if cfg.vocab else load_vocab(sample_vocab))
     if cfg.dump is None:
-        from bertdata.download import DumpSpec, download_dump
+        from bertdata.download import DumpSpec
 
         # The vocab first: offline without one, fail before a download of hours.
         vocab = _vocab(cfg.vocab, dump_language(f"{cfg.wiki}-", None, cfg.lang))
-        got = download_dump(DumpSpec(wiki=cfg.wiki, date=cfg.date, mirror=cfg.mirror),
-                            fsio.join(cfg.output, "download"))
+        got = download(DumpSpec(wiki=cfg.wiki, date=cfg.date, mirror=cfg.mirror), fsio.join(cfg.output, "download"))
         record = {"name": os.path.basename(got["dump"]["path"]), "date": got["date"],
                   "source": got["mirror"], "sha1": got["dump"]["sha1"], "bytes": got["dump"]["bytes"]}
         dump = got["dump"]["path"]
         return _inputs(dump, got["index"]["path"], record, wikidump.read_site(dump, cfg.lang, open_raw), vocab)
     dump = cfg.dump
     if re.match(r"https?://", dump):
-        from bertdata.download import fetch
-
-        local = fsio.join(cfg.output, "download", dump.rstrip("/").rsplit("/", 1)[-1])
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        dump = str(fetch(cfg.dump, local))
+        dump = _fetched(dump, fsio.join(cfg.output, "download"))
     if not fsio.exists(dump):
         raise BertdataError(f"{dump}: dump file not found")
     index = cfg.index or _index_beside(dump)
@@ -78,6 +75,57 @@ def _vocab(path: str | None, language: str) -> Vocab:
         raise BertdataError(f"{path}: vocab file not found")
     with fsio.local_input(path) as local:
         return replace(load_vocab(local), path=path)
+
+
+def download(spec, folder: str, force: bool = False) -> dict:
+    """`bertdata.download.download_dump` into `folder`, local or on an object store. To a store,
+    each file is fetched into a local temporary folder, verified, then copied up; one already
+    there is kept once its bytes match the published sha1 (read back to check)."""
+    from bertdata.download import download_dump
+
+    if fsio.is_local(folder):
+        return download_dump(spec, folder, force=force)
+
+    def present(name: str, sha1: str) -> dict | None:
+        path = fsio.join(folder, name)
+        if not fsio.exists(path):
+            return None
+        with fsio.open_file(path) as f:
+            found = _sha1(f, f"sha1 of {name}")[0]
+        if found == sha1:
+            return {"path": path, "bytes": fsio.size(path)}
+        if not force:
+            raise BertdataError(f"{path} exists but its sha1 is {found}, not the published {sha1}; remove it, or "
+                                "pass --force to download it again")
+        return None
+
+    with tempfile.TemporaryDirectory(prefix="bertdata-download-") as staging:
+        record = download_dump(spec, staging, force=force, present=present)
+        for role in ("dump", "index"):
+            local = record[role]["path"]
+            if fsio.is_local(local):
+                target = fsio.join(folder, os.path.basename(local))
+                with open(local, "rb") as src, fsio.atomic_writer(target) as dst:
+                    shutil.copyfileobj(src, dst, fsio.READ_BUFFER)
+                record[role]["path"] = target
+    return record
+
+
+def _fetched(url: str, folder: str) -> str:
+    """Where the file at `url` is kept in `folder` (local or on a store), fetched unless there."""
+    from bertdata.download import fetch
+
+    path = fsio.join(folder, url.rstrip("/").rsplit("/", 1)[-1])
+    if fsio.is_local(path):
+        os.makedirs(folder, exist_ok=True)
+        return str(fetch(url, path))
+    if fsio.exists(path):
+        return path
+    with tempfile.TemporaryDirectory(prefix="bertdata-download-") as staging:
+        local = fetch(url, os.path.join(staging, fsio.split(path)[1]))
+        with open(local, "rb") as src, fsio.atomic_writer(path) as dst:
+            shutil.copyfileobj(src, dst, fsio.READ_BUFFER)
+    return path
 
 
 def _inputs(dump: str, index: str | None, record: dict | None, site: Site, vocab: Vocab) -> Inputs:
@@ -102,7 +150,8 @@ def _dump_record(dump: str, index: str | None) -> dict:
             size = os.path.getsize(dump)
         else:
             identity = file_identity(dump) if local else None
-            sha1, size = _sha1(dump)
+            with open_raw(dump) as f:
+                sha1, size = _sha1(f)
             if local:
                 remember_sha1(dump, sha1, identity)
     name = fsio.split(dump)[1]
@@ -111,13 +160,13 @@ def _dump_record(dump: str, index: str | None) -> dict:
             "bytes": size, "index": fsio.split(index)[1] if index else None}
 
 
-def _sha1(path: str) -> tuple[str, int]:
+def _sha1(f, what: str = "sha1 of dump") -> tuple[str, int]:
+    """The sha1 and size of what the file object `f` holds."""
     from tqdm import tqdm
 
     digest = hashlib.sha1()
     size = 0
-    with open_raw(path) as f, tqdm(desc="sha1 of dump", unit="B", unit_scale=True, leave=False,
-                                   disable=None) as bar:
+    with tqdm(desc=what, unit="B", unit_scale=True, leave=False, disable=None) as bar:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
             size += len(block)

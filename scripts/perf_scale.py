@@ -72,6 +72,7 @@ def scaled_dump(factor: int) -> Path:
     dump = WORK / f"enwiki-x{factor}-pages-articles-multistream.xml.bz2"
     if not dump.exists():
         print(f"making the {factor}x dump (once; cached in {WORK})", flush=True)
+        WORK.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, str(ROOT / "scripts" / "make_scaled_dump.py"), str(FRAGMENT), str(dump),
                         "--factor", str(factor)], check=True, stdout=subprocess.DEVNULL)
     return dump

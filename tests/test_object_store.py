@@ -17,6 +17,7 @@ import pytest
 from conftest import VOCAB, WIKI_FRAGMENT, need_shared, run_cli
 from stores import BUCKET, S3Server, clear, free_port, keys, put_file, store_digest
 from test_build import tree_digest
+from test_download import server  # noqa: F401  (the mirror on 127.0.0.1, a fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -246,3 +247,27 @@ def test_inspect_and_shard_read_and_write_the_store(s3, inputs, local_build, tmp
     assert sorted(keys(client, "parts")) == sorted(f"parts/{name}" for name in
                                                    ["manifest.json", *(p["file"] for p in stored["parts"])])
     clear(client, "parts")
+
+
+def test_download_to_the_store_verifies_and_keeps_what_is_there(s3, server, tmp_path):
+    """`bertdata download --output s3://...` from a mirror on 127.0.0.1 (tests/test_download's)."""
+    from test_download import fake_run
+
+    store, client = s3
+    files = fake_run(server, "enwiki", "20240101")
+    env = {**os.environ, **store.env}
+    args = ("download", "--date", "20240101", "--mirror", server.base, "--output", f"s3://{BUCKET}/download")
+    proc = run_cli(*args, env=env, cwd=tmp_path)
+    stored = {k.rsplit("/", 1)[1]: client.get_object(Bucket=BUCKET, Key=k)["Body"].read()
+              for k in keys(client, "download")}
+    assert stored == {name: data for name, data in files.items() if "multistream" in name}
+    assert f"s3://{BUCKET}/download/enwiki-20240101-pages-articles-multistream.xml.bz2" in proc.stdout
+    fetched = len(server.mirror.log)
+    run_cli(*args, env=env, cwd=tmp_path)  # verified where it is: only the sums are asked for again
+    assert all("sha1sums" in path for path, *_ in server.mirror.log[fetched:])
+    client.put_object(Bucket=BUCKET, Key="download/enwiki-20240101-pages-articles-multistream.xml.bz2", Body=b"x")
+    _one_line(run_cli(*args, env=env, cwd=tmp_path, check=False), "exists but its sha1 is", "--force")
+    run_cli(*args, "--force", env=env, cwd=tmp_path)
+    assert client.get_object(Bucket=BUCKET, Key="download/enwiki-20240101-pages-articles-multistream.xml.bz2")[
+        "Body"].read() == files["enwiki-20240101-pages-articles-multistream.xml.bz2"]
+    clear(client, "download")

@@ -80,7 +80,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="train BERT on shards and report sequences/s",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, metavar="DIR",
-                   help="folder of shards (files named *training*), or an LDDL folder")
+                   help="local folder of shards (files named *training*), or an LDDL folder; shards on an "
+                        "object store are read from a local copy: `bertdata shard s3://... --output DIR` makes one")
     p.add_argument("--model", help="base, large or tiny (default: base)")
     p.add_argument("--bert-config", metavar="FILE", help="a reference bert_config.json (overrides --model)")
     p.add_argument("--batch-size", type=_int_list, metavar="N", help="sequences per GPU per micro-batch "
@@ -134,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
     from bertdata.errors import BertdataError
     from bertdata.fsutil import check_output_path
 
+    if "://" in args.data:
+        raise BertdataError(f"{args.data}: bench reads local folders only; copy the shards down first, e.g. "
+                            f"bertdata shard {args.data} --parts N --output DIR")
     try:
         import torch  # noqa: F401
     except ImportError:

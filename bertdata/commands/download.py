@@ -48,7 +48,8 @@ def add_parser(subparsers) -> None:
     add_dump_options(parser)
     parser.add_argument(
         "--output", default=DOWNLOAD_FOLDER, metavar="DIR",
-        help=f"folder for the downloaded files (default: ./{DOWNLOAD_FOLDER})",
+        help=f"folder for the downloaded files, or an s3:// or gs:// prefix: files are fetched into a "
+             f"local temporary folder, verified, then copied there (default: ./{DOWNLOAD_FOLDER})",
     )
     parser.add_argument(
         "--force", action="store_true",
@@ -62,7 +63,14 @@ def run(args) -> int:
     from bertdata.download import DumpSpec, download_dump
 
     spec = DumpSpec(wiki=args.wiki, date=args.date, mirror=args.mirror)
-    record = download_dump(spec, args.output, force=args.force)
+    if "://" in args.output:
+        from bertdata.pipelines.inputs import download
+        from bertdata.pipelines.stores import use_stores
+
+        use_stores([args.output])
+        record = download(spec, args.output, force=args.force)
+    else:
+        record = download_dump(spec, args.output, force=args.force)
     print(f"{record['wiki']} dump run {record['date']} from {record['mirror']}")
     for role in ("dump", "index"):
         item = record[role]

@@ -1,0 +1,133 @@
+"""Cluster benchmark: the 32x dump, phase 1, built two ways on this machine, alternating:
+
+  local  the local runner, 2 workers, dump and output on local disk;
+  dask   a Dask cluster of 2 single-threaded `dask worker` processes (each in its own
+         folder and TMPDIR, none with the store's settings), dump and output on an S3 store
+         (moto's server on 127.0.0.1, the same one the tests use).
+
+It prints each run's time and peak memory (RSS of the launcher's process tree; for dask, plus
+the workers'), the best of each, and the ratio local / dask (1.0: as fast as local disk). The
+S3 server runs on the same 2 cores as the build, so the dask figure carries its CPU too.
+
+  .venv/bin/python scripts/perf_cluster.py [--factor 32] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests")]
+
+from perf_scale import VOCAB, scaled_dump, tree_memory  # noqa: E402
+from stores import BUCKET, S3Server, clear, put_file  # noqa: E402
+
+
+class PeakMemory:
+    """Peak of the summed RSS of some process trees, sampled every 0.1 s."""
+
+    def __init__(self, procs):
+        self.procs, self.peak = procs, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._stop.wait(0.1):
+            self.peak = max(self.peak, sum(tree_memory(p, False)[0] for p in self.procs))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def build(args: list[str], env: dict, watch: list) -> tuple[float, int]:
+    started = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", "build", "--wiki-only", "--phase", "1",
+                             "--vocab", str(VOCAB), *args], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    with PeakMemory([psutil.Process(proc.pid), *watch]) as memory:
+        _, err = proc.communicate()
+    if proc.returncode:
+        raise SystemExit(f"build failed:\n{err}")
+    return time.time() - started, memory.peak
+
+
+def dask_cluster(folder: Path, env: dict) -> tuple[Path, list[subprocess.Popen]]:
+    scheduler_file = folder / "scheduler.json"
+    log = open(folder / "dask.log", "w")
+    dask = [sys.executable, "-m", "dask"]
+    procs = [subprocess.Popen([*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(scheduler_file)], stdout=log, stderr=log, env=env)]
+    while not scheduler_file.exists():
+        time.sleep(0.2)
+    for n in range(2):
+        own = folder / f"worker{n}"
+        (own / "tmp").mkdir(parents=True)
+        procs.append(subprocess.Popen(
+            [*dask, "worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1", "--nworkers", "1",
+             "--no-dashboard", "--host", "127.0.0.1", "--memory-limit", "8GiB", "--local-directory", str(own)],
+            stdout=log, stderr=log, cwd=own, env={**env, "TMPDIR": str(own / "tmp")}))
+    from distributed import Client
+
+    with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+        client.wait_for_workers(2, timeout=90)
+    return scheduler_file, procs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--factor", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=2)
+    opts = parser.parse_args()
+    dump = scaled_dump(opts.factor)
+    work = Path(tempfile.mkdtemp(prefix="perf-cluster-"))
+    server = S3Server(work / "moto.log")
+    s3 = server.client()
+    s3.create_bucket(Bucket=BUCKET)
+    stored_dump = put_file(s3, dump, f"dumps/{dump.name}")
+    put_file(s3, Path(str(dump).replace(".xml.bz2", "-index.txt.bz2")), f"dumps/{dump.name}".replace(
+        ".xml.bz2", "-index.txt.bz2"))
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    scheduler_file, cluster = dask_cluster(work, plain)
+    workers = [psutil.Process(p.pid) for p in cluster[1:]]
+    results = {"local": [], "dask": []}
+    try:
+        for repeat in range(opts.repeats):
+            out = work / "local"
+            shutil.rmtree(out, ignore_errors=True)
+            results["local"].append(build(["--dump", str(dump), "--output", str(out), "--workers", "2"], plain, []))
+            clear(s3, "out")
+            results["dask"].append(build(["--dump", stored_dump, "--output", f"s3://{BUCKET}/out", "--runner", "dask",
+                                          "--", f"--dask_scheduler_file={scheduler_file}"],
+                                         {**plain, **server.env}, workers))
+            for kind in results:
+                seconds, peak = results[kind][-1]
+                print(f"run {repeat + 1}  {kind:5}  {seconds:6.1f} s  peak {peak / 2**20:7.0f} MiB", flush=True)
+    finally:
+        for proc in reversed(cluster):
+            proc.terminate()
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    best = {kind: min(runs) for kind, runs in results.items()}
+    print(f"{opts.factor}x dump, phase 1, best of {opts.repeats}: local 2 workers {best['local'][0]:.1f} s "
+          f"(peak {best['local'][1] / 2**20:.0f} MiB); dask 2 workers s3->s3 {best['dask'][0]:.1f} s "
+          f"(peak {best['dask'][1] / 2**20:.0f} MiB, launcher + workers); speed vs local "
+          f"{best['local'][0] / best['dask'][0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
