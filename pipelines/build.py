@@ -41,8 +41,8 @@ from bertdata.pipelines.records import GatherStage
 from bertdata.pipelines.resume import (RULES, StageManifest, check_vocab_unchanged, read_manifest, remove_leftovers,
                                        remove_temporaries, reusable_text_stage, text_stage_folders,
                                        this_runs_text_manifest)
-from bertdata.pipelines.pool import WorkerPool, worker_count
-from bertdata.pipelines.runners import make_pipeline, spare_cores
+from bertdata.pipelines.pool import WorkerPool
+from bertdata.pipelines.runners import make_pipeline, runner_workers, spare_cores
 from bertdata.pipelines.stores import store_lock, store_of, use_stores
 from bertdata.pipelines.text import NAMESPACE_PREFIX, DumpToTextShards
 from bertdata.pipelines.work import work_groups, work_items
@@ -113,7 +113,8 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     check_vocab_unchanged([d for _, d in phases], vocab, cfg.force)
     reuse = reusable_text_stage(text_dirs, dump_record, text_options, cfg.force)
     remove_leftovers([d for _, d in phases], text_dirs, work_dir, redo_text=reuse is None)
-    workers = worker_count(cfg.runner)
+    workers = runner_workers(cfg.runner)
+    cfg = replace(cfg, runner=replace(cfg.runner, workers=workers))  # asked once of a cluster
 
     tool, run = tool_record("bertdata build"), Run(started, cfg.runner.runner, workers)
 

@@ -96,6 +96,15 @@ class _StoreFiles:
         else:
             self.io.client.bucket(bucket).blob(key).upload_from_string(data)
 
+    def upload(self, local: str, path: str) -> None:
+        # Atomic on its own: S3's managed upload aborts a failed multipart upload, and a GCS
+        # upload appears only once finished; so no temporary and copy.
+        bucket, key = path.split("://", 1)[1].split("/", 1)
+        if self.scheme == "s3":
+            self.io.client.client.upload_file(local, bucket, key)
+        else:
+            self.io.client.bucket(bucket).blob(key).upload_from_filename(local)
+
     def exists(self, path: str) -> bool:
         return self.io.exists(path)
 
@@ -131,6 +140,10 @@ class _BeamFiles:
     def write_bytes(self, path: str, data: bytes) -> None:
         with atomic_writer(path) as f:
             f.write(data)
+
+    def upload(self, local: str, path: str) -> None:
+        with open(local, "rb") as src, atomic_writer(path) as dst:
+            shutil.copyfileobj(src, dst, READ_BUFFER)
 
     def exists(self, path: str) -> bool:
         return FileSystems.exists(path)
@@ -235,6 +248,20 @@ def read_range(path: str, offset: int, length: int) -> bytes:
 
 
 @contextlib.contextmanager
+def scratch_writer(path: str) -> Iterator:
+    """A work file to write in place: only the record that names it, emitted once it is
+    written, leads a reader to it, and a retry overwrites it; so no temporary (a copy on an
+    object store)."""
+    with _files(path).create(path) as f:
+        yield f
+
+
+def upload(local: str, path: str) -> None:
+    """The local file `local` copied onto `path`, which never holds less than all of it."""
+    _files(path).upload(local, path)
+
+
+@contextlib.contextmanager
 def local_input(path: str) -> Iterator[str]:
     """A local path for `path`: itself when local, else a temporary download."""
     if is_local(path):
@@ -257,8 +284,7 @@ def local_output(path: str) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="bertdata-") as tmpdir:
         local = os.path.join(tmpdir, split(path)[1])
         yield local
-        with open(local, "rb") as src, atomic_writer(path) as dst:
-            shutil.copyfileobj(src, dst, READ_BUFFER)
+        upload(local, path)
 
 
 def remove_folder(folder: str) -> None:
@@ -322,7 +348,6 @@ def staged_output(folder: str, force: bool) -> Iterator[str]:
         names = sorted((os.path.relpath(os.path.join(root, f), local) for root, _, files in os.walk(local)
                         for f in files), key=lambda n: (os.path.basename(n) == MANIFEST, n))
         for name in names:
-            with open(os.path.join(local, name), "rb") as src, atomic_writer(join(folder, name)) as dst:
-                shutil.copyfileobj(src, dst, READ_BUFFER)
+            upload(os.path.join(local, name), join(folder, name))
         written = {join(folder, n) for n in names}
         delete([p for p in old if p not in written])

@@ -7,7 +7,6 @@ import contextlib
 import hashlib
 import os
 import re
-import shutil
 import tempfile
 from dataclasses import dataclass, replace
 
@@ -104,10 +103,8 @@ def download(spec, folder: str, force: bool = False) -> dict:
         for role in ("dump", "index"):
             local = record[role]["path"]
             if fsio.is_local(local):
-                target = fsio.join(folder, os.path.basename(local))
-                with open(local, "rb") as src, fsio.atomic_writer(target) as dst:
-                    shutil.copyfileobj(src, dst, fsio.READ_BUFFER)
-                record[role]["path"] = target
+                record[role]["path"] = fsio.join(folder, os.path.basename(local))
+                fsio.upload(local, record[role]["path"])
     return record
 
 
@@ -122,9 +119,7 @@ def _fetched(url: str, folder: str) -> str:
     if fsio.exists(path):
         return path
     with tempfile.TemporaryDirectory(prefix="bertdata-download-") as staging:
-        local = fetch(url, os.path.join(staging, fsio.split(path)[1]))
-        with open(local, "rb") as src, fsio.atomic_writer(path) as dst:
-            shutil.copyfileobj(src, dst, fsio.READ_BUFFER)
+        fsio.upload(str(fetch(url, os.path.join(staging, fsio.split(path)[1]))), path)
     return path
 
 

@@ -17,7 +17,7 @@ from bertdata.vocab import Vocab
 from bertdata.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
 from bertdata.pipelines.lddl import LddlPhase, spill_shard
-from bertdata.pipelines.records import Counts
+from bertdata.pipelines.records import Counts, Spread
 
 
 # What each shard file records about itself, and a re-run reads back instead of redoing it.
@@ -101,12 +101,15 @@ class _MakeInstances(fsio.FilesDoFn):
                     with contextlib.ExitStack() as stack:
                         local = [stack.enter_context(fsio.local_output(path)) for path in paths]
                         out.format.write(local, instances, {**attrs, **stats})
+                        with open(local[0], "rb") as f:  # here, not read back from a store
+                            sha = file_sha256(f)
             if to_lddl:
                 yield spill_shard(phase.lddl, record.index, _batches(instances, out, paths), self.vocab.tokens)
             del instances
             if out is not None:
-                with fsio.open_file(paths[0]) as f:
-                    sha = file_sha256(f)
+                if reused:
+                    with fsio.open_file(paths[0]) as f:
+                        sha = file_sha256(f)
                 yield HDF5Shard(out.folder, names[0], record.stem + ".txt", seed, stats["documents"],
                                 stats["sentences"], stats["tokens"], stats["instances"], stats["random_next"], sha,
                                 reused)
@@ -155,7 +158,7 @@ class TextShardsToInstances(beam.PTransform):
     def expand(self, records):
         return (
             records
-            | "SpreadShards" >> beam.Reshuffle()
+            | "SpreadShards" >> Spread()
             | "MakeInstances" >> beam.ParDo(self.fn)
         )
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -27,7 +26,7 @@ from bertdata.errors import BertdataError
 from bertdata.fsutil import TEMP_PREFIX
 from bertdata.manifest import MANIFEST, Run, write_manifest
 from bertdata.pipelines import fsio
-from bertdata.pipelines.records import Counts, StageRecords
+from bertdata.pipelines.records import Counts, Spread, StageRecords
 
 def runs_folder(work_dir: str) -> str:
     return fsio.join(work_dir, "lddl")
@@ -100,8 +99,7 @@ def spill_shard(phase: LddlPhase, index: int, batches: Iterable[Mapping[str, np.
     with tempfile.TemporaryDirectory(prefix="bertdata-") as tmp:
         runs = lddl.spill_runs(batches, tokens, lambda b: os.path.join(tmp, str(b)), **options)
         for run in runs:
-            with open(run.path, "rb") as src, fsio.atomic_writer(target(run.bin)) as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+            fsio.upload(run.path, target(run.bin))
         return ShardRuns(phase.folder, index, tuple(replace(r, path=target(r.bin)) for r in runs))
 
 
@@ -150,8 +148,8 @@ class _WriteFile(fsio.FilesDoFn):
         schema = lddl.schema_for(phase.masking, binned=phase.bin_size is not None)
         with _local_pieces(record.plan) as plan, fsio.local_output(path) as local:
             size = lddl.write_file(plan, local, schema)
-        with fsio.open_file(path) as f:
-            sha = file_sha256(f)
+            with open(local, "rb") as f:  # here, not read back from a store
+                sha = file_sha256(f)
         yield LddlFile(record.folder, record.plan.name, record.plan.bin, record.plan.rows, size, sha)
 
 
@@ -167,7 +165,7 @@ class InstancesToLddl(beam.PTransform):
         return (
             gathered
             | "PlanLddlFiles" >> beam.FlatMap(plan_phases, self.phases)
-            | "SpreadLddlFiles" >> beam.Reshuffle()
+            | "SpreadLddlFiles" >> Spread()
             | "WriteLddlFiles" >> beam.ParDo(_WriteFile(self.phases))
         )
 

@@ -15,6 +15,8 @@ from bertdata.pipelines import fsio
 
 MARKERS = "progress"
 POLL_SECONDS = 1.0
+# A listing of an object store is a billed request, and slower: the bars move less often there.
+STORE_POLL_SECONDS = 5.0
 
 
 def mark_done(work_dir: str, item: tuple) -> None:
@@ -49,7 +51,8 @@ class Watcher:
     def _watch(self) -> None:
         ranges = self._bar(self.ranges, "reading and cleaning the dump", "range") if self.ranges else None
         shards = None
-        while not self._stop.wait(POLL_SECONDS):
+        poll = POLL_SECONDS if fsio.is_local(self.work_dir) else STORE_POLL_SECONDS
+        while not self._stop.wait(poll):
             if ranges is not None:
                 ranges.update(len(fsio.match(fsio.join(self.work_dir, MARKERS, "*"))) - ranges.n)
             text = self.text_manifest() if self.phase_dirs and shards is None else None

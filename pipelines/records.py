@@ -7,6 +7,7 @@ travels down the one chain beside the shards; a stage's end gathers it all in on
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -76,3 +77,35 @@ class GatherStage(beam.PTransform):
         return (records
                 | "Gather" >> Gather()
                 | "ByKind" >> beam.Map(StageRecords.of, self.shard_type))
+
+
+class _Number(beam.DoFn):
+    """(number, element): consecutive numbers within a bundle, from a random start. After a
+    barrier one bundle holds every element, which are then dealt out exactly in turn; elements
+    already spread one to a bundle (from a Create) get random numbers."""
+
+    def start_bundle(self):
+        self.position = random.randrange(1 << 30)
+
+    def process(self, element):
+        yield self.position, element
+        self.position += 1
+
+
+class Spread(beam.PTransform):
+    """The elements dealt out over the workers, as beam.Reshuffle does on most runners. Beam's
+    DaskRunner makes Reshuffle a no-op, so what a barrier hands on would stay in one partition,
+    on one worker; there the elements are numbered and grouped by number instead, which deals
+    them into the bag's partitions by number, and Dask gives those to whichever worker is free.
+    Which worker makes a shard never changes its bytes."""
+
+    def expand(self, pcoll):
+        from apache_beam.runners.dask.dask_runner import DaskRunner
+
+        if not isinstance(pcoll.pipeline.runner, DaskRunner):
+            return pcoll | "Reshuffle" >> beam.Reshuffle()
+        return (pcoll
+                | "Number" >> beam.ParDo(_Number())
+                | "Deal" >> beam.GroupByKey()
+                | "Values" >> beam.FlatMap(lambda kv: kv[1]))
+

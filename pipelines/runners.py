@@ -53,14 +53,26 @@ def make_pipeline(cfg: RunnerConfig, pool: WorkerPool | None = None) -> beam.Pip
         if not any(a.startswith("--dask_npartitions") or a.startswith("--dask_partition_size") for a in args):
             # Dask's default packs up to 128 elements in one partition, which would run a
             # whole build's shards on a single worker.
-            args.append(f"--dask_npartitions={max(2, 4 * worker_count(cfg))}")
+            args.append(f"--dask_npartitions={max(2, 4 * runner_workers(cfg))}")
         return beam.Pipeline(runner=DaskRunner(), options=PipelineOptions(args))
     return beam.Pipeline(options=PipelineOptions(["--runner", cfg.runner, *args]))
 
 
-def check_dask_scheduler(args: list[str]) -> None:
-    """Fail in seconds, in one line, when the scheduler named in `args` cannot be reached
-    (dask's client would retry for 30 s, then print its own traceback)."""
+def runner_workers(cfg: RunnerConfig) -> int:
+    """How many workers the work is cut for: the local ones, or on Dask (unless --workers says)
+    the threads of the cluster's workers, asked of its scheduler."""
+    if cfg.runner != "dask" or cfg.workers:
+        return worker_count(cfg)
+    from distributed import Client
+
+    address = check_dask_scheduler(list(cfg.beam_args))
+    with Client(address, timeout=30) as client:
+        return max(1, sum(w["nthreads"] for w in client.scheduler_info()["workers"].values()))
+
+
+def check_dask_scheduler(args: list[str]) -> str:
+    """The address of the scheduler named in `args`; fails in seconds, in one line, when it cannot
+    be reached (dask's client would retry for 30 s, then print its own traceback)."""
     import json
     import socket
 
@@ -82,3 +94,4 @@ def check_dask_scheduler(args: list[str]) -> None:
     except (OSError, ValueError) as err:
         raise BertdataError(f"dask scheduler {address}: cannot connect ({getattr(err, 'strerror', None) or err}); "
                             "is it running, and is the address right?") from None
+    return address

@@ -22,7 +22,7 @@ from bertdata.sharding import assign, fewer_shards, render_shard
 from bertdata.spill import Run, RunBuffer, merge_blocks, run_name
 from bertdata.wikidump import iter_pages, iter_pages_in_range
 from bertdata.pipelines import fsio, progress
-from bertdata.pipelines.records import Counts, Gather, TextPlan
+from bertdata.pipelines.records import Counts, Gather, Spread, TextPlan
 
 RUNS = "runs"
 # Counts of pages skipped for their namespace, by number: "skipped_namespace" says how many,
@@ -113,7 +113,7 @@ class _CleanAndSpill(fsio.FilesDoFn):
     def _write(self, buffer: RunBuffer, group: int, sequence: int) -> Run:
         # The name depends only on the plan, so a retried group overwrites its own runs.
         path = fsio.join(runs_folder(self.work_dir), run_name(group, sequence))
-        with fsio.atomic_writer(path) as f:
+        with fsio.scratch_writer(path) as f:
             blocks = buffer.write_to(f)
         return Run(path, (group, sequence), blocks)
 
@@ -181,11 +181,11 @@ class DumpToTextShards(beam.PTransform):
         return (
             pbegin
             | "WorkGroups" >> beam.Create(list(enumerate(self.groups)))
-            | "SpreadGroups" >> beam.Reshuffle()
+            | "SpreadGroups" >> Spread()
             | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.work_dir, self.splitter, self.markup,
                                                           self.prefetch))
             | "GatherRuns" >> Gather()
             | "PlanShards" >> beam.FlatMap(plan_shards, self.cfg, self.output, self.dataset)
-            | "SpreadShards" >> beam.Reshuffle()
+            | "SpreadShards" >> Spread()
             | "WriteTextShards" >> beam.ParDo(_WriteTextShard(self.dataset))
         )

@@ -1,9 +1,10 @@
 """Cluster benchmark: the 32x dump, phase 1, built two ways on this machine, alternating:
 
   local  the local runner, 2 workers, dump and output on local disk;
-  dask   a Dask cluster of 2 single-threaded `dask worker` processes (each in its own
-         folder and TMPDIR, none with the store's settings), dump and output on an S3 store
-         (moto's server on 127.0.0.1, the same one the tests use).
+  dask-disk  a Dask cluster of 2 single-threaded `dask worker` processes (each in its own
+         folder and TMPDIR), dump and output on local disk: the runner's own cost;
+  dask   the same cluster (no worker with the store's settings), dump and output on an S3
+         store (moto's server on 127.0.0.1, the same one the tests use).
 
 It prints each run's time and peak memory (RSS of the launcher's process tree; for dask, plus
 the workers'), the best of each, and the ratio local / dask (1.0: as fast as local disk). The
@@ -104,19 +105,27 @@ def main() -> None:
     plain = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     scheduler_file, cluster = dask_cluster(work, plain)
     workers = [psutil.Process(p.pid) for p in cluster[1:]]
-    results = {"local": [], "dask": []}
+    moto = psutil.Process(server.proc.pid)
+    store_cpu = []  # CPU seconds the S3 server spent on each dask build, on the build's cores
+    results = {"local": [], "dask-disk": [], "dask": []}
     try:
         for repeat in range(opts.repeats):
             out = work / "local"
             shutil.rmtree(out, ignore_errors=True)
             results["local"].append(build(["--dump", str(dump), "--output", str(out), "--workers", "2"], plain, []))
+            out = work / "dask-disk"
+            shutil.rmtree(out, ignore_errors=True)
+            results["dask-disk"].append(build(["--dump", str(dump), "--output", str(out), "--runner", "dask", "--",
+                                               f"--dask_scheduler_file={scheduler_file}"], plain, workers))
             clear(s3, "out")
+            before = sum(moto.cpu_times()[:2])
             results["dask"].append(build(["--dump", stored_dump, "--output", f"s3://{BUCKET}/out", "--runner", "dask",
                                           "--", f"--dask_scheduler_file={scheduler_file}"],
                                          {**plain, **server.env}, workers))
+            store_cpu.append(sum(moto.cpu_times()[:2]) - before)
             for kind in results:
                 seconds, peak = results[kind][-1]
-                print(f"run {repeat + 1}  {kind:5}  {seconds:6.1f} s  peak {peak / 2**20:7.0f} MiB", flush=True)
+                print(f"run {repeat + 1}  {kind:9}  {seconds:6.1f} s  peak {peak / 2**20:7.0f} MiB", flush=True)
     finally:
         for proc in reversed(cluster):
             proc.terminate()
@@ -124,9 +133,11 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     best = {kind: min(runs) for kind, runs in results.items()}
     print(f"{opts.factor}x dump, phase 1, best of {opts.repeats}: local 2 workers {best['local'][0]:.1f} s "
-          f"(peak {best['local'][1] / 2**20:.0f} MiB); dask 2 workers s3->s3 {best['dask'][0]:.1f} s "
+          f"(peak {best['local'][1] / 2**20:.0f} MiB); dask 2 workers, local disk {best['dask-disk'][0]:.1f} s; "
+          f"dask 2 workers s3->s3 {best['dask'][0]:.1f} s "
           f"(peak {best['dask'][1] / 2**20:.0f} MiB, launcher + workers); speed vs local "
-          f"{best['local'][0] / best['dask'][0]:.2f}")
+          f"{best['local'][0] / best['dask'][0]:.2f}; the S3 server used {min(store_cpu):.0f} CPU-s of the 2 cores "
+          "during a dask build")
 
 
 if __name__ == "__main__":

@@ -26,11 +26,11 @@ SHARDS = ("--phase", "1", "--format", "both", "--training-shards", "4", "--test-
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    server = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
-    client = server.client()
+    store = S3Server(tmp_path_factory.mktemp("moto") / "moto.log")
+    client = store.client()
     client.create_bucket(Bucket=BUCKET)
-    yield server, client
-    server.stop()
+    yield store, client
+    store.stop()
 
 
 @pytest.fixture(scope="module")
@@ -52,28 +52,29 @@ def local_build(tmp_path_factory):
     return tree_digest(out)
 
 
-def build_on_store(server: S3Server, dump: str, vocab: str, output: str, *extra: str, check: bool = True,
+def build_on_store(store: S3Server, dump: str, vocab: str, output: str, *extra: str, check: bool = True,
                    env: dict | None = None, cwd=None):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # only the store's settings
     return run_cli("build", "--wiki-only", "--dump", dump, "--vocab", vocab, "--output", output, *SHARDS, *extra,
-                   check=check, env={**os.environ, **(server.env if env is None else env)}, cwd=cwd)
+                   check=check, env={**clean, **(store.env if env is None else env)}, cwd=cwd)
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_build_from_the_store_to_the_store_gives_the_local_bytes(s3, inputs, local_build, tmp_path, workers):
-    server, client = s3
+    store, client = s3
     dump, vocab = inputs
     prefix = f"local-{workers}"
-    build_on_store(server, dump, vocab, f"s3://{BUCKET}/{prefix}", "--workers", workers, cwd=tmp_path)
+    build_on_store(store, dump, vocab, f"s3://{BUCKET}/{prefix}", "--workers", workers, cwd=tmp_path)
     assert store_digest(client, prefix) == local_build  # no temporaries, work folder or lock left either
 
 
 def test_store_options_after_the_double_dash_work_without_any_environment(s3, inputs, local_build, tmp_path):
     """The issue's command: endpoint and credentials as Beam options, none in the environment."""
-    server, client = s3
+    store, client = s3
     dump, vocab = inputs
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     run_cli("build", "--wiki-only", "--dump", dump, "--vocab", vocab, "--output", f"s3://{BUCKET}/options",
-            *SHARDS, "--workers", "2", "--", f"--s3_endpoint_url={server.endpoint}", "--s3_access_key_id=testing",
+            *SHARDS, "--workers", "2", "--", f"--s3_endpoint_url={store.endpoint}", "--s3_access_key_id=testing",
             "--s3_secret_access_key=testing", "--s3_region_name=us-east-1", env=env, cwd=tmp_path)
     assert store_digest(client, "options") == local_build
 
@@ -121,12 +122,12 @@ def dask_cluster_without_shared_disk(tmp_path):
 
 def test_a_dask_cluster_that_shares_no_disk_gives_the_local_bytes(s3, inputs, local_build,
                                                                    dask_cluster_without_shared_disk, tmp_path):
-    server, client = s3
+    store, client = s3
     dump, vocab = inputs
     scheduler_file, worker_folders = dask_cluster_without_shared_disk
     launcher = tmp_path / "launcher"
     launcher.mkdir()
-    build_on_store(server, dump, vocab, f"s3://{BUCKET}/dask", "--runner", "dask", "--",
+    build_on_store(store, dump, vocab, f"s3://{BUCKET}/dask", "--runner", "dask", "--",
                    f"--dask_scheduler_file={scheduler_file}", cwd=launcher)
     assert store_digest(client, "dask") == local_build
     for folder in worker_folders:  # nothing of the build went through a worker's own disk
@@ -134,12 +135,12 @@ def test_a_dask_cluster_that_shares_no_disk_gives_the_local_bytes(s3, inputs, lo
 
 
 def test_a_killed_build_resumes_on_the_store_and_leaves_nothing_behind(s3, inputs, local_build, tmp_path):
-    server, client = s3
+    store, client = s3
     dump, vocab = inputs
     output = f"s3://{BUCKET}/killed"
     proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", dump, "--vocab",
                              vocab, "--output", output, *SHARDS, "--workers", "2"], cwd=tmp_path,
-                            env={**os.environ, **server.env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **store.env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 300
     while not any(k.endswith(".txt") for k in keys(client, "killed")):  # the text stage is writing
@@ -148,24 +149,24 @@ def test_a_killed_build_resumes_on_the_store_and_leaves_nothing_behind(s3, input
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     left = keys(client, "killed")
-    assert f"killed/.bertdata-lock" in left and not any(k.endswith("manifest.json") for k in left)
+    assert "killed/.bertdata-lock" in left and not any(k.endswith("manifest.json") for k in left)
     for key in left:  # a trainer picks files by "train" and by suffix: no temporary looks like one
         name = key.rsplit("/", 1)[1]
         if name.startswith(".bertdata-tmp-"):
             assert "train" not in name and not name.endswith((".hdf5", ".parquet"))
-    proc = build_on_store(server, dump, vocab, output, "--workers", "2", cwd=tmp_path)
+    proc = build_on_store(store, dump, vocab, output, "--workers", "2", cwd=tmp_path)
     assert "took over the lock" in proc.stderr
     assert store_digest(client, "killed") == local_build
 
 
 def test_a_second_build_into_the_same_prefix_is_refused(s3, inputs, tmp_path):
-    server, client = s3
+    store, client = s3
     dump, vocab = inputs
     import socket
 
     owner = {"pid": os.getpid(), "host": socket.gethostname(), "start": None, "since": "now"}
     client.put_object(Bucket=BUCKET, Key="locked/.bertdata-lock", Body=json.dumps(owner).encode())
-    proc = build_on_store(server, dump, vocab, f"s3://{BUCKET}/locked", check=False, cwd=tmp_path)
+    proc = build_on_store(store, dump, vocab, f"s3://{BUCKET}/locked", check=False, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"bertdata build: error: s3://{BUCKET}/locked: another bertdata build is "
                                                 f"writing here (pid {os.getpid()} on {socket.gethostname()}, since "
@@ -182,12 +183,12 @@ def _one_line(proc, *words: str) -> str:
 
 
 def test_bad_store_inputs_get_one_line_quickly(s3, inputs, tmp_path):
-    server, client = s3
+    store, client = s3
     dump, vocab = inputs
 
     def refused(output: str, *words: str, dump: str = dump, env: dict | None = None):
         started = time.time()
-        proc = build_on_store(server, dump, vocab, output, check=False, env=env, cwd=tmp_path)
+        proc = build_on_store(store, dump, vocab, output, check=False, env=env, cwd=tmp_path)
         line = _one_line(proc, *words)
         assert time.time() - started < 30, line
         return line
@@ -196,8 +197,8 @@ def test_bad_store_inputs_get_one_line_quickly(s3, inputs, tmp_path):
     refused(f"s3://{BUCKET}/missing-dump", f"s3://{BUCKET}/dumps/nope.xml.bz2", "not found",
             dump=f"s3://{BUCKET}/dumps/nope.xml.bz2")
     refused(f"s3://{BUCKET}/unreachable", "cannot reach the S3 endpoint",
-            env={**server.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"})
-    no_credentials = {k: v for k, v in server.env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+            env={**store.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"})
+    no_credentials = {k: v for k, v in store.env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     refused(f"s3://{BUCKET}/anonymous", "no S3 credentials",
             env={**no_credentials, "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
                  "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true"})
@@ -205,31 +206,31 @@ def test_bad_store_inputs_get_one_line_quickly(s3, inputs, tmp_path):
     stub = tmp_path / "no-boto3"
     (stub / "boto3").mkdir(parents=True)
     (stub / "boto3" / "__init__.py").write_text("raise ImportError('No module named boto3')\n")
-    refused(f"s3://{BUCKET}/no-extra", "pip install 'bertdata[s3]'", env={**server.env, "PYTHONPATH": str(stub)})
+    refused(f"s3://{BUCKET}/no-extra", "pip install 'bertdata[s3]'", env={**store.env, "PYTHONPATH": str(stub)})
     for prefix in ("missing-dump", "unreachable", "anonymous", "no-extra"):
         assert keys(client, prefix) == []
 
 
 def test_wrong_credentials_get_one_line(tmp_path, inputs):
     """moto checks credentials once told to: a second server that does."""
-    server = S3Server(tmp_path / "moto.log", INITIAL_NO_AUTH_ACTION_COUNT="0")
+    store = S3Server(tmp_path / "moto.log", INITIAL_NO_AUTH_ACTION_COUNT="0")
     try:
-        env = {**server.env, "AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG1"}
-        proc = build_on_store(server, f"s3://{BUCKET}/dumps/{WIKI_FRAGMENT.name}", str(VOCAB), f"s3://{BUCKET}/out",
+        env = {**store.env, "AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG1"}
+        proc = build_on_store(store, f"s3://{BUCKET}/dumps/{WIKI_FRAGMENT.name}", str(VOCAB), f"s3://{BUCKET}/out",
                               check=False, env=env, cwd=tmp_path)
         _one_line(proc, f"s3://{BUCKET}", "refused these credentials", "InvalidAccessKeyId")
     finally:
-        server.stop()
+        store.stop()
 
 
 def test_inspect_and_shard_read_and_write_the_store(s3, inputs, local_build, tmp_path):
-    server, client = s3
+    store, client = s3
     dump, vocab = inputs
     if not keys(client, "local-2"):
-        build_on_store(server, dump, vocab, f"s3://{BUCKET}/local-2", "--workers", "2", cwd=tmp_path)
+        build_on_store(store, dump, vocab, f"s3://{BUCKET}/local-2", "--workers", "2", cwd=tmp_path)
     [manifest] = [k for k in keys(client, "local-2") if k.startswith("local-2/hdf5_") and k.endswith("manifest.json")]
     folder = f"s3://{BUCKET}/{manifest.rsplit('/', 1)[0]}"
-    env = {**os.environ, **server.env}
+    env = {**os.environ, **store.env}
     proc = run_cli("inspect", folder, env=env)
     assert "28377  128" in proc.stdout and "total of 5 valid file(s)" in proc.stdout
     run_cli("shard", folder, "--parts", "3", "--output", f"s3://{BUCKET}/parts", env=env)
