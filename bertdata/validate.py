@@ -181,6 +181,19 @@ def validate_shard(path: str, vocab_size: int | None = None, vocab: Vocab | None
         return stats
 
 
+def word_continuations(ids: np.ndarray, candidate: np.ndarray,
+                       word_continues: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whole-word masking's words in rows of original `ids`, where `candidate` marks the pieces
+    that may be masked (not [CLS] or [SEP]): (continues, before), continues marking the
+    candidates that join the word of the last candidate before them (a "##" piece after one),
+    before giving that candidate's position (0 where there is none)."""
+    cols = np.arange(ids.shape[1])
+    last = np.maximum.accumulate(np.where(candidate, cols, -1), axis=1)
+    before = np.concatenate((np.full((len(ids), 1), -1), last[:, :-1]), axis=1)
+    continues = candidate & word_continues[np.clip(ids, 0, len(word_continues) - 1)] & (before >= 0)
+    return continues, np.maximum(before, 0)
+
+
 def word_masking(b: dict[str, np.ndarray], vocab: Vocab, stats: ShardStats) -> None:
     """Add to `stats` the masked positions of valid rows `b` that start a word, and the rows
     whose masks cover part of a word. Words as whole-word masking groups the original pieces:
@@ -191,13 +204,9 @@ def word_masking(b: dict[str, np.ndarray], vocab: Vocab, stats: ShardStats) -> N
     original[rows, pos[rows, slots]] = mids[rows, slots]
     masked = np.zeros(ids.shape, bool)
     masked[rows, pos[rows, slots]] = True
-    cols = np.arange(ids.shape[1])
     candidate = (b["input_mask"] != 0) & (original != vocab.cls_id) & (original != vocab.sep_id)
-    # Each position's last candidate before it, -1 where none.
-    last = np.maximum.accumulate(np.where(candidate, cols, -1), axis=1)
-    before = np.concatenate((np.full((len(ids), 1), -1), last[:, :-1]), axis=1)
-    continues = candidate & vocab.word_continues[np.clip(original, 0, len(vocab) - 1)] & (before >= 0)
-    split = continues & (masked != np.take_along_axis(masked, np.maximum(before, 0), axis=1))
+    continues, before = word_continuations(original, candidate, vocab.word_continues)
+    split = continues & (masked != np.take_along_axis(masked, before, axis=1))
     stats.word_starts += int((masked & ~continues).sum())
     stats.split_words += int(split.any(axis=1).sum())
 
