@@ -37,9 +37,10 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from bertdata import lddl
+from bertdata.config import MASKING_SCHEMES
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.schema import BY_NAME, DTYPES, FIELDS, SEQ
-from bertdata.validate import check_batch, read_layout
+from bertdata.validate import check_batch, read_layout, word_continuations
 from bertdata.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 
 # LDDL's loader pads a batch to its longest sequence rounded up to this (sequence_length_alignment).
@@ -64,10 +65,12 @@ class LddlFormat:
     masking: str
     mask_id: int
     word_ids: np.ndarray  # random replacements are drawn from these (see Vocab.word_ids)
+    masking_scheme: str  # how dynamic masking picks positions (static: how the folder's were picked)
+    word_continues: np.ndarray  # see Vocab.word_continues
 
     @classmethod
-    def of(cls, vocab: Vocab, masking: str) -> "LddlFormat":
-        return cls(vocab.tokens, masking, vocab.mask_id, vocab.word_ids)
+    def of(cls, vocab: Vocab, masking: str, masking_scheme: str) -> "LddlFormat":
+        return cls(vocab.tokens, masking, vocab.mask_id, vocab.word_ids, masking_scheme, vocab.word_continues)
 
 
 class Unit(NamedTuple):
@@ -121,10 +124,12 @@ def survey(data_dir: str | os.PathLike) -> list[ShardInfo]:
     return infos
 
 
-def survey_lddl(folder: str | os.PathLike, vocab_path: str | None = None) -> tuple[list[ShardInfo], LddlFormat]:
+def survey_lddl(folder: str | os.PathLike, vocab_path: str | None = None,
+                masking_scheme: str | None = None) -> tuple[list[ShardInfo], LddlFormat]:
     """Every file of an LDDL folder with its bin, and how to read them. The sequence length,
-    predictions per sequence and vocab are those the folder's manifest records; `vocab_path`
-    overrides the vocab (refused if the manifest records another)."""
+    predictions per sequence, vocab and masking scheme are those the folder's manifest records;
+    `vocab_path` overrides the vocab (refused if the manifest records another), `masking_scheme`
+    the scheme of dynamic masking."""
     settings = lddl.phase_settings(folder)
     try:
         layout = lddl.phase_layout(folder)
@@ -137,7 +142,11 @@ def survey_lddl(folder: str | os.PathLike, vocab_path: str | None = None) -> tup
         check_vocab(vocab, settings["attrs"], folder)
     infos = [ShardInfo(os.fspath(path), rows, settings["max_seq_length"], settings["max_predictions_per_seq"], bin_id)
              for bin_id, files in layout["bins"].items() for path, rows in files.items()]
-    return infos, LddlFormat.of(vocab, layout["masking"])
+    if masking_scheme is not None and layout["masking"] != "dynamic":
+        raise BertdataError(f"{folder}: --masking-scheme is for LDDL folders with dynamic masking; this one "
+                            f"holds its masks ({settings['attrs'].get('masking_scheme', MASKING_SCHEMES[0])})")
+    recorded = settings["attrs"].get("masking_scheme", MASKING_SCHEMES[0])  # absent: token (InstanceConfig.record)
+    return infos, LddlFormat.of(vocab, layout["masking"], masking_scheme or recorded)
 
 
 def divide(units: list[Unit], parts: int, index: int) -> list[Unit]:
@@ -212,7 +221,9 @@ def mask_dynamic(rows: dict[str, np.ndarray], fmt: LddlFormat, max_predictions: 
                  rng: np.random.Generator) -> dict[str, np.ndarray]:
     """`rows` (original tokens, no masks) masked by the reference's rule: per sequence
     min(max_predictions, max(1, round(0.15 x its tokens))) of its non-special tokens, chosen
-    uniformly; each becomes [MASK] (80%), stays (10%) or becomes a random vocab word (10%)."""
+    uniformly -- or, with whole-word masking, whole words in random order while they fit, as
+    the reference takes them; each becomes [MASK] (80%), stays (10%) or becomes a random vocab
+    word (10%)."""
     ids = rows["input_ids"]
     n, seq_len = ids.shape
     real = rows["input_mask"] != 0
@@ -223,11 +234,15 @@ def mask_dynamic(rows: dict[str, np.ndarray], fmt: LddlFormat, max_predictions: 
     candidate = real & (cols != 0) & (cols != sep_a[:, None]) & (cols != (length - 1)[:, None])
     count = np.minimum(np.minimum(max_predictions, np.maximum(1, np.round(length * DYNAMIC_MASKED_LM_PROB))),
                        candidate.sum(axis=1)).astype(np.int64)
-    keys = np.where(candidate, rng.random((n, seq_len)), 2.0)
     width = min(max_predictions, seq_len)
-    chosen = np.argsort(keys, axis=1, kind="stable")[:, :width]
-    take = np.arange(width) < count[:, None]
-    positions = np.sort(np.where(take, chosen, seq_len), axis=1)  # chosen first, in order
+    if fmt.masking_scheme == "whole-word":
+        chosen = _whole_words(ids, candidate, count, fmt.word_continues, rng)
+        positions = np.sort(np.where(chosen, cols, seq_len), axis=1)[:, :width]
+    else:
+        keys = np.where(candidate, rng.random((n, seq_len)), 2.0)
+        chosen = np.argsort(keys, axis=1, kind="stable")[:, :width]
+        take = np.arange(width) < count[:, None]
+        positions = np.sort(np.where(take, chosen, seq_len), axis=1)  # chosen first, in order
     take = positions < seq_len
     row_of, slot = np.nonzero(take)
     pos = positions[row_of, slot]
@@ -242,6 +257,31 @@ def mask_dynamic(rows: dict[str, np.ndarray], fmt: LddlFormat, max_predictions: 
     out["masked_lm_positions"][row_of, slot] = pos
     out["masked_lm_ids"][row_of, slot] = original
     return out
+
+
+def _whole_words(ids: np.ndarray, candidate: np.ndarray, count: np.ndarray, word_continues: np.ndarray,
+                 rng: np.random.Generator) -> np.ndarray:
+    """[N, L] bool: per row, its words (see validate.word_continuations) in a random order, each
+    taken whole if it fits in what is left of the row's count, else skipped."""
+    n, seq_len = ids.shape
+    continues, _ = word_continuations(ids, candidate, word_continues)
+    word = np.cumsum(candidate & ~continues, axis=1) - 1  # each candidate's word, numbered per row
+    rows = np.repeat(np.arange(n), seq_len).reshape(n, seq_len)
+    sizes = np.zeros((n, seq_len), np.int64)
+    np.add.at(sizes, (rows[candidate], word[candidate]), 1)
+    order = np.argsort(np.where(sizes > 0, rng.random((n, seq_len)), 2.0), axis=1)
+    taken = np.zeros(n, np.int64)
+    picked = np.zeros((n, seq_len), bool)
+    every = np.arange(n)
+    for k in range(seq_len):
+        open_rows = taken < count
+        if not open_rows.any():
+            break
+        size = sizes[every, order[:, k]]
+        fits = open_rows & (size > 0) & (taken + size <= count)
+        taken += np.where(fits, size, 0)
+        picked[every[fits], order[fits, k]] = True
+    return candidate & picked[rows, np.maximum(word, 0)]
 
 
 def crop(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

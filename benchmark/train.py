@@ -64,6 +64,7 @@ class BenchConfig:
     optimizer: str = "lamb"
     seed: int = 12345
     vocab: str | None = None  # an LDDL folder's vocab; None: the one its manifest records
+    masking_scheme: str | None = None  # an LDDL folder's dynamic masking; None: the one its manifest records
 
     def __post_init__(self) -> None:
         positive = {"--batch-size": self.batch_size, "--steps": self.steps, "--gpus": self.gpus,
@@ -129,9 +130,12 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
     model = BertConfig.from_json(cfg.bert_config) if cfg.bert_config else BertConfig.preset(cfg.model)
     fmt = None
     if lddl.is_phase_folder(cfg.data):
-        shards, fmt = survey_lddl(cfg.data, cfg.vocab)
+        shards, fmt = survey_lddl(cfg.data, cfg.vocab, cfg.masking_scheme)
     elif cfg.vocab is not None:
         raise BertdataError(f"{cfg.data}: --vocab is for LDDL folders; hdf5 shards hold token ids")
+    elif cfg.masking_scheme is not None:
+        raise BertdataError(f"{cfg.data}: --masking-scheme is for LDDL folders with dynamic masking; hdf5 "
+                            "shards hold their masks")
     else:
         shards = survey(cfg.data)
     if shards[0].seq_len > model.max_position:
@@ -257,6 +261,7 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
         optimizer=cfg.optimizer, lr=cfg.lr, workers=cfg.workers, timed_steps=cfg.steps,
         warmup_steps=warmup, shards=len(plan.shards), data_format="hdf5" if plan.lddl is None else "lddl",
         masking=None if plan.lddl is None else plan.lddl.masking,
+        masking_scheme=None if plan.lddl is None else plan.lddl.masking_scheme,
         bins=len({s.bin for s in plan.shards}), tokens=int(padded), real_tokens=int(real),
         sequences=int(all_reduce([cfg.steps * plan.accumulation * cfg.batch_size], dist.ReduceOp.SUM,
                                  plan.device)[0]),

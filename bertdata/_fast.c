@@ -377,6 +377,7 @@ typedef struct {
     Py_ssize_t max_seq_length, max_predictions_per_seq, dupe_factor;
     double short_seq_prob;
     Arr num_to_predict, vocab_words;
+    Arr word_continues; /* per token id: 1 where it continues the word before it (whole-word masking) */
     long long cls_id, sep_id, mask_id;
     Arr spans, random_next, positions, labels, shown; /* the output: row i is instance i */
 } Job;
@@ -387,7 +388,8 @@ typedef struct {
     MT *rng;
     int64_t *docs;       /* the document order after the first shuffle */
     int64_t *seq;        /* one instance's tokens: [CLS] A [SEP] B [SEP] */
-    int64_t *candidates; /* its positions that may be masked */
+    int64_t *candidates; /* its positions that may be masked, in order */
+    int64_t *words;      /* its candidates grouped into words: first candidate << 32 | count */
     int64_t *picked_pos, *picked_new; /* its predictions: positions, sorted, and ids shown there */
     Py_ssize_t count;    /* instances made; those below the output's rows are written */
     const Arr *bad;      /* an output array a value did not fit, reported once the GIL is back */
@@ -406,7 +408,7 @@ static int check_job(const Job *g)
     const Arr *so = &g->sentence_offsets, *dof = &g->doc_offsets;
     if (require(&g->tokens, K_INT, 1) < 0 || require(so, K_INT, 1) < 0 || require(dof, K_INT, 1) < 0
         || require(&g->num_to_predict, K_INT, 1) < 0 || require(&g->vocab_words, K_INT, 1) < 0
-        || require(&g->spans, K_INT, 2) < 0 || require(&g->random_next, K_INT, 1) < 0
+        || require(&g->word_continues, K_BOOL, 1) < 0 || require(&g->spans, K_INT, 2) < 0 || require(&g->random_next, K_INT, 1) < 0
         || require(&g->positions, K_INT, 2) < 0 || require(&g->labels, K_INT, 2) < 0
         || require(&g->shown, K_INT, 2) < 0)
         return -1;
@@ -445,6 +447,11 @@ static int check_job(const Job *g)
     for (Py_ssize_t n = 0; n <= g->max_seq_length; n++)
         if (get(&g->num_to_predict, n) > p)
             return PyErr_SetString(PyExc_ValueError, "num_to_predict exceeds max_predictions_per_seq"), -1;
+    /* The masking looks every token up in word_continues. */
+    for (Py_ssize_t k = 0; k < g->tokens.len; k++)
+        if (get(&g->tokens, k) < 0 || get(&g->tokens, k) >= g->word_continues.len)
+            return PyErr_Format(PyExc_ValueError, "tokens: id %lld has no entry in word_continues (%zd ids)",
+                                (long long)get(&g->tokens, k), g->word_continues.len), -1;
     return 0;
 }
 
@@ -466,46 +473,62 @@ static inline void truncate_seq_pair(Pair *p, int64_t max_num_tokens, MT *r)
     }
 }
 
-/* The reference's create_masked_lm_predictions (without whole-word masking) on run->seq:
- * the first num_to_predict of its shuffled candidate positions are predicted. Leaves them
- * sorted by position in picked_pos, the ids shown there in picked_new; returns how many. */
+/* The reference's create_masked_lm_predictions on run->seq. Candidates are the positions but
+ * [CLS] and [SEP], grouped into words: a piece that word_continues marks (a "##" piece) joins
+ * the word of the candidate before it -- across the [SEP] between A and B too, as the reference
+ * groups -- and with no piece marked every piece is a word (token masking). The words are
+ * shuffled and taken in that order while they fit num_to_predict; a word that would pass it is
+ * skipped and the next tried. Leaves the predictions sorted by position in picked_pos, the ids
+ * shown there in picked_new; returns how many. */
 static inline int64_t create_masked_lm_predictions(Run *run, Py_ssize_t n_tok)
 {
     const Job *g = run->g;
     MT *r = run->rng;
     const int64_t *seq = run->seq;
-    int64_t *candidates = run->candidates, *picked_pos = run->picked_pos, *picked_new = run->picked_new;
+    const uint8_t *continues = (const uint8_t *)g->word_continues.data;
+    int64_t *candidates = run->candidates, *words = run->words;
+    int64_t *picked_pos = run->picked_pos, *picked_new = run->picked_new;
     /* The reference excludes by token, so a "[SEP]" typed in the text is never masked either. */
-    Py_ssize_t n_cand = 0;
+    Py_ssize_t n_cand = 0, n_words = 0;
     for (Py_ssize_t k = 0; k < n_tok; k++)
-        if (seq[k] != g->cls_id && seq[k] != g->sep_id)
+        if (seq[k] != g->cls_id && seq[k] != g->sep_id) {
+            if (n_words && continues[seq[k]])
+                words[n_words - 1]++;
+            else
+                words[n_words++] = (int64_t)n_cand << 32 | 1;
             candidates[n_cand++] = k;
-    mt_shuffle(r, candidates, n_cand);
-    int64_t n_pred = get(&g->num_to_predict, n_tok);
-    if (n_cand < n_pred)
-        n_pred = n_cand;
-    for (int64_t p = 0; p < n_pred; p++) {
-        const int64_t k = candidates[p];
-        /* 80% of the time [MASK], 10% the original token, 10% a random word: the BERT paper's
-         * mix, since [MASK] never appears in fine-tuning. */
-        int64_t replacement;
-        if (mt_random(r) < 0.8)
-            replacement = g->mask_id;
-        else if (mt_random(r) < 0.5)
-            replacement = seq[k];
-        else
-            replacement = get(&g->vocab_words, mt_randint(r, 0, g->vocab_words.len - 1));
-        /* Insertion sort by position: the reference sorts its predictions. */
-        int64_t q = p;
-        while (q > 0 && picked_pos[q - 1] > k) {
-            picked_pos[q] = picked_pos[q - 1];
-            picked_new[q] = picked_new[q - 1];
-            q--;
         }
-        picked_pos[q] = k;
-        picked_new[q] = replacement;
+    mt_shuffle(r, words, n_words);
+    const int64_t n_pred = get(&g->num_to_predict, n_tok);
+    int64_t n_masked = 0;
+    /* The reference also skips a word with a position already taken: words never share one. */
+    for (Py_ssize_t w = 0; w < n_words && n_masked < n_pred; w++) {
+        const int64_t first = words[w] >> 32, count = words[w] & 0xffffffff;
+        if (n_masked + count > n_pred)
+            continue;
+        for (int64_t c = first; c < first + count; c++) {
+            const int64_t k = candidates[c];
+            /* 80% of the time [MASK], 10% the original token, 10% a random word: the BERT
+             * paper's mix, since [MASK] never appears in fine-tuning. */
+            int64_t replacement;
+            if (mt_random(r) < 0.8)
+                replacement = g->mask_id;
+            else if (mt_random(r) < 0.5)
+                replacement = seq[k];
+            else
+                replacement = get(&g->vocab_words, mt_randint(r, 0, g->vocab_words.len - 1));
+            /* Insertion sort by position: the reference sorts its predictions. */
+            int64_t q = n_masked++;
+            while (q > 0 && picked_pos[q - 1] > k) {
+                picked_pos[q] = picked_pos[q - 1];
+                picked_new[q] = picked_new[q - 1];
+                q--;
+            }
+            picked_pos[q] = k;
+            picked_new[q] = replacement;
+        }
     }
-    return n_pred;
+    return n_masked;
 }
 
 static int bad_value(Run *run, const Arr *a, int64_t v)
@@ -646,24 +669,27 @@ static PyObject *fast_generate(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"state", "tokens", "sentence_offsets", "doc_offsets", "max_seq_length",
                              "max_predictions_per_seq", "short_seq_prob", "dupe_factor", "num_to_predict",
-                             "vocab_words", "cls_id", "sep_id", "mask_id", "spans", "random_next",
-                             "positions", "labels", "shown", NULL};
+                             "vocab_words", "word_continues", "cls_id", "sep_id", "mask_id", "spans",
+                             "random_next", "positions", "labels", "shown", NULL};
     Arr state = {.name = "state"};
     Job g = {.tokens = {.name = "tokens"}, .sentence_offsets = {.name = "sentence_offsets"},
              .doc_offsets = {.name = "doc_offsets"}, .num_to_predict = {.name = "num_to_predict"},
-             .vocab_words = {.name = "vocab_words"}, .spans = {.name = "spans"},
+             .vocab_words = {.name = "vocab_words"}, .word_continues = {.name = "word_continues"},
+             .spans = {.name = "spans"},
              .random_next = {.name = "random_next"}, .positions = {.name = "positions"},
              .labels = {.name = "labels"}, .shown = {.name = "shown"}};
     Arr *all[] = {&state, &g.tokens, &g.sentence_offsets, &g.doc_offsets, &g.num_to_predict,
-                  &g.vocab_words, &g.spans, &g.random_next, &g.positions, &g.labels, &g.shown};
+                  &g.vocab_words, &g.word_continues, &g.spans, &g.random_next, &g.positions, &g.labels,
+                  &g.shown};
     MT r;
     Run run = {.g = &g, .rng = &r};
     int status = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&$O&O&O&nndnO&O&LLLO&O&O&O&O&:generate", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&$O&O&O&nndnO&O&O&LLLO&O&O&O&O&:generate", kwlist,
                                      conv_out, &state, conv_in, &g.tokens, conv_in, &g.sentence_offsets,
                                      conv_in, &g.doc_offsets, &g.max_seq_length, &g.max_predictions_per_seq,
                                      &g.short_seq_prob, &g.dupe_factor, conv_in, &g.num_to_predict,
-                                     conv_in, &g.vocab_words, &g.cls_id, &g.sep_id, &g.mask_id,
+                                     conv_in, &g.vocab_words, conv_in, &g.word_continues, &g.cls_id,
+                                     &g.sep_id, &g.mask_id,
                                      conv_out, &g.spans, conv_out, &g.random_next, conv_out, &g.positions,
                                      conv_out, &g.labels, conv_out, &g.shown))
         return NULL;
@@ -673,9 +699,10 @@ static PyObject *fast_generate(PyObject *self, PyObject *args, PyObject *kwargs)
     run.docs = PyMem_RawMalloc(sizeof(int64_t) * (num_docs ? num_docs : 1));
     run.seq = PyMem_RawMalloc(sizeof(int64_t) * g.max_seq_length);
     run.candidates = PyMem_RawMalloc(sizeof(int64_t) * g.max_seq_length);
+    run.words = PyMem_RawMalloc(sizeof(int64_t) * g.max_seq_length);
     run.picked_pos = PyMem_RawMalloc(sizeof(int64_t) * g.max_predictions_per_seq);
     run.picked_new = PyMem_RawMalloc(sizeof(int64_t) * g.max_predictions_per_seq);
-    if (!run.docs || !run.seq || !run.candidates || !run.picked_pos || !run.picked_new) {
+    if (!run.docs || !run.seq || !run.candidates || !run.words || !run.picked_pos || !run.picked_new) {
         PyErr_NoMemory();
         goto done;
     }
@@ -690,9 +717,10 @@ done:
     PyMem_RawFree(run.docs);
     PyMem_RawFree(run.seq);
     PyMem_RawFree(run.candidates);
+    PyMem_RawFree(run.words);
     PyMem_RawFree(run.picked_pos);
     PyMem_RawFree(run.picked_new);
-    release(all, 11);
+    release(all, 12);
     return status < 0 ? NULL : PyLong_FromSsize_t(run.count);
 }
 
@@ -1125,8 +1153,8 @@ fail:
 /* Each doc starts with its signature and "--", so inspect.signature reads it (_fast.pyi must agree). */
 static PyMethodDef methods[] = {
     FN(generate, "generate(state, *, tokens, sentence_offsets, doc_offsets, max_seq_length, "
-       "max_predictions_per_seq, short_seq_prob, dupe_factor, num_to_predict, vocab_words, cls_id, sep_id, "
-       "mask_id, spans, random_next, positions, labels, shown)\n--\n\n"
+       "max_predictions_per_seq, short_seq_prob, dupe_factor, num_to_predict, vocab_words, word_continues, "
+       "cls_id, sep_id, mask_id, spans, random_next, positions, labels, shown)\n--\n\n"
        "Run the reference instance algorithm, advancing state; return the count of instances. Rows that "
        "fit are written; a count above their number means call again from the same state with that many."),
     FN(shuffle, "shuffle(state, x)\n--\n\nrandom.shuffle of int64 x, drawing from state (625 int64, advanced)."),

@@ -12,9 +12,11 @@ Array = np.ndarray[Any, np.dtype[Any]]
 
 def generate(state: Array, *, tokens: Array, sentence_offsets: Array, doc_offsets: Array,
              max_seq_length: int, max_predictions_per_seq: int, short_seq_prob: float, dupe_factor: int,
-             num_to_predict: Array, vocab_words: Array, cls_id: int, sep_id: int, mask_id: int,
-             spans: Array, random_next: Array, positions: Array, labels: Array, shown: Array) -> int:
-    """The reference instance algorithm; instance i goes to row i of spans [N, 4], random_next [N]
+             num_to_predict: Array, vocab_words: Array, word_continues: Array, cls_id: int, sep_id: int,
+             mask_id: int, spans: Array, random_next: Array, positions: Array, labels: Array,
+             shown: Array) -> int:
+    """The reference instance algorithm (whole-word masking where `word_continues`, bool per
+    token id, marks pieces that continue a word; none marked: token masking); instance i goes to row i of spans [N, 4], random_next [N]
     and positions, labels, shown [N, max_predictions_per_seq] if N > i. Returns the count of
     instances: above N, call again from the same state with that many rows."""
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from bertdata.errors import BertdataError
+
+# token: each word piece is masked on its own (the reference NGC's hdf5 were made with);
+# whole-word: all pieces of a word or none, as Google's --do_whole_word_mask=True.
+MASKING_SCHEMES = ("token", "whole-word")
 
 
 @dataclass(frozen=True)
@@ -17,6 +21,7 @@ class InstanceConfig:
     short_seq_prob: float = 0.1
     dupe_factor: int = 5
     random_seed: int = 12345
+    masking_scheme: str = MASKING_SCHEMES[0]
 
     def __post_init__(self) -> None:
         if self.max_seq_length < 5:
@@ -34,6 +39,17 @@ class InstanceConfig:
             raise BertdataError(f"--dupe-factor must be at least 1 (got {self.dupe_factor})")
         if self.random_seed < 0:
             raise BertdataError(f"--random-seed must be non-negative (got {self.random_seed})")
+        if self.masking_scheme not in MASKING_SCHEMES:
+            raise BertdataError(f"--masking-scheme must be {' or '.join(MASKING_SCHEMES)} (got {self.masking_scheme!r})")
+
+    def record(self) -> dict:
+        """The fields as manifests and shard attributes record them: the masking scheme only where
+        it is not token, so that token shards and manifests keep the bytes of releases before it
+        (absent means token) and stay reusable by a re-run."""
+        fields = asdict(self)
+        if self.masking_scheme == MASKING_SCHEMES[0]:
+            del fields["masking_scheme"]
+        return fields
 
 
 PHASE1 = InstanceConfig(max_seq_length=128, max_predictions_per_seq=20)

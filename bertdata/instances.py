@@ -97,7 +97,9 @@ def create_instances(documents: Documents, vocab: Vocab, cfg: InstanceConfig,
     capacity = min(per_dupe, documents.num_sentences) * cfg.dupe_factor + 16
     params = kernel.Params(max_seq_length=cfg.max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
                            short_seq_prob=cfg.short_seq_prob, dupe_factor=cfg.dupe_factor,
-                           num_to_predict=_num_to_predict(cfg), vocab_words=words, cls_id=vocab.cls_id,
+                           num_to_predict=_num_to_predict(cfg), vocab_words=words,
+                           word_continues=vocab.word_continues if cfg.masking_scheme == "whole-word"
+                           else np.zeros(len(vocab), np.bool_), cls_id=vocab.cls_id,
                            sep_id=vocab.sep_id, mask_id=vocab.mask_id)
     made = kernel.generate(seed, documents, params, capacity)
     return Instances(tokens=documents.tokens, order=made.order, spans=made.spans, random_next=made.random_next,
@@ -108,12 +110,8 @@ def create_instances(documents: Documents, vocab: Vocab, cfg: InstanceConfig,
 def generation_attrs(vocab: Vocab, cfg: InstanceConfig, lowercase: bool, seed: int) -> dict[str, Any]:
     """What made a shard, stored as hdf5 file attributes (readers of the six datasets ignore them)."""
     return {
+        **cfg.record(),
         "random_seed": seed,
-        "max_seq_length": cfg.max_seq_length,
-        "max_predictions_per_seq": cfg.max_predictions_per_seq,
-        "masked_lm_prob": cfg.masked_lm_prob,
-        "short_seq_prob": cfg.short_seq_prob,
-        "dupe_factor": cfg.dupe_factor,
         "lower_case": lowercase,
         "vocab_sha256": vocab.sha256,
         "vocab_size": len(vocab),

@@ -44,6 +44,9 @@ class Params:
     dupe_factor: int
     num_to_predict: np.ndarray  # [max_seq_length + 1]: the reference's prediction count for L tokens
     vocab_words: np.ndarray  # vocab_words[r]: the id of the reference's r-th vocab word
+    # [vocab size] bool: the id continues the word before it, so whole-word masking masks it with
+    # that word; all False masks piece by piece.
+    word_continues: np.ndarray
     cls_id: int
     sep_id: int
     mask_id: int

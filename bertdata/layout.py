@@ -16,9 +16,12 @@ def text_folder(training_shards: int, test_shards: int, test_fraction: float) ->
 
 
 def hdf5_folder(cfg: InstanceConfig, lowercase: bool = True) -> str:
+    """The reference's name; whole-word masking adds a suffix, so token folders keep NGC's names
+    and the two schemes never share a folder."""
     return (f"hdf5_lower_case_{int(lowercase)}_seq_len_{cfg.max_seq_length}"
             f"_max_pred_{cfg.max_predictions_per_seq}_masked_lm_prob_{cfg.masked_lm_prob}"
-            f"_random_seed_{cfg.random_seed}_dupe_factor_{cfg.dupe_factor}")
+            f"_random_seed_{cfg.random_seed}_dupe_factor_{cfg.dupe_factor}"
+            f"{'_whole_word_mask' if cfg.masking_scheme == 'whole-word' else ''}")
 
 
 def shard_stem(dataset: str, split: str, index: int) -> str:

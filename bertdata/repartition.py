@@ -182,6 +182,11 @@ def check_inputs(infos: list[ShardInfo]) -> dict[str, Any]:
                 raise BertdataError(
                     f"{info.path}: {what} {getattr(info, what)} differs from {first.path} "
                     f"({getattr(first, what)}); only shards of one setting can be mixed")
+        # Absent means token (InstanceConfig.record): mixed, the parts' common attrs would say token.
+        scheme, first_scheme = (i.attrs.get("masking_scheme", "token") for i in (info, first))
+        if scheme != first_scheme:
+            raise BertdataError(f"{info.path}: masking scheme {scheme} differs from {first.path} ({first_scheme}); "
+                                "only shards of one setting can be mixed")
         if "vocab_sha256" in info.attrs:
             if vocab_ref is None:
                 vocab_ref = info

@@ -15,6 +15,7 @@ import numpy as np
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.hdf5io import _open, file_attrs
 from bertdata.schema import ARRAYS, ATTRS_KEY, DTYPES, FIELDS
+from bertdata.vocab import Vocab
 
 BATCH = 8192
 # Largest hdf5 chunk accepted (uncompressed); h5py's automatic chunks stay under 1 MiB.
@@ -30,9 +31,14 @@ class ShardStats:
     full_length: int = 0
     masked: int = 0
     random_next: int = 0
+    # With a vocab (see word_masking): masked positions that start a word, instances whose masks
+    # cover part of a word.
+    word_starts: int = 0
+    split_words: int = 0
 
     def add(self, other: "ShardStats") -> None:
-        for name in ("instances", "real_tokens", "full_length", "masked", "random_next"):
+        for name in ("instances", "real_tokens", "full_length", "masked", "random_next", "word_starts",
+                     "split_words"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.max_seq_length = max(self.max_seq_length, other.max_seq_length)
 
@@ -159,8 +165,9 @@ def read_layout(path: str, exact_dtypes: bool = True) -> Layout:
         return check_layout(path, f, exact_dtypes)
 
 
-def validate_shard(path: str, vocab_size: int | None = None) -> ShardStats:
-    """Check every invariant of the reference layout; raise ValidationError naming the first broken one."""
+def validate_shard(path: str, vocab_size: int | None = None, vocab: Vocab | None = None) -> ShardStats:
+    """Check every invariant of the reference layout; raise ValidationError naming the first broken one.
+    With `vocab`, also count how the masks fall on words (`word_masking`)."""
     with _invalid_on_read_errors(path), _open(path) as f:
         layout = check_layout(path, f)
         if vocab_size is None:
@@ -169,7 +176,39 @@ def validate_shard(path: str, vocab_size: int | None = None) -> ShardStats:
         for start in range(0, layout.instances, BATCH):
             batch = {name: f[name][start:start + BATCH] for name in FIELDS}
             check_batch(path, start, batch, vocab_size, stats)
+            if vocab is not None:
+                word_masking(batch, vocab, stats)
         return stats
+
+
+def word_continuations(ids: np.ndarray, candidate: np.ndarray,
+                       word_continues: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whole-word masking's words in rows of original `ids`, where `candidate` marks the pieces
+    that may be masked (not [CLS] or [SEP]): (continues, before), continues marking the
+    candidates that join the word of the last candidate before them (a "##" piece after one),
+    before giving that candidate's position (0 where there is none)."""
+    cols = np.arange(ids.shape[1])
+    last = np.maximum.accumulate(np.where(candidate, cols, -1), axis=1)
+    before = np.concatenate((np.full((len(ids), 1), -1), last[:, :-1]), axis=1)
+    continues = candidate & word_continues[np.clip(ids, 0, len(word_continues) - 1)] & (before >= 0)
+    return continues, np.maximum(before, 0)
+
+
+def word_masking(b: dict[str, np.ndarray], vocab: Vocab, stats: ShardStats) -> None:
+    """Add to `stats` the masked positions of valid rows `b` that start a word, and the rows
+    whose masks cover part of a word. Words as whole-word masking groups the original pieces:
+    a "##" piece belongs to the word of the last piece before it that is not [CLS] or [SEP]."""
+    ids, pos, mids = b["input_ids"], b["masked_lm_positions"], b["masked_lm_ids"]
+    rows, slots = np.nonzero(np.cumprod(pos != 0, axis=1))
+    original = ids.astype(np.int64)
+    original[rows, pos[rows, slots]] = mids[rows, slots]
+    masked = np.zeros(ids.shape, bool)
+    masked[rows, pos[rows, slots]] = True
+    candidate = (b["input_mask"] != 0) & (original != vocab.cls_id) & (original != vocab.sep_id)
+    continues, before = word_continuations(original, candidate, vocab.word_continues)
+    split = continues & (masked != np.take_along_axis(masked, before, axis=1))
+    stats.word_starts += int((masked & ~continues).sum())
+    stats.split_words += int(split.any(axis=1).sum())
 
 
 def check_batch(path: str, start: int, b: dict[str, np.ndarray], vocab_size: int | None,

@@ -52,6 +52,15 @@ class Vocab:
         ids = self.token_to_id
         return np.fromiter((ids[t] for t in dict.fromkeys(self.tokens)), dtype=np.int32)
 
+    @cached_property
+    def word_continues(self) -> "np.ndarray":
+        """Per id, whether the piece continues the word before it: the reference's whole-word
+        masking groups a word's pieces by the `##` prefix alone, in any language (text the basic
+        tokenizer splits into characters, such as Chinese, has a word per character)."""
+        import numpy as np
+
+        return np.fromiter((t.startswith("##") for t in self.tokens), dtype=np.bool_, count=len(self.tokens))
+
     @property
     def unk_id(self) -> int:
         return self.token_to_id["[UNK]"]

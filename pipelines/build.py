@@ -119,7 +119,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     tool, run = tool_record("bertdata build"), Run(started, cfg.runner.runner, workers)
 
     def instance_options(p) -> dict:
-        return {**text_options, "instances": asdict(p), "vocab_sha256": vocab.sha256, "vocab_size": len(vocab),
+        return {**text_options, "instances": p.record(), "vocab_sha256": vocab.sha256, "vocab_size": len(vocab),
                 "lowercase": t.lowercase, "seed_per_shard": "same" if cfg.same_seed_per_shard else "derived"}
 
     phase_options = {folder: instance_options(p) for p, folder in phases}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import apache_beam as beam
 
@@ -22,6 +22,9 @@ from bertdata.pipelines.records import Counts, Spread
 
 # What each shard file records about itself, and a re-run reads back instead of redoing it.
 STATS = ("documents", "sentences", "tokens", "instances", "random_next")
+# Every option of the algorithm. Attrs leave one out at its default (the token masking scheme,
+# see InstanceConfig.record): absent from this run's attrs, it must be absent from the file's.
+OPTIONS = tuple(f.name for f in fields(InstanceConfig))
 # Instance rows made into LDDL rows per step.
 SPILL_ROWS = 8192
 
@@ -138,7 +141,7 @@ def _reusable(fmt: ShardFormat, paths: list[str], attrs: dict) -> dict | None:
         return None
     with contextlib.ExitStack() as stack:
         found = fmt.info([stack.enter_context(fsio.local_input(path)) for path in paths]).attrs
-    if any(found.get(k) != v for k, v in attrs.items() if k != "bertdata_version"):
+    if any(found.get(k) != attrs.get(k) for k in {*attrs, *OPTIONS} if k != "bertdata_version"):
         return None
     if any(k not in found for k in STATS):
         return None  # made by a release that recorded less

@@ -175,3 +175,37 @@ def test_a_folder_in_ngc_layout_finds_the_vocab_the_build_left_above_it(tmp_path
     # Offline, the standard vocab could not be downloaded: the one beside the data is taken.
     found = vocab_for_shard({"vocab_sha256": sha, "vocab_size": 30522}, folder)
     assert Path(found.path) == tmp_path / "vocab" / "vocab" and found.sha256 == sha
+
+
+@pytest.mark.slow
+def test_whole_word_build_reads_in_both_loaders_and_masks_whole_words(tmp_path):
+    torch = pytest.importorskip("torch", reason="the bench extra (torch) is not installed")
+    from bertdata.benchmark.data import ShardStream, rank_units, survey, survey_lddl
+    from bertdata.validate import ShardStats, validate_shard, word_masking
+
+    out = tmp_path / "ww"
+    fragment(out, "--format", "both", "--phase", "1", "--masking-scheme", "whole-word", "--workers", "1")
+    vocab = load_vocab(VOCAB)
+    hdf5 = out / (HDF5[1] + "_whole_word_mask") / "wikicorpus_en"
+    assert json.loads((hdf5 / "manifest.json").read_text())["options"]["instances"]["masking_scheme"] == "whole-word"
+    manifest = json.loads((out / PHASE1 / lddl.MANIFEST).read_text())
+    assert manifest["options"]["instances"]["masking_scheme"] == manifest["attrs"]["masking_scheme"] == "whole-word"
+    shards = sorted(hdf5.glob("*.hdf5"))
+    stats = [validate_shard(str(path), vocab=vocab) for path in shards]
+    assert len(shards) == 5 and sum(s.masked for s in stats) > 10_000
+    assert all(s.split_words == 0 for s in stats)
+    # Words of several pieces are masked whole, not only one-piece words.
+    assert sum(s.word_starts for s in stats) < 0.97 * sum(s.masked for s in stats)
+    folder_stats = ShardStats("lddl")
+    for path in sorted((out / PHASE1).glob("shard-*")):
+        word_masking(lddl.file_arrays(path, vocab.tokens, 128, 20), vocab, folder_stats)
+    assert folder_stats.split_words == 0 and lddl_rows(out / PHASE1, vocab.tokens, 128, 20) <= hdf5_rows(hdf5)
+
+    for infos, fmt in ((survey(hdf5), None), survey_lddl(out / PHASE1)):
+        assert fmt is None or fmt.masking_scheme == "whole-word"
+        batch = next(iter(ShardStream(rank_units(infos, 0, 1), batch_size=16, seed=1, infos=infos, fmt=fmt)))
+        assert all(isinstance(t, torch.Tensor) for t in batch) and ((batch[3] != -1).sum(1) > 0).all()
+
+    # A re-run with the other scheme makes its own hdf5 folder, and refuses the LDDL one made with this.
+    proc = fragment(out, "--format", "lddl", "--phase", "1", "--workers", "1", check=False)
+    assert proc.returncode != 0 and "made with other options" in proc.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import re
 from collections import OrderedDict
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -103,21 +104,34 @@ def _from_document(documents, d, cfg, vocab_words, rng):
 
 
 def _mask(tokens, cfg, vocab_words, rng):
-    candidates = [k for k, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
-    rng.shuffle(candidates)
+    # Whole-word masking (Google's --do_whole_word_mask): a "##" piece joins the word of the
+    # candidate before it, if there is one; words are taken whole in shuffled order, skipping
+    # any that would pass n. Token masking: every piece is a word.
+    words = []
+    for k, t in enumerate(tokens):
+        if t in ("[CLS]", "[SEP]"):
+            continue
+        if cfg.masking_scheme == "whole-word" and words and t.startswith("##"):
+            words[-1].append(k)
+        else:
+            words.append([k])
+    rng.shuffle(words)
     n = min(cfg.max_predictions_per_seq, max(1, int(round(len(tokens) * cfg.masked_lm_prob))))
     output = list(tokens)
     masked = []
-    for k in candidates:
+    for word in words:
         if len(masked) >= n:
             break
-        if rng.random() < 0.8:
-            output[k] = "[MASK]"
-        elif rng.random() < 0.5:
-            output[k] = tokens[k]
-        else:
-            output[k] = vocab_words[rng.randint(0, len(vocab_words) - 1)]
-        masked.append((k, tokens[k]))
+        if len(masked) + len(word) > n:
+            continue
+        for k in word:
+            if rng.random() < 0.8:
+                output[k] = "[MASK]"
+            elif rng.random() < 0.5:
+                output[k] = tokens[k]
+            else:
+                output[k] = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+            masked.append((k, tokens[k]))
     masked.sort()
     return output, [k for k, _ in masked], [t for _, t in masked]
 
@@ -196,6 +210,38 @@ def test_kernel_matches_reference_across_parameters(cfg):
     vocab = small_vocab()
     docs = random_docs(random.Random(3), num_docs=15, max_sentences=20, max_len=60, vocab_size=len(vocab))
     check_against_reference(docs, vocab, cfg, seed=42)
+
+
+# A vocab where half the words continue the one before: words of one to many pieces, "##"
+# pieces first in a segment (after [CLS] or [SEP], or where truncation cut a word), and words
+# longer than an instance's predictions.
+PIECES = tuple(f"##p{i}" for i in range(60))
+
+
+@pytest.mark.parametrize("seed", [0, 5, 12345])
+@pytest.mark.parametrize("cfg", [
+    replace(SMALL, masking_scheme="whole-word"),
+    InstanceConfig(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2, masking_scheme="whole-word"),
+    InstanceConfig(max_seq_length=5, max_predictions_per_seq=2, masked_lm_prob=0.5, short_seq_prob=1.0,
+                   dupe_factor=2, masking_scheme="whole-word"),
+    InstanceConfig(max_seq_length=64, max_predictions_per_seq=3, masked_lm_prob=0.9, dupe_factor=2,
+                   masking_scheme="whole-word"),  # most words do not fit: skipped, smaller ones taken
+])
+def test_whole_word_masking_matches_reference(cfg, seed):
+    vocab = small_vocab(PIECES)
+    docs = random_docs(random.Random(seed), num_docs=20, max_sentences=12, max_len=30, vocab_size=len(vocab),
+                       special_every=0.1)
+    expected = check_against_reference(docs, vocab, cfg, seed)
+    token = create_instances(documents_from_ids(docs), vocab, replace(cfg, masking_scheme="token"), seed=seed)
+    assert not np.array_equal(token.array("masked_lm_positions"), expected["masked_lm_positions"])
+
+
+def test_whole_word_masking_without_continuations_is_token_masking():
+    vocab = small_vocab()
+    docs = random_docs(random.Random(1), num_docs=15, max_sentences=10, max_len=40, vocab_size=len(vocab))
+    token = check_against_reference(docs, vocab, SMALL, seed=1)
+    assert_same(create_instances(documents_from_ids(docs), vocab, replace(SMALL, masking_scheme="whole-word"),
+                                 seed=1), token)
 
 
 def test_one_document_shard():

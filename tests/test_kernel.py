@@ -34,7 +34,8 @@ def small_documents(seed: int = 0, num_docs: int = 8) -> Documents:
 def small_params(**changes) -> kernel.Params:
     fields = dict(max_seq_length=SEQ, max_predictions_per_seq=PRED, short_seq_prob=0.3, dupe_factor=2,
                   num_to_predict=np.array([min(PRED, max(1, round(n * 0.15))) for n in range(SEQ + 1)], np.int64),
-                  vocab_words=np.arange(VOCAB_SIZE, dtype=np.int64), cls_id=CLS, sep_id=SEP, mask_id=MASK)
+                  vocab_words=np.arange(VOCAB_SIZE, dtype=np.int64), word_continues=np.zeros(VOCAB_SIZE, np.bool_),
+                  cls_id=CLS, sep_id=SEP, mask_id=MASK)
     return kernel.Params(**{**fields, **changes})
 
 
@@ -113,6 +114,9 @@ BROKEN = {
     "short num_to_predict": ("num_to_predict", lambda a: a[:SEQ].copy(), ValueError, "max_seq_length \\+ 1"),
     "num_to_predict over P": ("num_to_predict", lambda a: a + PRED, ValueError, "exceeds max_predictions_per_seq"),
     "no vocab words": ("vocab_words", lambda a: a[:0].copy(), ValueError, "vocab_words must not be empty"),
+    "word_continues short of the ids": ("word_continues", lambda a: a[:200].copy(), ValueError,
+                                        "id \\d+ has no entry in word_continues"),
+    "int8 word_continues": ("word_continues", lambda a: a.astype(np.int8), TypeError, "word_continues must be bool"),
     # parameters the replay cannot draw from
     "max_seq_length 4": ("max_seq_length", lambda v: 4, ValueError, "max_seq_length must be in 5..2\\*\\*31-1"),
     "max_seq_length 2**31": ("max_seq_length", lambda v: 1 << 31, ValueError, "max_seq_length must be in"),

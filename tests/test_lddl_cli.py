@@ -261,6 +261,30 @@ def test_dynamic_masking_follows_the_reference_rule(phase1, tokens, tmp_path):
     assert not changed[rows["input_mask"] == 0].any() and changed.sum() <= len(pos)
 
 
+def test_dynamic_whole_word_masking_takes_whole_words_while_they_fit(phase1, tokens, tmp_path):
+    from bertdata.errors import BertdataError
+    from bertdata.validate import ShardStats, word_masking
+    from bertdata.vocab import load_vocab
+
+    folder, _ = phase1
+    dynamic = tmp_path / "dyn"
+    shard_lddl(dynamic, folder, parts=2, masking="dynamic")
+    infos, fmt = survey_lddl(dynamic, str(VOCAB), "whole-word")
+    assert fmt.masking_scheme == "whole-word"
+    rows = lddl.file_arrays(infos[0].path, tokens, 128, 20)
+    masked = mask_dynamic(rows, fmt, 20, np.random.default_rng(0))
+    stats = ShardStats("dyn", instances=len(rows["input_ids"]))
+    count = (masked["masked_lm_positions"] != 0).sum(axis=1)
+    stats.masked = int(count.sum())
+    word_masking(masked, load_vocab(VOCAB), stats)
+    assert stats.split_words == 0 and stats.word_starts < stats.masked
+    target = np.minimum(20, np.maximum(1, np.round(rows["input_mask"].sum(axis=1) * 0.15)))
+    # Whole words fill the count but where a word would pass it (then a shorter one is tried).
+    assert (count <= target).all() and (count == target).mean() > 0.9
+    with pytest.raises(BertdataError, match="for LDDL folders with dynamic masking"):
+        survey_lddl(folder, str(VOCAB), "whole-word")
+
+
 @pytest.mark.parametrize("masking", ["static", "dynamic"])
 def test_bench_trains_tiny_on_an_lddl_folder(phase1, tmp_path, masking):
     folder, _ = phase1

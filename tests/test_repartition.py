@@ -305,6 +305,18 @@ def test_real_shards_keep_every_instance(tmp_path, real, parts):
     assert set(shard_info(result.parts[0]).attrs) == {"shard_seed", "part_index", "num_parts"}
 
 
+def test_shards_of_different_masking_schemes_are_refused(tmp_path):
+    rng = np.random.default_rng(8)
+    token = random_shard(tmp_path / "a_training_0.hdf5", 20, rng)
+    whole = random_shard(tmp_path / "b_training_0.hdf5", 20, rng, attrs={"masking_scheme": "whole-word"})
+    with pytest.raises(BertdataError, match="masking scheme whole-word differs") as err:
+        shard(token, whole, output=tmp_path / "out", parts=2)
+    assert str(whole) in str(err.value)
+    result = shard(whole, random_shard(tmp_path / "c_training_0.hdf5", 20, rng, attrs={"masking_scheme": "whole-word"}),
+                   output=tmp_path / "same", parts=2)
+    assert shard_info(result.parts[0]).attrs["masking_scheme"] == "whole-word"
+
+
 @needs_real
 def test_real_shards_of_different_lengths_are_refused(tmp_path):
     with pytest.raises(BertdataError, match="max_seq_length") as err:

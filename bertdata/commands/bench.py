@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from bertdata.config import MASKING_SCHEMES
+
 HELP = """\
 Pretrain BERT (masked LM + next sentence, LAMB) on hdf5 shards for a fixed number
 of steps and report throughput as NVIDIA's NGC tables do: sequences/s for all GPUs
@@ -62,7 +64,7 @@ DEFAULT_MATRIX_BATCH = (96, 128)  # the published V100 and A100 batch sizes
 DEFAULT_MATRIX_PRECISION = ("fp32", "tf32", "amp", "bf16")
 # The flags that are BenchConfig fields of the same name, besides --batch-size and --precision.
 CONFIG_FLAGS = ("data", "model", "bert_config", "global_batch", "accumulation", "steps", "warmup_steps", "gpus",
-                "compile", "device", "loader_only", "workers", "lr", "optimizer", "seed", "vocab")
+                "compile", "device", "loader_only", "workers", "lr", "optimizer", "seed", "vocab", "masking_scheme")
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -110,6 +112,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "dynamic masks (default: 12345)")
     p.add_argument("--vocab", metavar="PATH",
                    help="an LDDL folder's vocab (default: the one whose sha256 its manifest.json records)")
+    p.add_argument("--masking-scheme", choices=MASKING_SCHEMES,
+                   help="an LDDL folder with dynamic masking: mask word pieces one at a time (token) or whole "
+                        "words, a word being a piece and the '##' pieces after it (every character of text "
+                        "without spaces, such as Chinese) (default: the scheme its manifest.json records)")
     p.add_argument("--json", metavar="PATH", help="write the run records as JSON")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.set_defaults(run=run)

@@ -16,7 +16,8 @@ Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
      OUTPUT/sharded_training_shards_256_test_shards_256_fraction_0.1/wikicorpus_en/
   3. tokenize (WordPiece) and make masked-LM / next-sentence instances, written as
      OUTPUT/hdf5_lower_case_1_seq_len_128_max_pred_20_masked_lm_prob_0.15_random_seed_12345_dupe_factor_5/wikicorpus_en/
-     (phase 1) and ..._seq_len_512_max_pred_80_... (phase 2)
+     (phase 1) and ..._seq_len_512_max_pred_80_... (phase 2); with
+     --masking-scheme whole-word the names end in _whole_word_mask
   4. with --format lddl or both: the same training instances as LDDL parquet, the
      input of NGC's current recipe (lddl.torch.get_bert_pretrain_data_loader):
      OUTPUT/pretrain/phase1/unbinned/parquet/shard-<i>.parquet,

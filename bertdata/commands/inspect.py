@@ -11,7 +11,10 @@ LDDL's loader will read them, and print statistics.
 hdf5 checks: the six datasets, their dtypes, that shapes agree, token ids below
 the vocab size (from --vocab, else the vocab_size the shard records), input_mask
 a run of 1s, masked positions strictly increasing then 0-padded and inside the
-real tokens.
+real tokens. With a vocab (--vocab, --show, or the recorded one of a shard made
+with --masking-scheme whole-word): the masking scheme, the share of masked
+positions that start a word, and whether the masks cover whole words (a word is
+a piece and the "##" pieces after it, as whole-word masking groups them).
 
 A folder holding shard-*.parquet* files or a .num_samples.json is an LDDL
 folder (one phase); a folder given is also searched for such folders. Checks:
@@ -19,7 +22,8 @@ file names and bins, the columns, .num_samples.json, every bin's file count
 dividing by --ranks (training ranks x loader workers) and its files' sizes
 differing by exactly one row, every row's token count, masking and bin, and
 with a vocab (--vocab, or the one whose sha256 the folder's manifest.json
-records) every token. Statistics are per bin.
+records) every token. Statistics are per bin; with static masking and a vocab,
+the word figures above for the whole folder.
 
 A file or folder that fails: its name and the reason, exit code 1; every one
 is checked. A --vocab other than the one a shard or folder records: exit code 2.
@@ -93,7 +97,12 @@ def _inspect(args: argparse.Namespace) -> int:
             if given is not None:
                 check_vocab(given, attrs, path)
             vocab = given or (vocab_for_shard(attrs, path) if args.show else None)
-            stats = validate_shard(path, len(vocab) if vocab else None)
+            if vocab is None and attrs.get("masking_scheme") == "whole-word":
+                try:
+                    vocab = vocab_for_shard(attrs, path)
+                except BertdataError as err:
+                    warnings.append(f"{err} (word figures left out)")
+            stats = validate_shard(path, len(vocab) if vocab else None, vocab)
         except ValidationError as err:
             failures.append(str(err))
             print(f"{'INVALID':>10} {'':>4} {'':>8} {'':>6} {'':>6} {'':>11}  {path}", flush=True)
@@ -101,6 +110,8 @@ def _inspect(args: argparse.Namespace) -> int:
         totals.setdefault(stats.max_seq_length, ShardStats("total")).add(stats)
         counts[stats.max_seq_length] = counts.get(stats.max_seq_length, 0) + 1
         _print_row(stats, path)
+        if vocab is not None:
+            _print_words(stats, attrs)
         share = stats.row()["random_next_share"]
         if stats.instances >= NSP_MIN_INSTANCES and abs(share - 0.5) > NSP_TOLERANCE:
             warnings.append(f"{path}: {share:.1%} random next, far from 50%: its text shard has too few "
@@ -125,6 +136,15 @@ def _print_row(stats, label: str) -> None:
     r = stats.row()
     print(f"{r['instances']:>10} {stats.max_seq_length:>4} {r['mean_real_tokens']:>8.1f} "
           f"{r['short_share']:>6.1%} {r['masked_per_instance']:>6.2f} {r['random_next_share']:>11.1%}  {label}")
+
+
+def _print_words(stats, attrs: dict) -> None:
+    """How the masks fall on words (see validate.word_masking)."""
+    starts = stats.word_starts / max(stats.masked, 1)
+    whole = ("every mask covers whole words" if not stats.split_words else
+             f"masks cover part of a word in {stats.split_words:,} of {stats.instances:,} instances")
+    print(f"{'':>10} {attrs.get('masking_scheme', 'token')} masking: {starts:.1%} of masked positions start a "
+          f"word; {whole}")
 
 
 def _find_inputs(paths: list[str]) -> tuple[list[str], list]:
@@ -197,12 +217,30 @@ def _inspect_folder(folder, args: argparse.Namespace, given, failures: list[str]
     share = total["random_next"] / max(total["rows"], 1)
     if total["rows"] >= NSP_MIN_INSTANCES and abs(share - 0.5) > NSP_TOLERANCE:
         warnings.append(f"{folder}: {share:.1%} random next, far from 50%: its rows came from too few documents")
+    if vocab is not None and report["masking"] == "static" and "max_seq_length" in manifest:
+        _print_words(_folder_words(folder, manifest, vocab), manifest.get("options", {}).get("instances", {}))
     if args.show:
         rows = (row for _path, _bin, batch in lddl.read_folder(folder)
                 for row in pa.Table.from_batches([batch]).to_pylist())
         for i, row in enumerate(itertools.islice(rows, args.show)):
             label = "random next" if row["is_random_next"] else "actual next"
             print(f"  #{i} ({label}): {decode_words(*lddl.row_words(row))}")
+
+
+def _folder_words(folder, manifest: dict, vocab):
+    """An LDDL folder's (valid, statically masked) rows counted as `validate.word_masking` counts."""
+    import numpy as np
+
+    from bertdata import lddl
+    from bertdata.validate import ShardStats, word_masking
+
+    stats = ShardStats(str(folder))
+    for path in (path for files in lddl.phase_layout(folder)["bins"].values() for path in files):
+        arrays = lddl.file_arrays(path, vocab.tokens, manifest["max_seq_length"], manifest["max_predictions_per_seq"])
+        stats.instances += len(arrays["input_ids"])
+        stats.masked += int(np.count_nonzero(np.cumprod(arrays["masked_lm_positions"] != 0, axis=1)))
+        word_masking(arrays, vocab, stats)
+    return stats
 
 
 def _print_bin(label, row: dict) -> None:

@@ -17,6 +17,8 @@ vocab, seed and parameters: documents are shuffled, each is cut into
 segment pairs dupe-factor times (half of them with a random next segment),
 tokens are masked 80/10/10, and the instances are shuffled -- all from one
 random.Random(seed). Several INPUT files make one shard, read in order.
+--masking-scheme whole-word masks whole words instead of single word pieces,
+bit-identical to Google's create_pretraining_data.py --do_whole_word_mask=True.
 
 The file is written under a temporary name and renamed when complete; an
 existing --output is kept unless --force. Parameters are stored as attributes.
@@ -30,6 +32,7 @@ examples:
   bertdata instances shard.txt --output phase2.hdf5 --max-seq-length 512 \\
       --max-predictions-per-seq 80
   bertdata instances shard.txt --output cased.hdf5 --vocab cased-vocab.txt --cased
+  bertdata instances shard.txt --output wwm.hdf5 --masking-scheme whole-word
   bertdata instances bad-bytes.txt --output out.hdf5 --errors replace
 """
 

@@ -3,7 +3,7 @@ dataclasses so that `--help` states what a run does."""
 
 from __future__ import annotations
 
-from bertdata.config import BuildConfig, InstanceConfig
+from bertdata.config import MASKING_SCHEMES, BuildConfig, InstanceConfig
 
 # InstanceConfig's fields as flags: (metavar, help without the default). Each flag's
 # name, type and default come from the field.
@@ -14,7 +14,14 @@ INSTANCE_OPTIONS = {
     "short_seq_prob": ("P", "chance a document aims at a random shorter length"),
     "dupe_factor": ("N", "passes over the documents, each with new masks"),
     "random_seed": ("N", "seed of the random stream that shuffles and masks"),
+    "masking_scheme": ("{" + ",".join(MASKING_SCHEMES) + "}",
+                       "token: mask word pieces one at a time, as NVIDIA's script; whole-word: all pieces of a "
+                       "word or none, as Google's --do_whole_word_mask (same instances, bit for bit). A word is a "
+                       "piece and the '##' pieces after it, in any language: text without spaces (Chinese, which "
+                       "the tokenizer splits into characters) has a word per character"),
 }
+# Flags that take one of a few values.
+CHOICES = {"masking_scheme": MASKING_SCHEMES}
 # Set by `build --phase` rather than by flags.
 PHASE_FIELDS = ("max_seq_length", "max_predictions_per_seq")
 
@@ -27,7 +34,7 @@ def add_instance_options(parser, *, phase_fields: bool = True) -> None:
             continue
         value = getattr(defaults, name)
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value, metavar=metavar,
-                            help=f"{text} (default: {value})")
+                            choices=CHOICES.get(name), help=f"{text} (default: {value})")
 
 
 def instance_fields(args) -> dict:
