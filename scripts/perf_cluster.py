@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests")]
 
 from perf_scale import VOCAB, scaled_dump, tree_memory  # noqa: E402
-from stores import BUCKET, S3Server, clear, put_file  # noqa: E402
+from servers import BUCKET, S3Server, clear, dask_cluster, put_file, stop_all  # noqa: E402
 
 
 class PeakMemory:
@@ -67,28 +67,6 @@ def build(args: list[str], env: dict, watch: list) -> tuple[float, int]:
     return time.time() - started, memory.peak
 
 
-def dask_cluster(folder: Path, env: dict) -> tuple[Path, list[subprocess.Popen]]:
-    scheduler_file = folder / "scheduler.json"
-    log = open(folder / "dask.log", "w")
-    dask = [sys.executable, "-m", "dask"]
-    procs = [subprocess.Popen([*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                               "--scheduler-file", str(scheduler_file)], stdout=log, stderr=log, env=env)]
-    while not scheduler_file.exists():
-        time.sleep(0.2)
-    for n in range(2):
-        own = folder / f"worker{n}"
-        (own / "tmp").mkdir(parents=True)
-        procs.append(subprocess.Popen(
-            [*dask, "worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1", "--nworkers", "1",
-             "--no-dashboard", "--host", "127.0.0.1", "--memory-limit", "8GiB", "--local-directory", str(own)],
-            stdout=log, stderr=log, cwd=own, env={**env, "TMPDIR": str(own / "tmp")}))
-    from distributed import Client
-
-    with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
-        client.wait_for_workers(2, timeout=90)
-    return scheduler_file, procs
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--factor", type=int, default=32)
@@ -103,7 +81,8 @@ def main() -> None:
     put_file(s3, Path(str(dump).replace(".xml.bz2", "-index.txt.bz2")), f"dumps/{dump.name}".replace(
         ".xml.bz2", "-index.txt.bz2"))
     plain = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    scheduler_file, cluster = dask_cluster(work, plain)
+    log = open(work / "dask.log", "w")
+    scheduler_file, cluster = dask_cluster(work, plain, log)
     workers = [psutil.Process(p.pid) for p in cluster[1:]]
     moto = psutil.Process(server.proc.pid)
     store_cpu = []  # CPU seconds the S3 server spent on each dask build, on the build's cores
@@ -127,8 +106,8 @@ def main() -> None:
                 seconds, peak = results[kind][-1]
                 print(f"run {repeat + 1}  {kind:9}  {seconds:6.1f} s  peak {peak / 2**20:7.0f} MiB", flush=True)
     finally:
-        for proc in reversed(cluster):
-            proc.terminate()
+        stop_all(cluster)
+        log.close()
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
     best = {kind: min(runs) for kind, runs in results.items()}

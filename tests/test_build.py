@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, WIKI_FRAGMENT, need_shared, run_cli
+from servers import digest
 
 PHASE1 = "hdf5_lower_case_1_seq_len_128_max_pred_20_masked_lm_prob_0.15_random_seed_12345_dupe_factor_5"
 PHASE2 = "hdf5_lower_case_1_seq_len_512_max_pred_80_masked_lm_prob_0.15_random_seed_12345_dupe_factor_5"
@@ -24,17 +25,8 @@ MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|''|<ref|\{\||\|\}|\|-|thumb\||px\||Cat
 
 def tree_digest(root: Path) -> dict[str, str]:
     """sha256 of every data file under root (manifests without their run record; no log)."""
-    out = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and path.name != "build.log":
-            if path.name == "manifest.json":
-                manifest = json.loads(path.read_text())
-                manifest.pop("run")
-                data = json.dumps(manifest, sort_keys=True).encode()
-            else:
-                data = path.read_bytes()
-            out[str(path.relative_to(root))] = hashlib.sha256(data).hexdigest()
-    return out
+    return digest((str(path.relative_to(root)), path.read_bytes()) for path in sorted(root.rglob("*"))
+                  if path.is_file())
 
 
 def build(out: Path, *extra: str, check: bool = True):

@@ -4,8 +4,6 @@ a virtualenv of their own (`make test` runs them in .venv-gcs)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -18,7 +16,7 @@ pytest.importorskip("google.cloud.storage", reason="needs Beam's gcp extra: `mak
 pytest.importorskip("gcp_storage_emulator", reason="needs gcp-storage-emulator: `make test` runs this in .venv-gcs")
 
 from conftest import VOCAB, WIKI_FRAGMENT, need_shared, run_cli  # noqa: E402
-from stores import free_port  # noqa: E402
+from servers import digest, free_port  # noqa: E402
 from test_object_store import SHARDS, local_build  # noqa: E402,F401  (a fixture)
 
 pytestmark = pytest.mark.slow
@@ -55,20 +53,9 @@ def names(client, prefix: str) -> list[str]:
     return [b.name for b in client.list_blobs(BUCKET, prefix=prefix + "/")]
 
 
-def digest(client, prefix: str) -> dict[str, str]:
-    """tests/test_build.tree_digest of the objects under `prefix`."""
-    out = {}
-    for blob in client.list_blobs(BUCKET, prefix=prefix + "/"):
-        name = blob.name[len(prefix) + 1:]
-        if name == "build.log":
-            continue
-        data = blob.download_as_bytes()
-        if name.endswith("manifest.json"):
-            manifest = json.loads(data)
-            manifest.pop("run", None)
-            data = json.dumps(manifest, sort_keys=True).encode()
-        out[name] = hashlib.sha256(data).hexdigest()
-    return out
+def stored_digest(client, prefix: str) -> dict[str, str]:
+    return digest((blob.name[len(prefix) + 1:], blob.download_as_bytes())
+                  for blob in client.list_blobs(BUCKET, prefix=prefix + "/"))
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +74,7 @@ def command(dump: str, prefix: str) -> list[str]:
 def test_a_build_on_gcs_gives_the_local_bytes(gcs, dump, local_build, tmp_path):
     env, client = gcs
     run_cli(*command(dump, "whole"), env={**os.environ, **env}, cwd=tmp_path)
-    assert digest(client, "whole") == local_build
+    assert stored_digest(client, "whole") == local_build
 
 
 def test_a_killed_build_on_gcs_resumes_and_leaves_nothing_behind(gcs, dump, local_build, tmp_path):
@@ -103,4 +90,4 @@ def test_a_killed_build_on_gcs_resumes_and_leaves_nothing_behind(gcs, dump, loca
     proc.wait()
     assert not any(n.endswith("manifest.json") for n in names(client, "killed"))
     run_cli(*command(dump, "killed"), env={**os.environ, **env}, cwd=tmp_path)
-    assert digest(client, "killed") == local_build
+    assert stored_digest(client, "killed") == local_build

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import VOCAB, WIKI_FRAGMENT, need_shared, run_cli
-from stores import BUCKET, S3Server, clear, free_port, keys, put_file, store_digest
+from servers import BUCKET, S3Server, clear, dask_cluster, free_port, keys, put_file, stop_all, store_digest
 from test_build import tree_digest
 from test_download import server  # noqa: F401  (the mirror on 127.0.0.1, a fixture)
 
@@ -81,43 +81,15 @@ def test_store_options_after_the_double_dash_work_without_any_environment(s3, in
 
 @pytest.fixture
 def dask_cluster_without_shared_disk(tmp_path):
-    """A scheduler and two worker processes, each in its own working folder and TMPDIR, and none
-    with the store's settings in its environment: what they know comes with the pipeline."""
-    scheduler_file = tmp_path / "scheduler.json"
+    """None of the processes has the store's settings in its environment: what the workers know
+    comes with the pipeline."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    logs = open(tmp_path / "dask.log", "w")
-    dask = [sys.executable, "-m", "dask"]
-    procs = [subprocess.Popen([*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                               "--scheduler-file", str(scheduler_file)], stdout=logs, stderr=logs, env=env)]
-    folders = []
-    try:
-        deadline = time.time() + 60
-        while not scheduler_file.exists():
-            assert time.time() < deadline, "dask scheduler did not start"
-            time.sleep(0.2)
-        for n in range(2):
-            folder = tmp_path / f"worker{n}"
-            (folder / "tmp").mkdir(parents=True)
-            folders.append(folder)
-            procs.append(subprocess.Popen(
-                [*dask, "worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1", "--nworkers", "1",
-                 "--no-dashboard", "--host", "127.0.0.1", "--memory-limit", "4GiB",
-                 "--local-directory", str(folder)],
-                stdout=logs, stderr=logs, cwd=folder, env={**env, "TMPDIR": str(folder / "tmp")}))
-        from distributed import Client
-
-        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
-            client.wait_for_workers(2, timeout=90)
-        yield scheduler_file, folders
-    finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        logs.close()
+    with open(tmp_path / "dask.log", "w") as log:
+        scheduler_file, procs = dask_cluster(tmp_path, env, log)
+        try:
+            yield scheduler_file, [tmp_path / "worker0", tmp_path / "worker1"]
+        finally:
+            stop_all(procs)
 
 
 def test_a_dask_cluster_that_shares_no_disk_gives_the_local_bytes(s3, inputs, local_build,

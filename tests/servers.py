@@ -1,5 +1,6 @@
-"""A real S3 API (moto's standalone server) on 127.0.0.1 for the tests, and helpers to read
-what a build left in it: requests go over HTTP, as they would to any S3 store."""
+"""Real servers on 127.0.0.1 for the tests and benchmarks: an S3 API (moto's standalone
+server; requests go over HTTP, as to any S3 store) and a Dask cluster whose workers share no
+disk; and the digest of what a build left, wherever it lies."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 BUCKET = "wiki"
@@ -65,14 +67,12 @@ def keys(s3, prefix: str) -> list[str]:
     return found
 
 
-def store_digest(s3, prefix: str) -> dict[str, str]:
-    """What tests/test_build.tree_digest gives for a local folder, for the objects under `prefix`."""
+def digest(files: Iterable[tuple[str, bytes]]) -> dict[str, str]:
+    """sha256 by name of a build's files (manifests without their run record; no log)."""
     out = {}
-    for key in keys(s3, prefix):
-        name = key[len(prefix.rstrip("/")) + 1:]
+    for name, data in files:
         if name == "build.log":
             continue
-        data = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
         if name.endswith("manifest.json"):
             manifest = json.loads(data)
             manifest.pop("run", None)
@@ -81,6 +81,51 @@ def store_digest(s3, prefix: str) -> dict[str, str]:
     return out
 
 
+def store_digest(s3, prefix: str) -> dict[str, str]:
+    """`digest` of the objects under `prefix`."""
+    return digest((key[len(prefix.rstrip("/")) + 1:], s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+                  for key in keys(s3, prefix))
+
+
 def clear(s3, prefix: str) -> None:
     for key in keys(s3, prefix):
         s3.delete_object(Bucket=BUCKET, Key=key)
+
+
+def dask_cluster(folder: Path, env: dict, log) -> tuple[Path, list[subprocess.Popen]]:
+    """A scheduler and two single-threaded `dask worker` processes on 127.0.0.1, each worker in
+    its own working folder and TMPDIR under `folder`; stop them with `stop_all`."""
+    scheduler_file = folder / "scheduler.json"
+    dask = [sys.executable, "-m", "dask"]
+    procs = [subprocess.Popen([*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(scheduler_file)], stdout=log, stderr=log, env=env)]
+    try:
+        deadline = time.time() + 60
+        while not scheduler_file.exists():
+            assert time.time() < deadline, "dask scheduler did not start"
+            time.sleep(0.2)
+        for n in range(2):
+            own = folder / f"worker{n}"
+            (own / "tmp").mkdir(parents=True)
+            procs.append(subprocess.Popen(
+                [*dask, "worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1", "--nworkers", "1",
+                 "--no-dashboard", "--host", "127.0.0.1", "--memory-limit", "8GiB", "--local-directory", str(own)],
+                stdout=log, stderr=log, cwd=own, env={**env, "TMPDIR": str(own / "tmp")}))
+        from distributed import Client
+
+        with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
+            client.wait_for_workers(2, timeout=90)
+    except BaseException:
+        stop_all(procs)
+        raise
+    return scheduler_file, procs
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    for proc in reversed(procs):
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
