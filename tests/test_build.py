@@ -307,6 +307,58 @@ def test_killed_run_leaves_nothing_a_trainer_would_pick_and_rerun_gives_same_byt
     assert tree_digest(killed) == tree_digest(whole)  # hidden leftovers included
 
 
+# (signal, to the launcher alone or to its process group, moment): a scheduler's or `kill`'s
+# SIGTERM, a closed terminal's SIGHUP.
+STOPS = [("SIGTERM", "launcher", "runs"), ("SIGHUP", "launcher", "hdf5"), ("SIGTERM", "group", "text")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame,target,moment", STOPS)
+def test_sigterm_and_sighup_stop_a_build_as_ctrl_c_does(sample_build, tmp_path, signame, target, moment):
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from bertdata.fsutil import LOCK_NAME
+    from bertdata.layout import WORK_FOLDER
+
+    out = tmp_path / "out"
+    signum = getattr(signal, signame)
+    # Where the worker pool makes its socket folder; short, as a socket's path must be.
+    pool_tmp = Path(tempfile.mkdtemp(prefix="bd"))
+    try:
+        for delay in (0.05, 0):
+            shutil.rmtree(out, ignore_errors=True)
+            proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", "build", "--wiki-only", "--sample",
+                                     "--output", str(out), *SAMPLE_SHARDS, "--workers", "2"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                    env={**os.environ, "TMPDIR": str(pool_tmp)}, start_new_session=True)
+            deadline = time.time() + 300
+            while not list(out.glob(KILL_AT[moment].replace(PHASE1, "hdf5_*"))):
+                assert proc.poll() is None and time.time() < deadline, f"build ended before {moment} appeared"
+                time.sleep(0.005)
+            assert list(pool_tmp.glob("bertdata-workers-*")), "the build runs without its worker pool"
+            time.sleep(delay)
+            (os.killpg if target == "group" else os.kill)(proc.pid, signum)
+            _, stderr = proc.communicate(timeout=120)
+            if proc.returncode != 0:
+                break
+        else:
+            pytest.fail(f"the build finished before {signame} at {moment} landed")
+        assert proc.returncode == 128 + signum, stderr
+        assert stderr.splitlines()[-1] == f"bertdata build: stopped by {signame}" and "Traceback" not in stderr
+        assert not (out / WORK_FOLDER).exists() and not (out / LOCK_NAME).exists()
+        assert not list(pool_tmp.glob("bertdata-workers-*"))
+    finally:
+        shutil.rmtree(pool_tmp, ignore_errors=True)
+    build(out, "--workers", "2")
+    assert tree_digest(out) == tree_digest(sample_build)  # hidden leftovers included
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_truncated_dump_is_one_clear_line(tmp_path, workers):
     need_shared(WIKI_FRAGMENT)

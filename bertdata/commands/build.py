@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 
 from bertdata.commands.options import add_dump_options, add_instance_options, add_tokenizer_options, instance_fields
 from bertdata.config import FORMATS, PHASE1, PHASE2, BuildConfig, LddlConfig, RunnerConfig, TextConfig
-from bertdata.errors import BertdataError
+from bertdata.errors import BertdataError, Stopped
 
 HELP = """\
 Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
@@ -160,8 +162,28 @@ def run(args: argparse.Namespace) -> int:
     from bertdata.pipelines.pool import worker_pool
 
     # The pool's server imports Beam and our modules on another core while this process does.
-    with worker_pool(cfg.runner) as pool:
+    with stopped_by_signals(signal.SIGTERM, signal.SIGHUP), worker_pool(cfg.runner) as pool:
         from bertdata.pipelines.build import run_build
 
         run_build(cfg, pool)
     return 0
+
+
+@contextlib.contextmanager
+def stopped_by_signals(*signums: int):
+    """End the build on these signals as on Ctrl-C: their default ends the process at once,
+    leaving the output's lock and temporaries and the worker pool's socket folder behind."""
+    stopping: list[int] = []
+
+    def stop(signum, frame) -> None:
+        if not stopping:  # a repeated signal must not break off the cleanup the first one started
+            stopping.append(signum)
+            raise Stopped(signum)
+
+    # One that is ignored (SIGHUP under nohup) stays ignored.
+    previous = {s: signal.signal(s, stop) for s in signums if signal.getsignal(s) is signal.SIG_DFL}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
