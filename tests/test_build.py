@@ -511,6 +511,33 @@ def test_unreachable_dask_scheduler_is_one_line_in_seconds(tmp_path):
     assert proc.returncode == 2 and "--dask_client_address" in proc.stderr
 
 
+def test_unknown_runner_and_beam_options_are_refused_in_one_line(tmp_path):
+    proc = build(tmp_path / "out", "--runner", "NoSuchRunner", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("bertdata build: error: --runner NoSuchRunner: no such runner; known: local, in-memory, "
+                           "dask, ") and "FlinkRunner" in line
+    proc = build(tmp_path / "out", "--", "--bogus_beam_flag=3", "--dask_client_adress=tcp://x", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert "not a Beam pipeline option: --bogus_beam_flag" in line
+    assert "--dask_client_adress (did you mean --dask_client_address?)" in line
+    assert not (tmp_path / "out").exists()  # refused before any work
+
+
+def test_beam_options_of_stores_and_dask_are_known():
+    from bertdata.config import RunnerConfig
+    from bertdata.errors import BertdataError
+    from bertdata.pipelines.runners import check_runner
+
+    known = ("--s3_endpoint_url=http://127.0.0.1:9", "--s3_region_name", "eu", "--dask_client_address=tcp://h:8786",
+             "--dask_npartitions=4", "--no_pipeline_type_check", "--experiments=a", "--temp_location=/tmp")
+    for runner in ("local", "dask", "DirectRunner"):
+        check_runner(RunnerConfig(runner, 0, known))
+    with pytest.raises(BertdataError, match=r"--no_pipline_type_check \(did you mean --no_pipeline_type_check\?\)"):
+        check_runner(RunnerConfig("local", 0, ("--no_pipline_type_check",)))
+
+
 @pytest.mark.slow
 def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
     import os
