@@ -280,6 +280,16 @@ def test_cli_errors_exit_2(inputs, tmp_path, capsys, argv, message):
     assert __import__("re").search(message, err), err
 
 
+def test_workers_past_the_cores_are_capped_with_a_note(inputs, tmp_path, capsys, monkeypatch):
+    from bertdata.pipelines import pool
+
+    monkeypatch.setattr(pool, "cores", lambda: 1)
+    assert main(["shard", str(inputs[0].parent), "--output", str(tmp_path / "out"), "--parts", "2",
+                 "--workers", "8"]) == 0
+    assert ("bertdata shard: --workers 8 is more than the 1 cores this process may use: running 1, as more would "
+            "only take turns on them") in capsys.readouterr().err.splitlines()
+
+
 def test_cli_writes_parts_and_prints_a_summary(inputs, tmp_path, capsys):
     assert main(["shard", str(inputs[0].parent), "--output", str(tmp_path / "out"), "--parts", "2",
                  "--max-instances", "500", "--seed", "3"]) == 0

@@ -126,7 +126,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run_.add_argument("--runner", default=RunnerConfig.runner, metavar="NAME",
                       help=f"local, in-memory, dask, or a Beam runner (default: {RunnerConfig.runner})")
     run_.add_argument("--workers", type=int, metavar="N",
-                      help="local worker processes (default: one per core; 1 runs in this process)")
+                      help="local worker processes, at most one per core (default: one per core; 1 runs in this process)")
     p.add_argument("beam_args", nargs="*", metavar="-- BEAM_OPTION", help="Beam pipeline options, after --")
     p.set_defaults(run=run)
 
@@ -136,6 +136,15 @@ def config_from_args(args: argparse.Namespace):
 
     if args.workers is not None and args.workers < 1:
         raise BertdataError(f"--workers must be at least 1 (got {args.workers}); leave it out for one per core")
+    workers = args.workers
+    if workers is not None and args.runner == "local":
+        from bertdata.pipelines.log import note
+        from bertdata.pipelines.pool import cores
+
+        if workers > cores():
+            note(f"--workers {workers} is more than the {cores()} cores this process may use: running "
+                 f"{cores()}, as more would only take turns on them")
+            workers = cores()
     fixed = args.training_shards is not None or args.test_shards is not None
     text = TextConfig(
         training_shards=args.training_shards if args.training_shards is not None else TextConfig.training_shards,
@@ -151,7 +160,7 @@ def config_from_args(args: argparse.Namespace):
         lang=args.lang, punkt_language=args.punkt_language,
         sample=args.sample, wiki_only=args.wiki_only, books=args.books, vocab=args.vocab, text=text,
         phases=phases, same_seed_per_shard=args.same_seed_per_shard, stop_after=args.stop_after,
-        force=args.force, runner=RunnerConfig(args.runner, args.workers or 0, tuple(args.beam_args)),
+        force=args.force, runner=RunnerConfig(args.runner, workers or 0, tuple(args.beam_args)),
         formats=FORMATS if args.format == "both" else (args.format,),
         lddl=LddlConfig(masking=args.masking, bin_size=args.bin_size or None, num_shards=args.num_shards),
     )

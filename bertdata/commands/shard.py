@@ -94,20 +94,26 @@ def add_parser(subparsers) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace parts and manifest already in --output")
     p.add_argument("--workers", type=int, default=ShardConfig.workers, metavar="N",
-                   help=f"processes shuffling buckets and compressing parts (default: {ShardConfig.workers}); "
-                        "the output does not depend on it")
+                   help=f"processes shuffling buckets and compressing parts, at most one per core (default: "
+                        f"{ShardConfig.workers}); the output does not depend on it")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from bertdata.pipelines.pool import cores
     from bertdata.repartition import repartition
 
+    workers = args.workers
+    if workers > cores():
+        print(f"bertdata shard: --workers {workers} is more than the {cores()} cores this process may use: "
+              f"running {cores()}, as more would only take turns on them", file=sys.stderr)
+        workers = cores()
     config = ShardConfig(
         inputs=tuple(args.inputs), output=args.output, parts=args.parts, split=args.split,
         name=args.name, seed=args.seed, sample=args.sample, max_instances=args.max_instances,
-        force=args.force, workers=args.workers, format=args.format, masking=args.masking,
+        force=args.force, workers=workers, format=args.format, masking=args.masking,
         bin_size=args.bin_size, ranks=args.ranks, vocab=args.vocab,
     )
     if any("://" in p for p in [*config.inputs, config.output, config.vocab or ""]):
