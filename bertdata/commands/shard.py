@@ -14,7 +14,9 @@ are named <name>_training_<i>.hdf5 (i = 0..N-1; <name>_test_<i>.hdf5 with
 --split test), which is what the NGC trainer picks up from a folder.
 
 INPUT is an hdf5 shard or a folder searched recursively for *_training_*
-files (--split test: *_test_*; --split all: every .hdf5). Inputs must agree
+files (--split test: *_test_*; --split all: every .hdf5), leaving out --output
+and folders an earlier `bertdata shard` wrote there (their manifest says so),
+whose parts repeat their inputs' instances. Inputs must agree
 on max_seq_length, max_predictions_per_seq and, where recorded, the vocab.
 The order of the result depends only on the inputs (sorted by path) and
 --seed: same inputs, same seed -> byte-identical parts, whatever --workers.
