@@ -9,14 +9,14 @@ from bertdata.errors import BertdataError
 # token: each word piece is masked on its own (the reference NGC's hdf5 were made with);
 # whole-word: all pieces of a word or none, as Google's --do_whole_word_mask=True.
 MASKING_SCHEMES = ("token", "whole-word")
-# BERT's position embeddings (max_position_embeddings) hold 512 positions: a longer instance
-# could not be trained on by any BERT model.
+# BERT's position embeddings (max_position_embeddings) hold 512 positions, in every published
+# BERT model and in NGC's recipe: a longer instance could not be trained on.
 MAX_SEQ_LENGTH = 512
 # Each pass over the documents adds a copy of a shard's instances, all held in memory until the
 # shard is shuffled and written (the reference's algorithm): a bound on memory, not on taste.
 MAX_DUPE_FACTOR = 1000
 # LDDL files per bin. How many rows a bin gets is known only once its instances are made (a
-# build then refuses a bin that cannot fill every file); more files than this is a typo.
+# build then refuses a bin that cannot fill every file); this bound catches the absurd at once.
 MAX_LDDL_SHARDS = 100_000
 
 
@@ -37,7 +37,8 @@ class InstanceConfig:
             raise BertdataError(f"--max-seq-length must be at least 5 (got {self.max_seq_length})")
         if self.max_seq_length > MAX_SEQ_LENGTH:
             raise BertdataError(f"--max-seq-length must be at most {MAX_SEQ_LENGTH}: BERT's position embeddings "
-                                f"(max_position_embeddings) hold {MAX_SEQ_LENGTH} positions (got {self.max_seq_length})")
+                                f"(max_position_embeddings) hold {MAX_SEQ_LENGTH} positions "
+                                f"(got {self.max_seq_length})")
         if not 1 <= self.max_predictions_per_seq <= self.max_seq_length - 3:
             raise BertdataError(
                 f"--max-predictions-per-seq must be between 1 and max-seq-length - 3 = "

@@ -126,7 +126,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run_.add_argument("--runner", default=RunnerConfig.runner, metavar="NAME",
                       help=f"local, in-memory, dask, or a Beam runner (default: {RunnerConfig.runner})")
     run_.add_argument("--workers", type=int, metavar="N",
-                      help="local worker processes, at most one per core (default: one per core; 1 runs in this process)")
+                      help="local worker processes, at most one per core (default: one per core; 1 runs in "
+                           "this process)")
     p.add_argument("beam_args", nargs="*", metavar="-- BEAM_OPTION", help="Beam pipeline options, after --")
     p.set_defaults(run=run)
 
