@@ -194,6 +194,12 @@ def stopped_by_signals(*signums: int):
     previous = {s: signal.signal(s, stop) for s in signums if signal.getsignal(s) is signal.SIG_DFL}
     try:
         yield
+    except Exception:
+        # With one local worker the DoFns run in this process, and Beam re-raises what one raised,
+        # the signal's exception too, as an error of its own: what follows the signal is its doing.
+        if stopping:
+            raise Stopped(stopping[0]) from None
+        raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
