@@ -308,9 +308,9 @@ def test_killed_run_leaves_nothing_a_trainer_would_pick_and_rerun_gives_same_byt
 
 
 # (signal, to the launcher alone or to its process group, moment, workers): a scheduler's or
-# `kill`'s SIGTERM, a closed terminal's SIGHUP; one worker runs the DoFns in the launcher.
+# `kill`'s SIGTERM, a closed terminal's SIGHUP, Ctrl-C; one worker runs the DoFns in the launcher.
 STOPS = [("SIGTERM", "launcher", "runs", "2"), ("SIGHUP", "launcher", "hdf5", "2"), ("SIGTERM", "group", "text", "2"),
-         ("SIGTERM", "launcher", "text", "1")]
+         ("SIGTERM", "launcher", "text", "1"), ("SIGINT", "group", "text", "1")]
 
 
 @pytest.mark.slow
@@ -351,7 +351,8 @@ def test_sigterm_and_sighup_stop_a_build_as_ctrl_c_does(sample_build, tmp_path, 
         else:
             pytest.fail(f"the build finished before {signame} at {moment} landed")
         assert proc.returncode == 128 + signum, stderr
-        assert stderr.splitlines()[-1] == f"bertdata build: stopped by {signame}" and "Traceback" not in stderr
+        line = "interrupted" if signum == signal.SIGINT else f"stopped by {signame}"
+        assert stderr.splitlines()[-1] == f"bertdata build: {line}" and "Traceback" not in stderr
         assert not (out / WORK_FOLDER).exists() and not (out / LOCK_NAME).exists()
         assert not list(pool_tmp.glob("bertdata-workers-*"))
     finally:

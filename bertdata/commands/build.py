@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     from bertdata.pipelines.pool import worker_pool
 
     # The pool's server imports Beam and our modules on another core while this process does.
-    with stopped_by_signals(signal.SIGTERM, signal.SIGHUP), worker_pool(cfg.runner) as pool:
+    with stopped_by_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP), worker_pool(cfg.runner) as pool:
         from bertdata.pipelines.build import run_build
 
         run_build(cfg, pool)
@@ -181,24 +181,29 @@ def run(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def stopped_by_signals(*signums: int):
-    """End the build on these signals as on Ctrl-C: their default ends the process at once,
+    """End the build on these signals as on Ctrl-C (KeyboardInterrupt, or Stopped for another
+    signal), cleaning up on the way out: by default SIGTERM and SIGHUP end the process at once,
     leaving the output's lock and temporaries and the worker pool's socket folder behind."""
     stopping: list[int] = []
+
+    def interruption(signum: int) -> BaseException:
+        return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
 
     def stop(signum, frame) -> None:
         if not stopping:  # a repeated signal must not break off the cleanup the first one started
             stopping.append(signum)
-            raise Stopped(signum)
+            raise interruption(signum)
 
-    # One that is ignored (SIGHUP under nohup) stays ignored.
-    previous = {s: signal.signal(s, stop) for s in signums if signal.getsignal(s) is signal.SIG_DFL}
+    # One that is ignored (SIGHUP under nohup, SIGINT in a background job) stays ignored.
+    previous = {s: signal.signal(s, stop) for s in signums
+                if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler)}
     try:
         yield
     except Exception:
         # With one local worker the DoFns run in this process, and Beam re-raises what one raised,
         # the signal's exception too, as an error of its own: what follows the signal is its doing.
         if stopping:
-            raise Stopped(stopping[0]) from None
+            raise interruption(stopping[0]) from None
         raise
     finally:
         for signum, handler in previous.items():
