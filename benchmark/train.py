@@ -152,6 +152,11 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
         accumulation = cfg.accumulation or 1
     for r in range(world):
         rank_units(shards, r, world)  # every rank must get rows
+    instances = sum(s.instances for s in shards)
+    if per_step > instances:
+        ranks = f" x {world} ranks = {per_step}" if world > 1 else ""
+        raise BertdataError(f"--batch-size {cfg.batch_size}{ranks} is more than the {instances:,} instances in "
+                            f"{cfg.data}: every batch would hold some of them twice")
     return Plan(device, precision, rank, local_rank, world, accumulation, per_step * accumulation,
                 shards, model, fmt)
 

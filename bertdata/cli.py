@@ -9,7 +9,7 @@ import sys
 
 from bertdata import __version__
 from bertdata.commands import COMMANDS
-from bertdata.errors import BertdataError
+from bertdata.errors import BertdataError, Stopped
 
 DESCRIPTION = """\
 Turn a Wikipedia dump into BERT pretraining data -- the hdf5 shards the NGC
@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except BertdataError as err:
         print(f"bertdata {args.command}: error: {err}", file=sys.stderr)
         return err.exit_code
+    except Stopped as stop:
+        print(f"bertdata {args.command}: stopped by {stop.name}", file=sys.stderr)
+        return stop.exit_code
     except KeyboardInterrupt:
         print(f"bertdata {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -9,6 +9,15 @@ from bertdata.errors import BertdataError
 # token: each word piece is masked on its own (the reference NGC's hdf5 were made with);
 # whole-word: all pieces of a word or none, as Google's --do_whole_word_mask=True.
 MASKING_SCHEMES = ("token", "whole-word")
+# BERT's position embeddings (max_position_embeddings) hold 512 positions, in every published
+# BERT model and in NGC's recipe: a longer instance could not be trained on.
+MAX_SEQ_LENGTH = 512
+# Each pass over the documents adds a copy of a shard's instances, all held in memory until the
+# shard is shuffled and written (the reference's algorithm): a bound on memory, not on taste.
+MAX_DUPE_FACTOR = 1000
+# LDDL files per bin. How many rows a bin gets is known only once its instances are made (a
+# build then refuses a bin that cannot fill every file); this bound catches the absurd at once.
+MAX_LDDL_SHARDS = 100_000
 
 
 @dataclass(frozen=True)
@@ -26,6 +35,10 @@ class InstanceConfig:
     def __post_init__(self) -> None:
         if self.max_seq_length < 5:
             raise BertdataError(f"--max-seq-length must be at least 5 (got {self.max_seq_length})")
+        if self.max_seq_length > MAX_SEQ_LENGTH:
+            raise BertdataError(f"--max-seq-length must be at most {MAX_SEQ_LENGTH}: BERT's position embeddings "
+                                f"(max_position_embeddings) hold {MAX_SEQ_LENGTH} positions "
+                                f"(got {self.max_seq_length})")
         if not 1 <= self.max_predictions_per_seq <= self.max_seq_length - 3:
             raise BertdataError(
                 f"--max-predictions-per-seq must be between 1 and max-seq-length - 3 = "
@@ -35,8 +48,10 @@ class InstanceConfig:
             raise BertdataError(f"--masked-lm-prob must be in (0, 1) (got {self.masked_lm_prob})")
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise BertdataError(f"--short-seq-prob must be in [0, 1] (got {self.short_seq_prob})")
-        if self.dupe_factor < 1:
-            raise BertdataError(f"--dupe-factor must be at least 1 (got {self.dupe_factor})")
+        if not 1 <= self.dupe_factor <= MAX_DUPE_FACTOR:
+            raise BertdataError(f"--dupe-factor must be between 1 and {MAX_DUPE_FACTOR}: each pass adds a copy of "
+                                "a shard's instances, all held in memory until the shard is shuffled and written "
+                                f"(got {self.dupe_factor})")
         if self.random_seed < 0:
             raise BertdataError(f"--random-seed must be non-negative (got {self.random_seed})")
         if self.masking_scheme not in MASKING_SCHEMES:
@@ -117,6 +132,10 @@ class LddlConfig:
         if self.num_shards is not None and self.num_shards < 2:
             raise BertdataError(f"--num-shards must be at least 2: LDDL's loader wants the largest file of a "
                                 f"bin one row longer than the smallest (got {self.num_shards})")
+        if self.num_shards is not None and self.num_shards > MAX_LDDL_SHARDS:
+            raise BertdataError(f"--num-shards must be at most {MAX_LDDL_SHARDS:,}: every file of a bin needs rows "
+                                f"of its own, so a bin would need more than {MAX_LDDL_SHARDS:,} instances "
+                                f"(got {self.num_shards})")
 
 
 @dataclass(frozen=True)

@@ -435,6 +435,11 @@ def plan_files(runs: Sequence[Run], *, num_bins: int, bin_size: int | None, num_
     summary = []
     for b in range(num_bins):
         sizes, dropped = balanced_sizes(rows_in[b], num_shards)
+        if not min(sizes):  # a rank or loader worker given only empty files would have nothing to read
+            what = f"bin {b} (num_tokens {b * bin_size + 1}-{(b + 1) * bin_size})" if binned else "the phase"
+            raise BertdataError(f"{where}: {what} has {rows_in[b]} instances, too few for {num_shards} files of "
+                                "at least one row each (the largest one row longer than the smallest); choose "
+                                "fewer files per bin")
         pieces = [(r.path, 0, r.rows) for r in by_bin[b] if r.rows]
         for shard, size in enumerate(sizes):
             taken: list[tuple[str, int, int]] = []

@@ -71,6 +71,8 @@ _KEEP_STREAM, _BLOCK_STREAM, _BUCKET_STREAM = 1, 2, 3
 # No temporary name contains "train": NGC's loader takes every file whose name contains
 # "training", PaddleNLP's every one containing "train", hidden ones too.
 TEMP_PREFIX = ".bertdata-shard-"
+# The writer named in this command's manifests: a folder with one is not searched for inputs.
+SHARD_TOOL = "bertdata shard"
 OWNER = "owner.json"
 PART_PATTERN = re.compile(r"^(?P<name>.+)_(?P<split>training|test)_(?P<index>\d+)\.hdf5$")
 # Attributes that describe one part, not the generation settings, so they never carry over.
@@ -83,14 +85,17 @@ def _slice_rows(dtype: np.dtype) -> int:
 
 # ---------------------------------------------------------------- inputs
 
-def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> list[str]:
-    """The input files, sorted by absolute path with duplicates dropped. Folders are searched
-    recursively for `*_<split>_*` hdf5 files (any hdf5 file for split "all"), skipping anything
-    inside the output folder (earlier parts); files named explicitly are taken as they are. A
-    folder that is an LDDL folder is one input, read whole."""
+def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> tuple[list[str], list[str]]:
+    """The input files, sorted by absolute path with duplicates dropped, and notes on what was
+    left out. Folders are searched recursively for `*_<split>_*` hdf5 files (any hdf5 file for
+    split "all"), skipping anything inside the output folder and inside folders an earlier
+    `bertdata shard` wrote (their parts hold the instances of their inputs again); files and
+    folders named explicitly are taken as they are. A folder that is an LDDL folder is one
+    input, read whole."""
     out = Path(output).resolve()
     found: dict[str, str] = {}
     skipped = 0
+    notes: list[str] = []
     for given in paths:
         if lddl.is_phase_folder(given):
             if Path(given).resolve() == out or out in Path(given).resolve().parents:
@@ -98,13 +103,19 @@ def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> 
                                     "write to another folder")
             found.setdefault(os.path.realpath(given), given)
         elif os.path.isdir(given):
+            earlier = dict.fromkeys(shard_outputs_inside(Path(given)), 0)
             for path in find_shards([given]):
                 if split != "all" and f"_{split}_" not in Path(path).name:
                     continue
-                if out in Path(path).resolve().parents:
+                parents = Path(path).resolve().parents
+                if out in parents:
                     skipped += 1
+                elif inside := [folder for folder in earlier if folder in parents]:
+                    earlier[inside[0]] += 1
                 else:
                     found.setdefault(os.path.realpath(path), path)
+            notes += [f"{folder}: the output of an earlier bertdata shard, {count} files not read as input "
+                      "(name the folder itself to read it)" for folder, count in earlier.items() if count]
         else:
             path = find_shards([given])[0]
             if out in Path(path).resolve().parents:
@@ -116,7 +127,22 @@ def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> 
         raise BertdataError(f"no {which} files found in {', '.join(paths)}"
                             + (f" ({skipped} inside the output folder are not read)" if skipped else "")
                             + ("" if split == "all" else " (--split all takes every hdf5 file)"))
-    return sorted(found.values(), key=os.path.abspath)
+    return sorted(found.values(), key=os.path.abspath), notes
+
+
+def shard_outputs_inside(folder: Path) -> list[Path]:
+    """The folders below `folder` (resolved) whose manifest says `bertdata shard` wrote them."""
+    found = []
+    for manifest in folder.rglob(MANIFEST):
+        if manifest.parent == folder:
+            continue
+        try:
+            tool = json.loads(manifest.read_text()).get("tool")
+        except (OSError, ValueError, AttributeError):  # not a manifest of ours: its folder is searched
+            continue
+        if isinstance(tool, dict) and tool.get("name") == SHARD_TOOL:
+            found.append(manifest.parent.resolve())
+    return found
 
 
 def dataset_name(paths: Iterable[str]) -> str:
@@ -651,12 +677,12 @@ def _input_digests(paths: list[str], stop: threading.Event) -> list[str]:
 
 def repartition(config: ShardConfig) -> ShardResult:
     began = time.perf_counter()
-    tool = tool_record("bertdata shard")
+    tool = tool_record(SHARD_TOOL)
     output = Path(config.output)
     if output.exists() and not output.is_dir():
         raise BertdataError(f"{output}: exists and is not a folder")
     to_lddl = config.format == "lddl"
-    paths = find_inputs(config.inputs, config.split, output)
+    paths, input_notes = find_inputs(config.inputs, config.split, output)
     infos = [read_input(p) for p in paths]
     attrs = check_inputs(infos)
     folders = [p for p in paths if lddl.is_phase_folder(p)]
@@ -688,7 +714,7 @@ def repartition(config: ShardConfig) -> ShardResult:
     # An LDDL folder may hold no subfolder (its loader would read it too): the temporary folder
     # goes beside it.
     temp_parent = output.absolute().parent if to_lddl else output
-    notes = remove_dead_temp_folders(temp_parent)
+    notes = input_notes + remove_dead_temp_folders(temp_parent)
     # Buckets hold the kept rows uncompressed; the parts, compressed about as well as the inputs,
     # are written beside them before either is removed.
     _check_free_space(temp_parent, keep * dtype.itemsize + bytes_in * keep // max(total, 1))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -93,8 +94,10 @@ def load_vocab(path: str | os.PathLike) -> Vocab:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise BertdataError(f"{path}: not a WordPiece vocab (not UTF-8 at byte {err.start})") from None
-    # The reference loader strips each line, so a CRLF vocab gives the same tokens.
-    tokens = tuple(line.strip() for line in text.splitlines())
+    # Lines as the reference's readline() reads them (text mode: \n, \r\n or a lone \r ends one),
+    # each stripped; str.splitlines would also split at U+2028, U+0085, form feeds..., which a
+    # token may hold, and shift every id after it.
+    tokens = tuple(line.strip() for line in io.StringIO(text, newline=None))
     missing = [t for t in SPECIAL_TOKENS if t not in tokens]
     if missing:
         raise BertdataError(

@@ -42,7 +42,7 @@ from bertdata.pipelines.resume import (RULES, StageManifest, check_vocab_unchang
                                        remove_temporaries, reusable_text_stage, text_stage_folders,
                                        this_runs_text_manifest)
 from bertdata.pipelines.pool import WorkerPool
-from bertdata.pipelines.runners import make_pipeline, runner_workers, spare_cores
+from bertdata.pipelines.runners import check_runner, make_pipeline, runner_workers, spare_cores
 from bertdata.pipelines.stores import store_lock, store_of, use_stores
 from bertdata.pipelines.text import NAMESPACE_PREFIX, DumpToTextShards
 from bertdata.pipelines.work import work_groups, work_items
@@ -51,6 +51,7 @@ from bertdata.pipelines.work import work_groups, work_items
 def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
     """Run the build `cfg` describes; local workers are forked by `pool` when given."""
     started = time.time()
+    check_runner(cfg.runner)
     args = use_stores((cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books), cfg.runner.beam_args)
     cfg = replace(cfg, runner=replace(cfg.runner, beam_args=args))
     check_output(cfg.output)

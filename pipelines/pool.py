@@ -72,13 +72,15 @@ class WorkerPool:
         self.command = " ".join(shlex.quote(a) for a in (sys.executable, "-I", "-S", ATTACH, path))
 
     def close(self) -> None:
-        self.server.stdin.close()
         try:
-            self.server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.server.kill()
-            self.server.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
+            self.server.stdin.close()
+            try:
+                self.server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+                self.server.wait()
+        finally:  # also when Ctrl-C or a signal lands while the server is waited for
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -7,8 +7,10 @@ always named explicitly and never runs in that mode.
 
 from __future__ import annotations
 
+import difflib
+
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
 from bertdata.config import RunnerConfig
@@ -20,6 +22,37 @@ def spare_cores(cfg: RunnerConfig) -> bool:
     """Whether a worker has a core beside its own (for helper threads). Unknown on a
     cluster runner: assume so."""
     return cfg.runner not in LOCAL_RUNNERS or worker_count(cfg) < cores()
+
+
+def check_runner(cfg: RunnerConfig) -> None:
+    """Refuse, before any work, a runner Beam does not know and options after `--` that no
+    PipelineOptions class defines (Beam would log that it drops them, and run without)."""
+    if cfg.runner not in (*LOCAL_RUNNERS, "dask"):
+        from apache_beam.runners.runner import create_runner
+
+        known = ", ".join((*LOCAL_RUNNERS, "dask", *StandardOptions.KNOWN_RUNNER_NAMES))
+        try:
+            create_runner(cfg.runner)  # which also defines the runner's own options
+        except ImportError as err:
+            raise BertdataError(f"--runner {cfg.runner}: cannot be loaded ({err})") from None
+        except (ValueError, AttributeError):
+            raise BertdataError(f"--runner {cfg.runner}: no such runner; known: {known}, or the full name "
+                                "of a PipelineRunner subclass") from None
+    if cfg.runner == "dask" or any(a.startswith("--dask_") for a in cfg.beam_args):
+        import apache_beam.runners.dask.dask_runner  # noqa: F401 - defines the --dask_* options
+    # The parser Beam builds from every PipelineOptions class defined so far.
+    parsers = []
+    PipelineOptions(list(cfg.beam_args)).get_all_options(add_extra_args_fn=parsers.append)
+    _, unknown = parsers[0].parse_known_args(list(cfg.beam_args))
+    flags = list(dict.fromkeys(a.split("=", 1)[0] for a in unknown if a.startswith("--")))
+    if flags:
+        names = list(parsers[0]._option_string_actions)
+        described = []
+        for flag in flags:
+            close = difflib.get_close_matches(flag, names, n=1)
+            described.append(flag + (f" (did you mean {close[0]}?)" if close else ""))
+        raise BertdataError(f"not a Beam pipeline option: {', '.join(described)}; "
+                            "the options after -- go to Beam's PipelineOptions")
 
 
 def make_pipeline(cfg: RunnerConfig, pool: WorkerPool | None = None) -> beam.Pipeline:

@@ -352,9 +352,19 @@ def test_batch_size_must_divide_global_batch(tmp_path):
 
 def test_every_rank_needs_rows(tmp_path):
     write_shard(tmp_path / "a_training.hdf5", 3)
-    assert make_plan(tiny_cfg(tmp_path), world=3).world == 3
+    assert make_plan(tiny_cfg(tmp_path, batch_size=1), world=3).world == 3
     with pytest.raises(BertdataError, match="3 instances cannot feed 4 ranks"):
-        make_plan(tiny_cfg(tmp_path), world=4)
+        make_plan(tiny_cfg(tmp_path, batch_size=1), world=4)
+
+
+def test_a_batch_larger_than_the_data_set_is_refused(tmp_path):
+    write_shard(tmp_path / "a_training.hdf5", 40)
+    assert make_plan(tiny_cfg(tmp_path, batch_size=40)).world == 1
+    with pytest.raises(BertdataError, match="--batch-size 41 is more than the 40 instances in .*: every batch "
+                                            "would hold some of them twice"):
+        make_plan(tiny_cfg(tmp_path, batch_size=41))
+    with pytest.raises(BertdataError, match="--batch-size 16 x 3 ranks = 48 is more than the 40 instances"):
+        make_plan(tiny_cfg(tmp_path, batch_size=16), world=3)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the errors of a machine without CUDA")

@@ -299,6 +299,60 @@ def test_killed_run_leaves_nothing_a_trainer_would_pick_and_rerun_gives_same_byt
     assert tree_digest(killed) == tree_digest(whole)  # hidden leftovers included
 
 
+# (signal, to the launcher alone or to its process group, moment, workers): a scheduler's or
+# `kill`'s SIGTERM, a closed terminal's SIGHUP, Ctrl-C; one worker runs the DoFns in the launcher.
+STOPS = [("SIGTERM", "launcher", "runs", "2"), ("SIGHUP", "launcher", "hdf5", "2"), ("SIGTERM", "group", "text", "2"),
+         ("SIGTERM", "launcher", "text", "1"), ("SIGINT", "group", "text", "1")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame,target,moment,workers", STOPS)
+def test_sigterm_and_sighup_stop_a_build_as_ctrl_c_does(sample_build, tmp_path, signame, target, moment, workers):
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from bertdata.fsutil import LOCK_NAME
+    from bertdata.layout import WORK_FOLDER
+
+    out = tmp_path / "out"
+    signum = getattr(signal, signame)
+    # Where the worker pool makes its socket folder; short, as a socket's path must be.
+    pool_tmp = Path(tempfile.mkdtemp(prefix="bd"))
+    try:
+        for delay in (0.05, 0):
+            shutil.rmtree(out, ignore_errors=True)
+            proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", "build", "--wiki-only", "--sample",
+                                     "--output", str(out), *SAMPLE_SHARDS, "--workers", workers],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                    env={**os.environ, "TMPDIR": str(pool_tmp)}, start_new_session=True)
+            deadline = time.time() + 300
+            while not list(out.glob(KILL_AT[moment].replace(PHASE1, "hdf5_*"))):
+                assert proc.poll() is None and time.time() < deadline, f"build ended before {moment} appeared"
+                time.sleep(0.005)
+            assert workers == "1" or list(pool_tmp.glob("bertdata-workers-*")), "the build runs without its pool"
+            time.sleep(delay)
+            (os.killpg if target == "group" else os.kill)(proc.pid, signum)
+            _, stderr = proc.communicate(timeout=120)
+            if proc.returncode != 0:
+                break
+        else:
+            pytest.fail(f"the build finished before {signame} at {moment} landed")
+        assert proc.returncode == 128 + signum, stderr
+        line = "interrupted" if signum == signal.SIGINT else f"stopped by {signame}"
+        assert stderr.splitlines()[-1] == f"bertdata build: {line}" and "Traceback" not in stderr
+        assert not (out / WORK_FOLDER).exists() and not (out / LOCK_NAME).exists()
+        assert not list(pool_tmp.glob("bertdata-workers-*"))
+    finally:
+        shutil.rmtree(pool_tmp, ignore_errors=True)
+    build(out, "--workers", "2")
+    assert tree_digest(out) == tree_digest(sample_build)  # hidden leftovers included
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_truncated_dump_is_one_clear_line(tmp_path, workers):
     need_shared(WIKI_FRAGMENT)
@@ -449,6 +503,33 @@ def test_unreachable_dask_scheduler_is_one_line_in_seconds(tmp_path):
     assert "Traceback" not in proc.stderr and time.time() - start < 25
     proc = build(tmp_path / "out", "--runner", "dask", check=False)
     assert proc.returncode == 2 and "--dask_client_address" in proc.stderr
+
+
+def test_unknown_runner_and_beam_options_are_refused_in_one_line(tmp_path):
+    proc = build(tmp_path / "out", "--runner", "NoSuchRunner", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("bertdata build: error: --runner NoSuchRunner: no such runner; known: local, in-memory, "
+                           "dask, ") and "FlinkRunner" in line
+    proc = build(tmp_path / "out", "--", "--bogus_beam_flag=3", "--dask_client_adress=tcp://x", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert "not a Beam pipeline option: --bogus_beam_flag" in line
+    assert "--dask_client_adress (did you mean --dask_client_address?)" in line
+    assert not (tmp_path / "out").exists()  # refused before any work
+
+
+def test_beam_options_of_stores_and_dask_are_known():
+    from bertdata.config import RunnerConfig
+    from bertdata.errors import BertdataError
+    from bertdata.pipelines.runners import check_runner
+
+    known = ("--s3_endpoint_url=http://127.0.0.1:9", "--s3_region_name", "eu", "--dask_client_address=tcp://h:8786",
+             "--dask_npartitions=4", "--no_pipeline_type_check", "--experiments=a", "--temp_location=/tmp")
+    for runner in ("local", "dask", "DirectRunner"):
+        check_runner(RunnerConfig(runner, 0, known))
+    with pytest.raises(BertdataError, match=r"--no_pipline_type_check \(did you mean --no_pipeline_type_check\?\)"):
+        check_runner(RunnerConfig("local", 0, ("--no_pipline_type_check",)))
 
 
 @pytest.mark.slow

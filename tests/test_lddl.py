@@ -168,6 +168,14 @@ def test_shard_count_must_suit_ranks_and_the_loader(parity, tokens, tmp_path):
         lddl.write_phase([some], tmp_path / "a", tokens, seq_len=128, num_shards=6, masking="static", ranks=4)
     with pytest.raises(BertdataError, match="at least 2 files"):
         lddl.write_phase([some], tmp_path / "b", tokens, seq_len=128, num_shards=1, masking="static")
+    # No empty parquet files: a bin must fill every file with a row, the largest with one more.
+    for files in (100, 200):
+        with pytest.raises(BertdataError, match=f"the phase has 100 instances, too few for {files} files"):
+            lddl.write_phase([some], tmp_path / f"c{files}", tokens, seq_len=128, num_shards=files,
+                             masking="static")
+        assert not list((tmp_path / f"c{files}").glob("*.parquet*"))
+    summary = lddl.write_phase([some], tmp_path / "d", tokens, seq_len=128, num_shards=99, masking="static")
+    assert sorted(set(summary["files"].values())) == [1, 2]  # 100 rows in 99 files: none dropped
 
 
 def test_equal_counts_drop_the_last_row_of_the_bin(parity, tokens, tmp_path):

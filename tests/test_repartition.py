@@ -255,6 +255,22 @@ def test_earlier_parts_inside_an_input_folder_are_not_read_again(inputs, tmp_pat
         shard(out / "wikicorpus_en_training_0.hdf5", output=out, parts=1, force=True)
 
 
+def test_earlier_outputs_inside_an_input_folder_are_never_read_as_input(inputs, tmp_path, capsys):
+    folder = inputs[0].parent
+    for output in ("parts", "parts", "more"):  # the same command twice, then another output
+        argv = ["shard", str(folder), "--output", str(folder / output), "--parts", "2", "--force"]
+        assert main(argv) == 0
+        assert multiset((folder / output).glob("*.hdf5")) == multiset(inputs)
+    err = capsys.readouterr().err
+    assert f"{folder / 'parts'}: the output of an earlier bertdata shard, 2 files not read as input" in err
+    # Named as an input itself, such a folder is read.
+    assert multiset(shard(folder / "parts", output=tmp_path / "again", parts=1).parts) == multiset(inputs)
+    # A manifest of another writer, or none at all, does not hide a folder's shards.
+    (folder / "parts" / "manifest.json").write_text('{"tool": {"name": "bertdata build"}}')
+    twice = multiset(inputs) + multiset(inputs)  # the inputs and the parts; not "more", still ours
+    assert multiset(shard(folder, output=tmp_path / "all", parts=2).parts) == twice
+
+
 def test_interrupted_run_leaves_no_temporary_files_and_no_parts(inputs, tmp_path, monkeypatch):
     def interrupted(*args):
         raise KeyboardInterrupt
@@ -278,6 +294,16 @@ def test_cli_errors_exit_2(inputs, tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert "bertdata shard: error:" in err
     assert __import__("re").search(message, err), err
+
+
+def test_workers_past_the_cores_are_capped_with_a_note(inputs, tmp_path, capsys, monkeypatch):
+    from bertdata.pipelines import pool
+
+    monkeypatch.setattr(pool, "cores", lambda: 1)
+    assert main(["shard", str(inputs[0].parent), "--output", str(tmp_path / "out"), "--parts", "2",
+                 "--workers", "8"]) == 0
+    assert ("bertdata shard: --workers 8 is more than the 1 cores this process may use: running 1, as more would "
+            "only take turns on them") in capsys.readouterr().err.splitlines()
 
 
 def test_cli_writes_parts_and_prints_a_summary(inputs, tmp_path, capsys):

@@ -132,6 +132,22 @@ def test_tricky_lines_match_reference_port(lowercase):
         assert ids == reference.ids(line), line
 
 
+def test_vocab_lines_end_where_the_references_readline_ends_them(tmp_path):
+    """Only \n, \r\n and a lone \r end a vocab line, as the reference's readline() in text mode:
+    a token holding U+2028, U+0085 or a form feed is one line, and every id after it stays."""
+    sample = load_vocab(SAMPLE_VOCAB)
+    tokens = list(sample.tokens)
+    odd = {1000: "odd\u2028token", 1001: "next\x85line", 1002: "form\x0cfeed", 1003: "sep\u2029par\x1cfs"}
+    for i, token in odd.items():
+        tokens[i] = token
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(("\r\n".join(tokens[:500]) + "\r" + "\n".join(tokens[500:]) + "\n").encode())
+    vocab = load_vocab(path)
+    assert vocab.tokens == tuple(tokens)  # one token a line: every id as in the sample vocab
+    lines = ["the quick brown fox, again!", *TRICKY]
+    assert _encode(WordPiece(vocab), lines) == _encode(WordPiece(sample), lines)
+
+
 def test_glued_special_token_is_the_known_difference():
     vocab = load_vocab(SAMPLE_VOCAB)
     (ids,) = _encode(WordPiece(vocab), [GLUED_SPECIAL])

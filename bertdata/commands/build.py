@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 
 from bertdata.commands.options import add_dump_options, add_instance_options, add_tokenizer_options, instance_fields
 from bertdata.config import FORMATS, PHASE1, PHASE2, BuildConfig, LddlConfig, RunnerConfig, TextConfig
-from bertdata.errors import BertdataError
+from bertdata.errors import BertdataError, Stopped
 
 HELP = """\
 Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
@@ -124,7 +126,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run_.add_argument("--runner", default=RunnerConfig.runner, metavar="NAME",
                       help=f"local, in-memory, dask, or a Beam runner (default: {RunnerConfig.runner})")
     run_.add_argument("--workers", type=int, metavar="N",
-                      help="local worker processes (default: one per core; 1 runs in this process)")
+                      help="local worker processes, at most one per core (default: one per core; 1 runs in "
+                           "this process)")
     p.add_argument("beam_args", nargs="*", metavar="-- BEAM_OPTION", help="Beam pipeline options, after --")
     p.set_defaults(run=run)
 
@@ -134,6 +137,15 @@ def config_from_args(args: argparse.Namespace):
 
     if args.workers is not None and args.workers < 1:
         raise BertdataError(f"--workers must be at least 1 (got {args.workers}); leave it out for one per core")
+    workers = args.workers
+    if workers is not None and args.runner == "local":
+        from bertdata.pipelines.log import note
+        from bertdata.pipelines.pool import cores
+
+        if workers > cores():
+            note(f"--workers {workers} is more than the {cores()} cores this process may use: running "
+                 f"{cores()}, as more would only take turns on them")
+            workers = cores()
     fixed = args.training_shards is not None or args.test_shards is not None
     text = TextConfig(
         training_shards=args.training_shards if args.training_shards is not None else TextConfig.training_shards,
@@ -149,7 +161,7 @@ def config_from_args(args: argparse.Namespace):
         lang=args.lang, punkt_language=args.punkt_language,
         sample=args.sample, wiki_only=args.wiki_only, books=args.books, vocab=args.vocab, text=text,
         phases=phases, same_seed_per_shard=args.same_seed_per_shard, stop_after=args.stop_after,
-        force=args.force, runner=RunnerConfig(args.runner, args.workers or 0, tuple(args.beam_args)),
+        force=args.force, runner=RunnerConfig(args.runner, workers or 0, tuple(args.beam_args)),
         formats=FORMATS if args.format == "both" else (args.format,),
         lddl=LddlConfig(masking=args.masking, bin_size=args.bin_size or None, num_shards=args.num_shards),
     )
@@ -160,8 +172,39 @@ def run(args: argparse.Namespace) -> int:
     from bertdata.pipelines.pool import worker_pool
 
     # The pool's server imports Beam and our modules on another core while this process does.
-    with worker_pool(cfg.runner) as pool:
+    with stopped_by_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP), worker_pool(cfg.runner) as pool:
         from bertdata.pipelines.build import run_build
 
         run_build(cfg, pool)
     return 0
+
+
+@contextlib.contextmanager
+def stopped_by_signals(*signums: int):
+    """End the build on these signals as on Ctrl-C (KeyboardInterrupt, or Stopped for another
+    signal), cleaning up on the way out: by default SIGTERM and SIGHUP end the process at once,
+    leaving the output's lock and temporaries and the worker pool's socket folder behind."""
+    stopping: list[int] = []
+
+    def interruption(signum: int) -> BaseException:
+        return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
+
+    def stop(signum, frame) -> None:
+        if not stopping:  # a repeated signal must not break off the cleanup the first one started
+            stopping.append(signum)
+            raise interruption(signum)
+
+    # One that is ignored (SIGHUP under nohup, SIGINT in a background job) stays ignored.
+    previous = {s: signal.signal(s, stop) for s in signums
+                if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler)}
+    try:
+        yield
+    except Exception:
+        # With one local worker the DoFns run in this process, and Beam re-raises what one raised,
+        # the signal's exception too, as an error of its own: what follows the signal is its doing.
+        if stopping:
+            raise interruption(stopping[0]) from None
+        raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

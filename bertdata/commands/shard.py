@@ -14,7 +14,9 @@ are named <name>_training_<i>.hdf5 (i = 0..N-1; <name>_test_<i>.hdf5 with
 --split test), which is what the NGC trainer picks up from a folder.
 
 INPUT is an hdf5 shard or a folder searched recursively for *_training_*
-files (--split test: *_test_*; --split all: every .hdf5). Inputs must agree
+files (--split test: *_test_*; --split all: every .hdf5), leaving out --output
+and folders an earlier `bertdata shard` wrote there (their manifest says so),
+whose parts repeat their inputs' instances. Inputs must agree
 on max_seq_length, max_predictions_per_seq and, where recorded, the vocab.
 The order of the result depends only on the inputs (sorted by path) and
 --seed: same inputs, same seed -> byte-identical parts, whatever --workers.
@@ -94,20 +96,26 @@ def add_parser(subparsers) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace parts and manifest already in --output")
     p.add_argument("--workers", type=int, default=ShardConfig.workers, metavar="N",
-                   help=f"processes shuffling buckets and compressing parts (default: {ShardConfig.workers}); "
-                        "the output does not depend on it")
+                   help=f"processes shuffling buckets and compressing parts, at most one per core (default: "
+                        f"{ShardConfig.workers}); the output does not depend on it")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from bertdata.pipelines.pool import cores
     from bertdata.repartition import repartition
 
+    workers = args.workers
+    if workers > cores():
+        print(f"bertdata shard: --workers {workers} is more than the {cores()} cores this process may use: "
+              f"running {cores()}, as more would only take turns on them", file=sys.stderr)
+        workers = cores()
     config = ShardConfig(
         inputs=tuple(args.inputs), output=args.output, parts=args.parts, split=args.split,
         name=args.name, seed=args.seed, sample=args.sample, max_instances=args.max_instances,
-        force=args.force, workers=args.workers, format=args.format, masking=args.masking,
+        force=args.force, workers=workers, format=args.format, masking=args.masking,
         bin_size=args.bin_size, ranks=args.ranks, vocab=args.vocab,
     )
     if any("://" in p for p in [*config.inputs, config.output, config.vocab or ""]):
