@@ -35,6 +35,8 @@ from apache_beam.runners.worker import sdk_worker_main  # noqa: E402
 
 from bertdata.pipelines.attach import ATTACHED
 
+# Linux's prctl option: a signal for this process when its parent ends (the pool is Linux-only).
+PR_SET_PDEATHSIG = 1
 # What the pipelines' DoFns import: loaded once in the server, shared by every forked worker.
 PRELOAD = ("bertdata.pipelines.text", "bertdata.pipelines.instances", "bertdata.pipelines.manifests")
 
@@ -52,6 +54,7 @@ def main() -> None:
 def serve(listener_fd: int) -> None:
     listener = socket.socket(fileno=listener_fd)
     path = listener.getsockname()
+    server = os.getpid()
     # Ctrl-C reaches the whole process group; the server ends when the launcher does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -74,7 +77,7 @@ def serve(listener_fd: int) -> None:
                     warnings.simplefilter("ignore", DeprecationWarning)
                     child = os.fork()
                 if child == 0:
-                    _worker(listener, conn)
+                    _worker(server, listener, conn)
                 conn.close()
     finally:
         with contextlib.suppress(OSError):  # already gone if the launcher's close outwaited us
@@ -84,11 +87,24 @@ def serve(listener_fd: int) -> None:
     os._exit(0)
 
 
-def _worker(listener: socket.socket, conn: socket.socket) -> None:
+def _end_with_server(server: int) -> None:
+    """Be killed when the server ends, which it does when its launcher does, however that ends:
+    a worker deep in one long call (a whole single-stream dump) would otherwise notice its
+    runner gone only when the call returns, and finish it first."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != server:  # it ended before the request above took effect
+        os._exit(1)
+
+
+def _worker(server: int, listener: socket.socket, conn: socket.socket) -> None:
     """The forked child: take the attaching process's streams, environment and folder, run
     the harness, send its exit status back."""
     status = 1
     try:
+        _end_with_server(server)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         listener.close()
