@@ -153,8 +153,8 @@ class _S3:
                     return False
                 raise
 
-    def read(self, path: str) -> tuple[bytes, str] | None:
-        """The object's bytes and version tag, or None when it is gone."""
+    def read(self, path: str) -> bytes | None:
+        """The object's bytes, or None when it is gone."""
         from botocore.exceptions import ClientError
 
         bucket, key = _bucket_and_key(path)
@@ -165,7 +165,7 @@ class _S3:
                 if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                     return None
                 raise
-            return got["Body"].read(), got["ETag"]
+            return got["Body"].read()
 
     def delete(self, path: str) -> None:
         bucket, key = _bucket_and_key(path)
@@ -226,16 +226,14 @@ class _GCS:
             except exceptions.PreconditionFailed:
                 return False
 
-    def read(self, path: str) -> tuple[bytes, str] | None:
+    def read(self, path: str) -> bytes | None:
         from google.api_core import exceptions
 
         with self.errors(path):
-            blob = self._blob(path)
             try:
-                data = blob.download_as_bytes(timeout=READ_SECONDS)
+                return self._blob(path).download_as_bytes(timeout=READ_SECONDS)
             except exceptions.NotFound:
                 return None
-            return data, str(blob.generation)
 
     def delete(self, path: str) -> None:
         from google.api_core import exceptions
@@ -283,7 +281,7 @@ def store_lock(folder: str, what: str, options) -> Iterator[list[str]]:
         if found is None:
             continue  # released between the two calls
         try:
-            owner = json.loads(found[0])
+            owner = json.loads(found)
         except ValueError:
             owner = None
         if not owner_gone(owner):
