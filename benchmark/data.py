@@ -1,7 +1,8 @@
-"""Input pipeline: pretraining batches from the hdf5 shards, as NGC's run_pretraining.py reads them.
+"""Input pipeline: pretraining batches from shards of any format that holds instances, read
+through `bertdata.formats`; hdf5 as NGC's run_pretraining.py reads it.
 
-Training reads every file in the data folder whose name contains `training` (the NGC rule),
-so our shards and the reference's are read alike. The gzip chunks make random row access
+Training reads the units the format calls training data (hdf5: every file whose name contains
+`training`, the NGC rule), so our shards and the reference's are read alike. The gzip chunks make random row access
 slow, so -- like NGC -- a worker reads one whole file, shuffles its rows and cuts batches;
 a batch may span two files so no rows are dropped at file ends. The stream is endless
 (reshuffled each pass), which keeps every rank supplied for any number of steps, so DDP
@@ -10,8 +11,8 @@ ranks never wait on one that ran dry.
 Work is handed out twice with the same rule: files to ranks, then a rank's files to its
 loader workers -- whole files when there are enough, else every file's rows interleaved.
 
-An LDDL folder (`bertdata shard --format lddl`) is read as LDDL's loader reads it: each batch
-padded only to its longest sequence, rounded up to 8, and in a binned folder each batch drawn
+A format whose loader pads a batch only to its longest sequence (LDDL) is read so: rounded up
+to 8, and in a binned folder each batch drawn
 from one bin, picked at random in proportion to the bins' sizes. Every rank's worker w draws the
 same bins in the same order, and the loader takes batches from its workers in turn, so all ranks
 train on one bin at each step, as LDDL arranges, rather than waiting on the rank with the longest
@@ -27,50 +28,21 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
-import h5py
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from bertdata import lddl
-from bertdata.config import MASKING_SCHEMES
+from bertdata import formats
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.schema import BY_NAME, DTYPES, FIELDS, SEQ
-from bertdata.validate import check_batch, read_layout, word_continuations
-from bertdata.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
+from bertdata.formats import INSTANCES, Reading, ShardInfo
+from bertdata.formats.checks import check_batch, word_continuations
+from bertdata.schema import BY_NAME, DTYPES, SEQ
 
 # LDDL's loader pads a batch to its longest sequence rounded up to this (sequence_length_alignment).
 LDDL_ALIGNMENT = 8
 DYNAMIC_MASKED_LM_PROB = 0.15  # LDDL's default mlm_probability, and the reference's
-
-
-@dataclass(frozen=True)
-class ShardInfo:
-    path: str
-    instances: int
-    seq_len: int
-    max_predictions: int
-    bin: int | None = None  # an LDDL file's bin
-
-
-@dataclass(frozen=True)
-class LddlFormat:
-    """How to read an LDDL folder's rows: its vocab (rows are text) and masking."""
-
-    tokens: tuple[str, ...]
-    masking: str
-    mask_id: int
-    word_ids: np.ndarray  # random replacements are drawn from these (see Vocab.word_ids)
-    masking_scheme: str  # how dynamic masking picks positions (static: how the folder's were picked)
-    word_continues: np.ndarray  # see Vocab.word_continues
-
-    @classmethod
-    def of(cls, vocab: Vocab, masking: str, masking_scheme: str) -> "LddlFormat":
-        return cls(vocab.tokens, masking, vocab.mask_id, vocab.word_ids, masking_scheme, vocab.word_continues)
 
 
 class Unit(NamedTuple):
@@ -86,16 +58,6 @@ class Unit(NamedTuple):
         return len(range(self.start, self.rows, self.stride))
 
 
-def find_training_shards(data_dir: str | os.PathLike) -> list[Path]:
-    folder = Path(data_dir)
-    if not folder.is_dir():
-        raise BertdataError(f"{folder}: --data must be a folder of shards")
-    files = sorted(p for p in folder.iterdir() if p.is_file() and "training" in p.name)
-    if not files:
-        raise BertdataError(f"{folder}: no shards to train on (no file whose name contains 'training')")
-    return files
-
-
 def default_workers() -> int:
     """Loader workers per rank: 4, or fewer on a machine with fewer cores (torch warns when
     workers outnumber the cores, and they would only compete with training for them)."""
@@ -103,50 +65,29 @@ def default_workers() -> int:
     return min(4, cores)
 
 
-def read_shard_info(path: str | os.PathLike) -> ShardInfo:
-    """The shard's layout, checked as `bertdata inspect` checks it (any integer dtype: rows are cast)."""
+def survey(data: str | os.PathLike, vocab_path: str | None = None,
+           masking_scheme: str | None = None) -> tuple[list[ShardInfo], Reading]:
+    """The training parts of the data at `data` and how to read them, whatever its format: one
+    format, one sequence length and prediction count. `vocab_path` overrides a vocab the data
+    records (refused if another), `masking_scheme` the scheme of dynamic masking."""
+    if not os.path.isdir(data):
+        raise BertdataError(f"{data}: --data must be a folder of shards")
+    groups = formats.by_format(formats.find([os.fspath(data)]))
+    if len(groups) > 1:
+        raise BertdataError(f"{data}: holds {' and '.join(f.name for f, _ in groups)} data; point --data at one of them")
+    fmt, units = groups[0]
+    if fmt.holds != INSTANCES:
+        raise BertdataError(f"{data}: {fmt.name} files hold {fmt.holds}, not masked-LM instances; bench trains on "
+                            f"the formats that hold instances ({', '.join(f.name for f in formats.REGISTRY.values() if f.holds == INSTANCES)})")
+    units = fmt.training(units)
+    if not units:
+        raise BertdataError(f"{data}: no shards to train on (no file whose name contains 'training')")
     try:
-        layout = read_layout(os.fspath(path), exact_dtypes=False)
+        parts = [part for unit in units for part in fmt.parts(unit)]
     except ValidationError as err:
         raise BertdataError(f"invalid shard: {err}") from None
-    return ShardInfo(os.fspath(path), layout.instances, layout.max_seq_length, layout.max_predictions_per_seq)
-
-
-def survey(data_dir: str | os.PathLike) -> list[ShardInfo]:
-    """Shapes of every training shard; all must share one sequence length and prediction count."""
-    infos = [read_shard_info(p) for p in find_training_shards(data_dir)]
-    first = infos[0]
-    for info in infos[1:]:
-        if (info.seq_len, info.max_predictions) != (first.seq_len, first.max_predictions):
-            raise BertdataError(
-                f"{info.path}: seq length {info.seq_len} / {info.max_predictions} predictions differs "
-                f"from {first.path} ({first.seq_len} / {first.max_predictions}); one phase per folder")
-    return infos
-
-
-def survey_lddl(folder: str | os.PathLike, vocab_path: str | None = None,
-                masking_scheme: str | None = None) -> tuple[list[ShardInfo], LddlFormat]:
-    """Every file of an LDDL folder with its bin, and how to read them. The sequence length,
-    predictions per sequence, vocab and masking scheme are those the folder's manifest records;
-    `vocab_path` overrides the vocab (refused if the manifest records another), `masking_scheme`
-    the scheme of dynamic masking."""
-    settings = lddl.phase_settings(folder)
-    try:
-        layout = lddl.phase_layout(folder)
-    except ValidationError as err:
-        raise BertdataError(f"invalid shard: {err}") from None
-    if vocab_path is None:
-        vocab = vocab_for_shard(settings["attrs"], folder)
-    else:
-        vocab = load_vocab(vocab_path)
-        check_vocab(vocab, settings["attrs"], folder)
-    infos = [ShardInfo(os.fspath(path), rows, settings["max_seq_length"], settings["max_predictions_per_seq"], bin_id)
-             for bin_id, files in layout["bins"].items() for path, rows in files.items()]
-    if masking_scheme is not None and layout["masking"] != "dynamic":
-        raise BertdataError(f"{folder}: --masking-scheme is for LDDL folders with dynamic masking; this one "
-                            f"holds its masks ({settings['attrs'].get('masking_scheme', MASKING_SCHEMES[0])})")
-    recorded = settings["attrs"].get("masking_scheme", MASKING_SCHEMES[0])  # absent: token (InstanceConfig.record)
-    return infos, LddlFormat.of(vocab, layout["masking"], masking_scheme or recorded)
+    formats.same_shape(parts)
+    return parts, fmt.reading(parts, vocab_path, masking_scheme)
 
 
 def divide(units: list[Unit], parts: int, index: int) -> list[Unit]:
@@ -166,9 +107,9 @@ def rank_units(infos: list[ShardInfo], rank: int, world: int) -> list[list[Unit]
     groups = []
     for bin_id in bins_of(infos):
         members = [i for i in infos if i.bin == bin_id]
-        units = divide([Unit(i.path, 0, 1, i.instances) for i in members], world, rank)
+        units = divide([Unit(i.path, 0, 1, i.num_instances) for i in members], world, rank)
         if sum(u.count for u in units) == 0:
-            total = sum(i.instances for i in members)
+            total = sum(i.num_instances for i in members)
             where = "" if bin_id is None else f" in bin {bin_id}"
             raise BertdataError(f"{total} instances{where} cannot feed {world} ranks: rank {rank} gets none")
         groups.append(units)
@@ -198,17 +139,11 @@ def next_batch(batches: Iterator) -> tuple[torch.Tensor, ...]:
     return batch
 
 
-def load_unit(unit: Unit, vocab_size: int | None = None, info: ShardInfo | None = None,
-              fmt: LddlFormat | None = None) -> dict[str, np.ndarray]:
-    """The unit's rows, checked (whole file, so errors name its row numbers) when `vocab_size`
-    is given: an id past the embedding or a position past the sequence would stop training with
-    an IndexError. With `fmt`, the unit is an LDDL file of the shape `info` gives."""
-    if fmt is not None:
-        rows = lddl.file_arrays(unit.path, fmt.tokens, info.seq_len, info.max_predictions)
-    else:
-        # Opened here, inside the worker: h5py handles must not cross a fork.
-        with h5py.File(unit.path, "r") as f:
-            rows = {k: f[k][()] for k in FIELDS}
+def load_unit(unit: Unit, info: ShardInfo, reading: Reading, vocab_size: int | None = None) -> dict[str, np.ndarray]:
+    """The unit's rows, read by its format, and checked (whole file, so errors name its row
+    numbers) when `vocab_size` is given: an id past the embedding or a position past the
+    sequence would stop training with an IndexError."""
+    rows = formats.get(reading.format).load(info, reading)
     if vocab_size is not None:
         try:
             check_batch(unit.path, 0, rows, vocab_size)
@@ -217,7 +152,7 @@ def load_unit(unit: Unit, vocab_size: int | None = None, info: ShardInfo | None 
     return {k: v[unit.start::unit.stride] for k, v in rows.items()}
 
 
-def mask_dynamic(rows: dict[str, np.ndarray], fmt: LddlFormat, max_predictions: int,
+def mask_dynamic(rows: dict[str, np.ndarray], reading: Reading, max_predictions: int,
                  rng: np.random.Generator) -> dict[str, np.ndarray]:
     """`rows` (original tokens, no masks) masked by the reference's rule: per sequence
     min(max_predictions, max(1, round(0.15 x its tokens))) of its non-special tokens, chosen
@@ -235,8 +170,9 @@ def mask_dynamic(rows: dict[str, np.ndarray], fmt: LddlFormat, max_predictions: 
     count = np.minimum(np.minimum(max_predictions, np.maximum(1, np.round(length * DYNAMIC_MASKED_LM_PROB))),
                        candidate.sum(axis=1)).astype(np.int64)
     width = min(max_predictions, seq_len)
-    if fmt.masking_scheme == "whole-word":
-        chosen = _whole_words(ids, candidate, count, fmt.word_continues, rng)
+    vocab = reading.vocab
+    if reading.masking_scheme == "whole-word":
+        chosen = _whole_words(ids, candidate, count, vocab.word_continues, rng)
         positions = np.sort(np.where(chosen, cols, seq_len), axis=1)[:, :width]
     else:
         keys = np.where(candidate, rng.random((n, seq_len)), 2.0)
@@ -248,8 +184,8 @@ def mask_dynamic(rows: dict[str, np.ndarray], fmt: LddlFormat, max_predictions: 
     pos = positions[row_of, slot]
     original = ids[row_of, pos]
     draw, keep = rng.random(len(pos)), rng.random(len(pos))
-    shown = np.where(draw < 0.8, fmt.mask_id,
-                     np.where(keep < 0.5, original, fmt.word_ids[rng.integers(0, len(fmt.word_ids), len(pos))]))
+    shown = np.where(draw < 0.8, vocab.mask_id,
+                     np.where(keep < 0.5, original, vocab.word_ids[rng.integers(0, len(vocab.word_ids), len(pos))]))
     out = dict(rows, input_ids=ids.copy())
     for name in ("masked_lm_positions", "masked_lm_ids"):
         out[name] = np.zeros((n, max_predictions), DTYPES[name])
@@ -327,17 +263,16 @@ class ShardStream(IterableDataset):
     """Endless stream of batches from `groups` (a rank's units of each bin), shuffled per file
     pass, split among loader workers; with several bins each batch comes from one bin."""
 
-    def __init__(self, groups: list[list[Unit]], batch_size: int, seed: int, rank: int = 0,
-                 vocab_size: int | None = None, infos: list[ShardInfo] | None = None,
-                 fmt: LddlFormat | None = None):
+    def __init__(self, groups: list[list[Unit]], batch_size: int, seed: int, infos: list[ShardInfo],
+                 reading: Reading, rank: int = 0, vocab_size: int | None = None):
         self.groups = groups
         self.batch_size = batch_size
         self.seed = (seed, rank)
         self.vocab_size = vocab_size
-        self.infos = {i.path: i for i in infos or ()}
-        self.fmt = fmt
+        self.infos = {i.path: i for i in infos}
+        self.reading = reading
         # Bins are drawn in proportion to their rows in the whole folder: the same on every rank.
-        sizes = [sum(i.instances for i in infos if i.bin == b) for b in bins_of(infos)] if infos else [1] * len(groups)
+        sizes = [sum(i.num_instances for i in infos if i.bin == b) for b in bins_of(infos)]
         self.bin_weights = np.array(sizes, float) / sum(sizes)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
@@ -348,7 +283,7 @@ class ShardStream(IterableDataset):
         checked: set[tuple[int, int]] = set()
 
         def load(b: int, i: int, unit: Unit) -> dict[str, np.ndarray]:
-            rows = load_unit(unit, None if (b, i) in checked else self.vocab_size, self.infos.get(unit.path), self.fmt)
+            rows = load_unit(unit, self.infos[unit.path], self.reading, None if (b, i) in checked else self.vocab_size)
             checked.add((b, i))
             return rows
 
@@ -365,19 +300,18 @@ class ShardStream(IterableDataset):
             if isinstance(rows, InvalidShard):
                 yield rows
                 return
-            if self.fmt is not None:
-                if self.fmt.masking == "dynamic":
-                    rows = mask_dynamic(rows, self.fmt, rows["masked_lm_positions"].shape[1], mask_rng)
+            if self.reading.masking == "dynamic":
+                rows = mask_dynamic(rows, self.reading, rows["masked_lm_positions"].shape[1], mask_rng)
+            if self.reading.pad_to_longest:
                 rows = crop(rows)
             yield to_batch(rows)
 
 
-def build_loader(infos: list[ShardInfo], batch_size: int, rank: int, world: int, workers: int,
-                 seed: int, pin_memory: bool, vocab_size: int | None = None,
-                 fmt: LddlFormat | None = None) -> DataLoader:
-    """Batches for `rank`; with `vocab_size`, every file's rows are checked when first read.
-    With `fmt`, `infos` are the files of an LDDL folder."""
-    stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, rank, vocab_size, infos, fmt)
+def build_loader(infos: list[ShardInfo], reading: Reading, batch_size: int, rank: int, world: int, workers: int,
+                 seed: int, pin_memory: bool, vocab_size: int | None = None) -> DataLoader:
+    """Batches for `rank` from `infos` (see `survey`); with `vocab_size`, every file's rows are
+    checked when first read."""
+    stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, infos, reading, rank, vocab_size)
     # Workers build whole batches (no per-sample collate); batch_size=None passes them through.
     return DataLoader(stream, batch_size=None, num_workers=workers, pin_memory=pin_memory,
                       persistent_workers=workers > 0, prefetch_factor=4 if workers else None)

@@ -73,7 +73,7 @@ import sys
 
 import numpy as np
 
-from bertdata.hdf5io import write_shard
+from bertdata.formats.hdf5io import write_shard
 from bertdata.schema import zeros
 
 # Reference statistics: [CLS] A [SEP] B [SEP], 10% short sequences, 15% of tokens (at most 20)

@@ -102,10 +102,11 @@ def summary_lines(record: dict) -> list[str]:
 
 
 def _data_note(record: dict) -> str:
-    if record.get("data_format") != "lddl":
+    if not record.get("padded_to_longest"):
         return ""
     bins = f"{record['bins']} bins" if record["bins"] > 1 else "unbinned"
-    return f" (LDDL, {bins}, {record['masking']} masking: batches padded to their longest sequence)"
+    return (f" ({record['data_format'].upper()}, {bins}, {record['masking']} masking: batches padded to their "
+            "longest sequence)")
 
 
 def _label(record: dict) -> str:

@@ -31,11 +31,10 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from bertdata.benchmark import report
-from bertdata.benchmark.data import (LddlFormat, ShardInfo, build_loader, default_workers, next_batch, rank_units, survey,
-                            survey_lddl)
+from bertdata.benchmark.data import build_loader, default_workers, next_batch, rank_units, survey
 from bertdata.benchmark.lamb import OPTIMIZERS, build_optimizer
 from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops
-from bertdata import lddl
+from bertdata.formats import Reading, ShardInfo
 from bertdata.errors import BertdataError
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "amp")
@@ -101,16 +100,16 @@ class Plan:
     accumulation: int
     global_batch: int
     shards: list[ShardInfo]
+    reading: Reading
     model: BertConfig
-    lddl: LddlFormat | None = None  # set when the data is an LDDL folder
 
     @property
     def seq_len(self) -> int:
-        return self.shards[0].seq_len
+        return self.shards[0].max_seq_length
 
     @property
     def max_predictions(self) -> int:
-        return self.shards[0].max_predictions
+        return self.shards[0].max_predictions_per_seq
 
 
 def world_from_env() -> tuple[int, int, int]:
@@ -128,18 +127,9 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
     device = torch.device("cuda", local_rank) if device_type == "cuda" else torch.device("cpu")
     precision = cfg.precision or ("amp" if device_type == "cuda" else "fp32")
     model = BertConfig.from_json(cfg.bert_config) if cfg.bert_config else BertConfig.preset(cfg.model)
-    fmt = None
-    if lddl.is_phase_folder(cfg.data):
-        shards, fmt = survey_lddl(cfg.data, cfg.vocab, cfg.masking_scheme)
-    elif cfg.vocab is not None:
-        raise BertdataError(f"{cfg.data}: --vocab is for LDDL folders; hdf5 shards hold token ids")
-    elif cfg.masking_scheme is not None:
-        raise BertdataError(f"{cfg.data}: --masking-scheme is for LDDL folders with dynamic masking; hdf5 "
-                            "shards hold their masks")
-    else:
-        shards = survey(cfg.data)
-    if shards[0].seq_len > model.max_position:
-        raise BertdataError(f"{shards[0].path}: sequence length {shards[0].seq_len} exceeds the model's "
+    shards, reading = survey(cfg.data, cfg.vocab, cfg.masking_scheme)
+    if shards[0].max_seq_length > model.max_position:
+        raise BertdataError(f"{shards[0].path}: sequence length {shards[0].max_seq_length} exceeds the model's "
                             f"max_position {model.max_position}")
     per_step = cfg.batch_size * world
     if cfg.global_batch is not None:
@@ -152,13 +142,13 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
         accumulation = cfg.accumulation or 1
     for r in range(world):
         rank_units(shards, r, world)  # every rank must get rows
-    instances = sum(s.instances for s in shards)
+    instances = sum(s.num_instances for s in shards)
     if per_step > instances:
         ranks = f" x {world} ranks = {per_step}" if world > 1 else ""
         raise BertdataError(f"--batch-size {cfg.batch_size}{ranks} is more than the {instances:,} instances in "
                             f"{cfg.data}: every batch would hold some of them twice")
     return Plan(device, precision, rank, local_rank, world, accumulation, per_step * accumulation,
-                shards, model, fmt)
+                shards, reading, model)
 
 
 def set_matmul_precision(precision: str) -> None:
@@ -264,9 +254,9 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
         batch_size=cfg.batch_size, accumulation=plan.accumulation, global_batch=plan.global_batch,
         seq_len=plan.seq_len, max_predictions=plan.max_predictions, compile=cfg.compile,
         optimizer=cfg.optimizer, lr=cfg.lr, workers=cfg.workers, timed_steps=cfg.steps,
-        warmup_steps=warmup, shards=len(plan.shards), data_format="hdf5" if plan.lddl is None else "lddl",
-        masking=None if plan.lddl is None else plan.lddl.masking,
-        masking_scheme=None if plan.lddl is None else plan.lddl.masking_scheme,
+        warmup_steps=warmup, shards=len(plan.shards), data_format=plan.reading.format,
+        masking=plan.reading.masking, masking_scheme=plan.reading.masking_scheme,
+        padded_to_longest=plan.reading.pad_to_longest,
         bins=len({s.bin for s in plan.shards}), tokens=int(padded), real_tokens=int(real),
         sequences=int(all_reduce([cfg.steps * plan.accumulation * cfg.batch_size], dist.ReduceOp.SUM,
                                  plan.device)[0]),
@@ -276,8 +266,8 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
 
 def measure_loader(cfg: BenchConfig, plan: Plan) -> dict:
     """The input pipeline alone: disk -> worker -> pinned memory -> device, no model."""
-    loader = build_loader(plan.shards, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
-                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size, fmt=plan.lddl)
+    loader = build_loader(plan.shards, plan.reading, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
+                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size)
     batches = iter(loader)
     drawn = 0
 
@@ -317,8 +307,8 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
     autocast_dtype = AUTOCAST_DTYPE.get(plan.precision)
     # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range.
     scaler = torch.amp.GradScaler(plan.device.type, enabled=autocast_dtype is torch.float16)
-    loader = build_loader(plan.shards, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
-                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size, fmt=plan.lddl)
+    loader = build_loader(plan.shards, plan.reading, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
+                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size)
     batches = iter(loader)
     drawn = 0
 

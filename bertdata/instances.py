@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +16,7 @@ import numpy as np
 
 from bertdata import __version__, kernel
 from bertdata.config import InstanceConfig
-from bertdata.hdf5io import WRITE_ORDER, ShardWriter, chunk_rows
-from bertdata.schema import BY_NAME, DTYPES, FIELDS
+from bertdata.schema import DTYPES, FIELDS
 from bertdata.textshard import Documents, read_documents
 from bertdata.tokenize import WordPiece
 from bertdata.vocab import Vocab
@@ -119,24 +118,6 @@ def generation_attrs(vocab: Vocab, cfg: InstanceConfig, lowercase: bool, seed: i
     }
 
 
-# Rows materialised per write: about this many bytes at a time, rounded to whole chunk rows
-# so each chunk is compressed once, as in a single write.
-WRITE_BLOCK_BYTES = 4 << 20
-
-
-def write_instances(path: str | os.PathLike, instances: Instances,
-                    attrs: Mapping[str, Any] | None = None) -> None:
-    """Write the six datasets atomically, building a few MB of rows at a time."""
-    n, seq, pred = len(instances), instances.max_seq_length, instances.max_predictions_per_seq
-    with ShardWriter(path, n, seq, pred, attrs) as writer:
-        chunks = chunk_rows(writer)
-        for name in WRITE_ORDER if n else ():  # the datasets of an empty shard stay empty
-            row_bytes = BY_NAME[name].row_bytes(seq, pred)
-            block = chunks[name] * max(1, WRITE_BLOCK_BYTES // (chunks[name] * row_bytes))
-            for start in range(0, n, block):
-                writer.write(name, start, instances.array(name, start, start + block))
-
-
 def make_shard(inputs: str | os.PathLike | Sequence[str | os.PathLike], output: str | os.PathLike,
                vocab: Vocab, cfg: InstanceConfig, lowercase: bool = True, errors: str = "strict",
                seed: int | None = None, tokenizer: WordPiece | None = None,
@@ -156,6 +137,8 @@ def make_shard(inputs: str | os.PathLike | Sequence[str | os.PathLike], output: 
     t1 = time.perf_counter()
     instances = create_instances(documents, vocab, cfg, seed=seed)
     t2 = time.perf_counter()
+    from bertdata.formats.hdf5 import write_instances
+
     write_instances(output, instances, generation_attrs(vocab, cfg, lowercase, seed))
     t3 = time.perf_counter()
     return {

@@ -41,15 +41,17 @@ import numpy as np
 import pyarrow as pa
 from tqdm import tqdm
 
-from bertdata import lddl
+from bertdata import formats
+from bertdata.formats import lddl
 from bertdata.config import ShardConfig
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.fsutil import owner_gone, this_process
-from bertdata.hdf5io import ShardInfo, ShardWriter, chunk_rows, iter_slices
+from bertdata.formats import ShardInfo
+from bertdata.formats.hdf5io import ShardWriter, chunk_rows, iter_slices
 from bertdata.layout import shard_stem
 from bertdata.manifest import MANIFEST, file_sha256, tool_record, write_manifest
 from bertdata.schema import DTYPES, FIELDS, record_dtype
-from bertdata.validate import check_batch, find_shards, read_layout
+from bertdata.formats.checks import check_batch, read_layout
 from bertdata.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 
 # Largest bucket we aim for: a part may map all of one bucket, so this bounds memory (per worker).
@@ -86,47 +88,41 @@ def _slice_rows(dtype: np.dtype) -> int:
 # ---------------------------------------------------------------- inputs
 
 def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> tuple[list[str], list[str]]:
-    """The input files, sorted by absolute path with duplicates dropped, and notes on what was
-    left out. Folders are searched recursively for `*_<split>_*` hdf5 files (any hdf5 file for
-    split "all"), skipping anything inside the output folder and inside folders an earlier
-    `bertdata shard` wrote (their parts hold the instances of their inputs again); files and
-    folders named explicitly are taken as they are. A folder that is an LDDL folder is one
-    input, read whole."""
+    """The input units (`bertdata.formats.find`), sorted by absolute path with duplicates dropped,
+    and notes on what was left out. Units found in a folder are taken when their name has
+    `_<split>_` (all for split "all"), skipping anything inside the output folder and inside
+    folders an earlier `bertdata shard` wrote (their parts hold the instances of their inputs
+    again); files and folders named explicitly are taken as they are."""
     out = Path(output).resolve()
     found: dict[str, str] = {}
     skipped = 0
     notes: list[str] = []
     for given in paths:
-        if lddl.is_phase_folder(given):
-            if Path(given).resolve() == out or out in Path(given).resolve().parents:
+        units = formats.find([given])
+        if any(fmt.claims(given) for fmt in formats.REGISTRY.values()) or os.path.isfile(given):
+            if out in (resolved := Path(given).resolve()).parents or resolved == out:
                 raise BertdataError(f"{given}: input is inside the output folder {output}; "
-                                    "write to another folder")
-            found.setdefault(os.path.realpath(given), given)
-        elif os.path.isdir(given):
-            earlier = dict.fromkeys(shard_outputs_inside(Path(given)), 0)
-            for path in find_shards([given]):
-                if split != "all" and f"_{split}_" not in Path(path).name:
-                    continue
-                parents = Path(path).resolve().parents
-                if out in parents:
-                    skipped += 1
-                elif inside := [folder for folder in earlier if folder in parents]:
-                    earlier[inside[0]] += 1
-                else:
-                    found.setdefault(os.path.realpath(path), path)
-            notes += [f"{folder}: the output of an earlier bertdata shard, {count} files not read as input "
-                      "(name the folder itself to read it)" for folder, count in earlier.items() if count]
-        else:
-            path = find_shards([given])[0]
-            if out in Path(path).resolve().parents:
-                raise BertdataError(f"{path}: input is inside the output folder {output}; "
                                     "write the parts to another folder")
-            found.setdefault(os.path.realpath(path), path)
+            found.setdefault(os.path.realpath(given), given)
+            continue
+        earlier = dict.fromkeys(shard_outputs_inside(Path(given)), 0)
+        for unit in units:
+            if unit.format.holds != formats.INSTANCES or (split != "all" and f"_{split}_" not in Path(unit.path).name):
+                continue
+            parents = Path(unit.path).resolve().parents
+            if out in parents:
+                skipped += 1
+            elif inside := [folder for folder in earlier if folder in parents]:
+                earlier[inside[0]] += 1
+            else:
+                found.setdefault(os.path.realpath(unit.path), unit.path)
+        notes += [f"{folder}: the output of an earlier bertdata shard, {count} files not read as input "
+                  "(name the folder itself to read it)" for folder, count in earlier.items() if count]
     if not found:
-        which = "hdf5" if split == "all" else f"*_{split}_* hdf5"
+        which = "shard" if split == "all" else f"*_{split}_* shard"
         raise BertdataError(f"no {which} files found in {', '.join(paths)}"
                             + (f" ({skipped} inside the output folder are not read)" if skipped else "")
-                            + ("" if split == "all" else " (--split all takes every hdf5 file)"))
+                            + ("" if split == "all" else " (--split all takes every shard file)"))
     return sorted(found.values(), key=os.path.abspath), notes
 
 

@@ -21,7 +21,7 @@ from bertdata.config import BuildConfig, TextConfig, phase_number
 from bertdata.errors import BertdataError
 from bertdata.fsutil import folder_lock
 from bertdata.languages import ENGLISH_CODES, describe_skipped_namespaces
-from bertdata.formats import Hdf5Shards
+from bertdata.formats.hdf5 import HDF5
 from bertdata.instances import generation_attrs
 from bertdata.layout import BOOKS_WIKI_DATASET, LDDL_VOCAB, WORK_FOLDER, hdf5_folder, lddl_folder
 from bertdata.manifest import MANIFEST, RUN_KEY, HDF5Shard, Run, tool_record
@@ -111,7 +111,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     text_options = {"text": asdict(t), "books": [fsio.split(b)[1] for b in books],
                     "dataset": dataset, RULES: RULES_VERSION, "language": site.language,
                     "punkt": punkt.model or "trained on the dump"}
-    check_vocab_unchanged([d for _, d in phases], vocab, cfg.force)
+    check_vocab_unchanged(HDF5, [d for _, d in phases], vocab, cfg.force)
     reuse = reusable_text_stage(text_dirs, dump_record, text_options, cfg.force)
     remove_leftovers([d for _, d in phases], text_dirs, work_dir, redo_text=reuse is None)
     workers = runner_workers(cfg.runner)
@@ -126,7 +126,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     phase_options = {folder: instance_options(p) for p, folder in phases}
     lddl_phases, lddl_fields = _lddl_phases(cfg, chosen, work_dir, instance_options, vocab, t.lowercase)
     folders = dict(phases)
-    outputs = [PhaseOutput(p, ShardOutput(Hdf5Shards(), folders[p]) if p in folders else None, lddl_phases.get(p))
+    outputs = [PhaseOutput(p, ShardOutput(HDF5, folders[p]) if p in folders else None, lddl_phases.get(p))
                for p in chosen]
     outputs = [o for o in outputs if o.shards is not None or o.lddl is not None]
 
@@ -159,7 +159,8 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
              | "LddlManifests" >> beam.ParDo(WriteLddlManifests(tool, run, dump_record, lddl_fields)))
     note(f"running on {cfg.runner.runner} runner, {workers} worker(s); Beam's own output goes to build.log")
     ranges = sum(item.marker is not None for item in items) if items else 0
-    run_pipeline(pipeline, cfg.output, work_dir, finder, ranges or None, [d for _, d in phases])
+    run_pipeline(pipeline, cfg.output, work_dir, finder, ranges or None,
+                 [fsio.join(d, HDF5.pattern()) for _, d in phases])
 
     text = finder() if reuse is None else StageManifest(reuse.plan.folder, read_manifest(reuse.plan.folder))
     if not text.manifest["counts"].get("articles") and not text.manifest["counts"].get("books"):

@@ -1,5 +1,5 @@
 """Text shards -> instances of every phase from one tokenization, written as shard files (hdf5, or
-any `bertdata.formats.ShardFormat`) and/or spilled as LDDL runs (one element per text shard)."""
+any `bertdata.formats.PerShardFormat`) and/or spilled as LDDL runs (one element per text shard)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 import apache_beam as beam
 
 from bertdata.config import InstanceConfig
-from bertdata.formats import ShardFormat
+from bertdata.formats import PerShardFormat
 from bertdata.manifest import HDF5Shard, file_sha256
 from bertdata.sharding import TextShard, derive_seed
 from bertdata.vocab import Vocab
@@ -33,7 +33,7 @@ SPILL_ROWS = 8192
 class ShardOutput:
     """A phase's shard files: one or more per text shard, of one format, in one folder."""
 
-    format: ShardFormat
+    format: PerShardFormat
     folder: str
 
 
@@ -131,7 +131,7 @@ def _batches(instances, out: ShardOutput | None, paths: list[str]):
         yield from out.format.read([stack.enter_context(fsio.local_input(path)) for path in paths])
 
 
-def _reusable(fmt: ShardFormat, paths: list[str], attrs: dict) -> dict | None:
+def _reusable(fmt: PerShardFormat, paths: list[str], attrs: dict) -> dict | None:
     """The stats of an existing complete shard made with exactly these parameters, else None.
 
     Writes are atomic, so files under their final names are complete; matching attributes

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import apache_beam as beam
 import numpy as np
 
-from bertdata import lddl
+from bertdata.formats import lddl
 from bertdata.articles import quality
 from bertdata.errors import BertdataError
 from bertdata.fsutil import TEMP_PREFIX

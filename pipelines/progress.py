@@ -31,6 +31,7 @@ class Watcher:
     """Bars for the dump ranges read and the hdf5 shards written, updated from a thread."""
 
     def __init__(self, console, work_dir: str, text_manifest, ranges: int | None, phase_dirs: list[str]):
+        """`phase_dirs`: a glob per phase folder matching one file of each finished shard."""
         """`text_manifest()` gives the text stage's StageManifest once it has ended, else None."""
         self.console, self.work_dir, self.text_manifest = console, work_dir, text_manifest
         self.ranges, self.phase_dirs = ranges, phase_dirs
@@ -61,9 +62,9 @@ class Watcher:
                     ranges.update(ranges.total - ranges.n)
                     ranges.close()
                     ranges = None
-                shards = self._bar(len(text.manifest["shards"]) * len(self.phase_dirs), "writing hdf5 shards", "shard")
+                shards = self._bar(len(text.manifest["shards"]) * len(self.phase_dirs), "writing shard files", "shard")
             if shards is not None:
-                done = sum(len(fsio.match(fsio.join(d, "*.hdf5"))) for d in self.phase_dirs)
+                done = sum(len(fsio.match(pattern)) for pattern in self.phase_dirs)
                 shards.update(min(done, shards.total) - shards.n)
         for bar in (ranges, shards):
             if bar is not None:

@@ -1,7 +1,7 @@
 """What a re-run of a build may reuse, what it must refuse, and what it clears away first.
 
 A finished text stage is reused when its manifest records the same dump and text options;
-finished hdf5 shards are reused one by one (see bertdata.pipelines.instances). The manifests
+finished shard files are reused one by one (see bertdata.pipelines.instances). The manifests
 are what say a stage finished: they are written last, and atomically.
 """
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from bertdata.config import TextConfig
 from bertdata.errors import BertdataError
+from bertdata.formats import PerShardFormat
 from bertdata.fsutil import TEMP_PREFIX
 from bertdata.layout import text_folder
 from bertdata.manifest import MANIFEST, RUN_KEY
@@ -103,16 +104,14 @@ def this_runs_text_manifest(output: str, folders: list[str], started: str) -> St
     return None
 
 
-def check_vocab_unchanged(phase_dirs: list[str], vocab: Vocab, force: bool) -> None:
+def check_vocab_unchanged(fmt: PerShardFormat, phase_dirs: list[str], vocab: Vocab, force: bool) -> None:
     """Refuse to mix shards of two vocabs in one folder (a half-done run, then a new vocab)."""
     if force:
         return
-    from bertdata.hdf5io import shard_attrs
-
     for folder in phase_dirs:
-        for path in fsio.match(fsio.join(folder, "*.hdf5"))[:1]:
+        for path in fsio.match(fsio.join(folder, fmt.pattern()))[:1]:
             with fsio.local_input(path) as local:
-                recorded = shard_attrs(local).get("vocab_sha256")
+                recorded = fmt.info([local]).attrs.get("vocab_sha256")
             if recorded is not None and recorded != vocab.sha256:
                 raise BertdataError(
                     f"{path} was made with another vocab (sha256 {recorded[:12]}…, now {vocab.sha256[:12]}…); "

@@ -7,7 +7,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from bertdata.hdf5io import DTYPES, FIELDS
+from bertdata.formats.hdf5io import DTYPES, FIELDS
 
 
 def valid_rows(n: int, rng: np.random.Generator, seq: int = 16, preds: int = 4,

@@ -211,9 +211,9 @@ def test_stream_is_endless_and_batches_span_files(tmp_path):
     write_shard(tmp_path / "a_training.hdf5", 7)
     write_shard(tmp_path / "b_training.hdf5", 3)
     (tmp_path / "notes.hdf5").write_bytes(b"not a training file, ignored")
-    infos = survey(tmp_path)
+    infos, reading = survey(tmp_path)
     assert [Path(i.path).name for i in infos] == ["a_training.hdf5", "b_training.hdf5"]
-    stream = iter(ShardStream(rank_units(infos, 0, 1), batch_size=4, seed=1))
+    stream = iter(ShardStream(rank_units(infos, 0, 1), batch_size=4, seed=1, infos=infos, reading=reading))
     batches = [next(stream) for _ in range(5)]  # 20 rows = two passes over the 10
     row_ids = torch.cat([b[0][:, 1] for b in batches]).tolist()
     assert sorted(row_ids) == sorted(list(range(1000, 1007)) * 2 + list(range(1000, 1003)) * 2)
@@ -225,8 +225,8 @@ def test_stream_is_endless_and_batches_span_files(tmp_path):
 
 @needs_parity
 def test_labels_on_the_reference_shard(tmp_path):
-    infos = survey(training_dir(tmp_path, PARITY_128))
-    batch = next(iter(ShardStream(rank_units(infos, 0, 1), batch_size=64, seed=0)))
+    infos, reading = survey(training_dir(tmp_path, PARITY_128))
+    batch = next(iter(ShardStream(rank_units(infos, 0, 1), batch_size=64, seed=0, infos=infos, reading=reading)))
     labels = batch[3]
     with h5py.File(PARITY_128) as f:
         listed = (f["masked_lm_positions"][()] != 0).sum(1)

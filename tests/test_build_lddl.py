@@ -13,8 +13,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from bertdata import lddl
-from bertdata.hdf5io import iter_slices
+from bertdata.formats import lddl
+from bertdata.manifest import MANIFEST
+from bertdata.formats.hdf5io import iter_slices
 from bertdata.schema import FIELDS
 from bertdata.vocab import load_vocab
 from conftest import VOCAB, WIKI_FRAGMENT, need_shared, run_cli
@@ -34,7 +35,7 @@ def fragment(out: Path, *extra: str, check: bool = True):
 
 def files_digest(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())
-            if p.name != lddl.MANIFEST}
+            if p.name != MANIFEST}
 
 
 def row_keys(arrays: dict[str, np.ndarray]) -> list[bytes]:
@@ -71,7 +72,7 @@ def test_layout_vocab_and_loader_checks(both):
     tokens = load_vocab(VOCAB).tokens
     for phase, (folder, seq, pred, bin_size) in SETTINGS.items():
         checked = lddl.validate_folder(both / folder, bin_size=bin_size, seq_len=seq, tokens=tokens)
-        manifest = json.loads((both / folder / lddl.MANIFEST).read_text())
+        manifest = json.loads((both / folder / MANIFEST).read_text())
         assert manifest["format"] == "lddl" and manifest["max_seq_length"] == seq
         assert manifest["max_predictions_per_seq"] == pred
         assert checked["masking"] == "static" and checked["rows"] == manifest["counts"]["instances"]
@@ -96,7 +97,7 @@ def test_rows_are_the_hdf5_training_rows(both, phase):
     tokens = load_vocab(VOCAB).tokens
     expected = hdf5_rows(both / HDF5[phase] / "wikicorpus_en")
     found = lddl_rows(both / folder, tokens, seq, pred)
-    manifest = json.loads((both / folder / lddl.MANIFEST).read_text())
+    manifest = json.loads((both / folder / MANIFEST).read_text())
     dropped = manifest["counts"]["dropped"]
     assert not found - expected
     assert sum((expected - found).values()) == dropped
@@ -148,7 +149,7 @@ def test_interrupted_folder_is_redone_foreign_files_are_refused(tmp_path):
     folder = out / PHASE1
     good = files_digest(folder)
     # As a build killed while writing files leaves it: no manifest, the marker, a file short.
-    (folder / lddl.MANIFEST).unlink()
+    (folder / MANIFEST).unlink()
     (folder / "shard-3.parquet").unlink()
     (folder / ".bertdata-writing").write_bytes(b"")
     (folder / ".bertdata-tmp-1-ab").write_bytes(b"half a file")
@@ -180,15 +181,15 @@ def test_a_folder_in_ngc_layout_finds_the_vocab_the_build_left_above_it(tmp_path
 @pytest.mark.slow
 def test_whole_word_build_reads_in_both_loaders_and_masks_whole_words(tmp_path):
     torch = pytest.importorskip("torch", reason="the bench extra (torch) is not installed")
-    from bertdata.benchmark.data import ShardStream, rank_units, survey, survey_lddl
-    from bertdata.validate import ShardStats, validate_shard, word_masking
+    from bertdata.benchmark.data import ShardStream, rank_units, survey
+    from bertdata.formats.checks import ShardStats, validate_shard, word_masking
 
     out = tmp_path / "ww"
     fragment(out, "--format", "both", "--phase", "1", "--masking-scheme", "whole-word", "--workers", "1")
     vocab = load_vocab(VOCAB)
     hdf5 = out / (HDF5[1] + "_whole_word_mask") / "wikicorpus_en"
     assert json.loads((hdf5 / "manifest.json").read_text())["options"]["instances"]["masking_scheme"] == "whole-word"
-    manifest = json.loads((out / PHASE1 / lddl.MANIFEST).read_text())
+    manifest = json.loads((out / PHASE1 / MANIFEST).read_text())
     assert manifest["options"]["instances"]["masking_scheme"] == manifest["attrs"]["masking_scheme"] == "whole-word"
     shards = sorted(hdf5.glob("*.hdf5"))
     stats = [validate_shard(str(path), vocab=vocab) for path in shards]
@@ -201,9 +202,9 @@ def test_whole_word_build_reads_in_both_loaders_and_masks_whole_words(tmp_path):
         word_masking(lddl.file_arrays(path, vocab.tokens, 128, 20), vocab, folder_stats)
     assert folder_stats.split_words == 0 and lddl_rows(out / PHASE1, vocab.tokens, 128, 20) <= hdf5_rows(hdf5)
 
-    for infos, fmt in ((survey(hdf5), None), survey_lddl(out / PHASE1)):
+    for infos, fmt in (survey(hdf5), survey(out / PHASE1)):
         assert fmt is None or fmt.masking_scheme == "whole-word"
-        batch = next(iter(ShardStream(rank_units(infos, 0, 1), batch_size=16, seed=1, infos=infos, fmt=fmt)))
+        batch = next(iter(ShardStream(rank_units(infos, 0, 1), batch_size=16, seed=1, infos=infos, reading=fmt)))
         assert all(isinstance(t, torch.Tensor) for t in batch) and ((batch[3] != -1).sum(1) > 0).all()
 
     # A re-run with the other scheme makes its own hdf5 folder, and refuses the LDDL one made with this.

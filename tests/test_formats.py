@@ -12,7 +12,7 @@ import pytest
 
 from bertdata.config import InstanceConfig
 from bertdata.errors import BertdataError
-from bertdata.formats import Hdf5Shards
+from bertdata.formats.hdf5 import Hdf5Shards
 from bertdata.instances import create_instances
 from bertdata.schema import FIELDS
 from bertdata.textshard import read_documents

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from bertdata.config import InstanceConfig
-from bertdata.hdf5io import read_shard
+from bertdata.formats.hdf5io import read_shard
 from bertdata.instances import create_instances
 from bertdata.textshard import read_documents
 from bertdata.tokenize import WordPiece

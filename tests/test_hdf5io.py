@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-from bertdata.hdf5io import (DTYPES, FIELDS, WRITE_ORDER, ShardWriter, chunk_rows, read_shard, shard_attrs,
+from bertdata.formats.hdf5io import (DTYPES, FIELDS, WRITE_ORDER, ShardWriter, chunk_rows, read_shard, shard_attrs,
                              write_shard)
 
 

@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from bertdata.hdf5io import read_shard, write_shard
+from bertdata.formats.hdf5io import read_shard, write_shard
 from bertdata.vocab import load_vocab
 from bertdata.wikidump import sample_paths
 from conftest import PARITY, PARITY_128, VOCAB, need_shared, run_cli

@@ -14,7 +14,8 @@ import pytest
 from bertdata import cli
 from bertdata.config import InstanceConfig
 from bertdata.errors import BertdataError
-from bertdata.hdf5io import FIELDS, read_shard, shard_attrs
+from bertdata.formats.hdf5io import FIELDS, read_shard, shard_attrs
+from bertdata.formats.hdf5 import write_instances
 from bertdata.instances import create_instances, make_shard
 from bertdata.textshard import Documents, read_documents
 from bertdata.tokenize import WordPiece
@@ -488,15 +489,15 @@ def test_kernel_regrows_its_arrays(monkeypatch):
 
 
 def test_sliced_write_gives_the_same_file_as_one_write(tmp_path, monkeypatch):
-    from bertdata import instances as module
-    from bertdata.hdf5io import write_shard
+    from bertdata.formats import hdf5 as module
+    from bertdata.formats.hdf5io import write_shard
 
     vocab = small_vocab()
     docs = documents_from_ids(random_docs(random.Random(9), 60, 12, 30, len(vocab)))
     inst = create_instances(docs, vocab, SMALL, seed=1)
     write_shard(tmp_path / "whole.hdf5", inst.arrays(), {"a": 1})
     monkeypatch.setattr(module, "WRITE_BLOCK_BYTES", 1)  # one chunk row per write
-    module.write_instances(tmp_path / "sliced.hdf5", inst, {"a": 1})
+    write_instances(tmp_path / "sliced.hdf5", inst, {"a": 1})
     assert (tmp_path / "sliced.hdf5").read_bytes() == (tmp_path / "whole.hdf5").read_bytes()
 
 

@@ -15,9 +15,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from bertdata import lddl
+from bertdata.formats import lddl
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.hdf5io import iter_slices, read_shard
+from bertdata.formats.hdf5io import iter_slices, read_shard
 from bertdata.vocab import load_vocab
 from conftest import PARITY, VOCAB, need_shared
 
@@ -211,7 +211,7 @@ def test_temporary_names_are_never_read_by_the_loader(parity, tokens, tmp_path, 
             opened.append(os.path.basename(where))
             super().__init__(where, *args, **kwargs)
 
-    monkeypatch.setattr(lddl.pq, "ParquetWriter", Recording)
+    monkeypatch.setattr(lddl.writer.pq, "ParquetWriter", Recording)
     lddl.write_phase(batches(parity["A_s12345_128_20_p15_d5"], 2000), tmp_path / "p", tokens, seq_len=128,
                      num_shards=2, masking="static", bin_size=32)
     assert opened and all(name.startswith(".bertdata-tmp-") and ".parquet" not in name for name in opened)

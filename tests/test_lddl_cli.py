@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bertdata import lddl
-from bertdata.hdf5io import read_shard
+from bertdata.formats import lddl
+from bertdata.formats.hdf5io import read_shard
 from bertdata.vocab import load_vocab
 from conftest import PARITY_128, PARITY_512, VOCAB, need_shared, run_cli
 
@@ -219,14 +219,14 @@ def test_inspect_flags_broken_lddl_folders(phase1, tmp_path):
 
 torch = pytest.importorskip("torch", reason="the bench extra (torch) is not installed")
 
-from bertdata.benchmark.data import ShardStream, build_loader, mask_dynamic, rank_units, survey_lddl  # noqa: E402
+from bertdata.benchmark.data import ShardStream, build_loader, mask_dynamic, rank_units, survey  # noqa: E402
 from bertdata.benchmark.train import BenchConfig, run  # noqa: E402
 
 
 def test_binned_batches_come_from_one_bin_padded_to_their_longest(phase1):
     folder, _ = phase1
-    infos, fmt = survey_lddl(folder, str(VOCAB))
-    stream = iter(ShardStream(rank_units(infos, 0, 1), batch_size=16, seed=3, infos=infos, fmt=fmt))
+    infos, fmt = survey(folder, str(VOCAB))
+    stream = iter(ShardStream(rank_units(infos, 0, 1), batch_size=16, seed=3, infos=infos, reading=fmt))
     widths = collections.Counter()
     for _ in range(60):
         input_ids, segment_ids, input_mask, labels, nsp = next(stream)
@@ -244,7 +244,7 @@ def test_dynamic_masking_follows_the_reference_rule(phase1, tokens, tmp_path):
     folder, _ = phase1
     dynamic = tmp_path / "dyn"
     shard_lddl(dynamic, folder, parts=2, masking="dynamic")
-    infos, fmt = survey_lddl(dynamic, str(VOCAB))
+    infos, fmt = survey(dynamic, str(VOCAB))
     rows = lddl.file_arrays(infos[0].path, tokens, 128, 20)
     masked = mask_dynamic(rows, fmt, 20, np.random.default_rng(0))
     count = (masked["masked_lm_positions"] != 0).sum(axis=1)
@@ -263,13 +263,13 @@ def test_dynamic_masking_follows_the_reference_rule(phase1, tokens, tmp_path):
 
 def test_dynamic_whole_word_masking_takes_whole_words_while_they_fit(phase1, tokens, tmp_path):
     from bertdata.errors import BertdataError
-    from bertdata.validate import ShardStats, word_masking
+    from bertdata.formats.checks import ShardStats, word_masking
     from bertdata.vocab import load_vocab
 
     folder, _ = phase1
     dynamic = tmp_path / "dyn"
     shard_lddl(dynamic, folder, parts=2, masking="dynamic")
-    infos, fmt = survey_lddl(dynamic, str(VOCAB), "whole-word")
+    infos, fmt = survey(dynamic, str(VOCAB), "whole-word")
     assert fmt.masking_scheme == "whole-word"
     rows = lddl.file_arrays(infos[0].path, tokens, 128, 20)
     masked = mask_dynamic(rows, fmt, 20, np.random.default_rng(0))
@@ -282,7 +282,7 @@ def test_dynamic_whole_word_masking_takes_whole_words_while_they_fit(phase1, tok
     # Whole words fill the count but where a word would pass it (then a shorter one is tried).
     assert (count <= target).all() and (count == target).mean() > 0.9
     with pytest.raises(BertdataError, match="for LDDL folders with dynamic masking"):
-        survey_lddl(folder, str(VOCAB), "whole-word")
+        survey(folder, str(VOCAB), "whole-word")
 
 
 @pytest.mark.parametrize("masking", ["static", "dynamic"])
@@ -317,10 +317,10 @@ def test_bench_refuses_a_folder_without_manifest_and_vocab_for_hdf5(phase1, tmp_
 
 def test_loader_gives_every_rank_the_same_bins(phase1):
     folder, _ = phase1
-    infos, fmt = survey_lddl(folder, str(VOCAB))
+    infos, fmt = survey(folder, str(VOCAB))
     widths = []
     for rank in range(2):
-        loader = iter(build_loader(infos, 8, rank, 2, 0, 5, pin_memory=False, fmt=fmt))
+        loader = iter(build_loader(infos, 8, rank, 2, 0, 5, pin_memory=False, reading=fmt))
         bins = [int(lddl.bin_of(next(loader)[2].sum(1).numpy(), 128, 32).max()) for _ in range(20)]
         widths.append(bins)
     assert widths[0] == widths[1]

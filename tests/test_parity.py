@@ -9,7 +9,7 @@ import pytest
 
 from bertdata import cli
 from bertdata.config import InstanceConfig
-from bertdata.hdf5io import DTYPES, FIELDS, read_shard, shard_attrs
+from bertdata.formats.hdf5io import DTYPES, FIELDS, read_shard, shard_attrs
 from bertdata.instances import create_instances
 from bertdata.textshard import read_documents
 from bertdata.tokenize import WordPiece

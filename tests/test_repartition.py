@@ -21,7 +21,7 @@ from bertdata.cli import main
 from bertdata.config import ShardConfig
 from bertdata.fsutil import this_process
 from bertdata.errors import BertdataError
-from bertdata.hdf5io import DTYPES, FIELDS, file_attrs, shard_info, write_shard
+from bertdata.formats.hdf5io import DTYPES, FIELDS, file_attrs, shard_info, write_shard
 from conftest import PARITY_128, PARITY_512, needs_shared
 from shards import hostile_files, valid_rows
 
@@ -287,7 +287,7 @@ def test_interrupted_run_leaves_no_temporary_files_and_no_parts(inputs, tmp_path
     (["--parts", "100", "--sample", "0.01"], "--sample keeps 27"),
     (["--parts", "2", "--sample", "0"], r"--sample must be in \(0, 1\]"),
     (["--parts", "2", "--sample", "1.5"], r"--sample must be in \(0, 1\]"),
-    (["--parts", "2", "--split", "test"], "no \\*_test_\\* hdf5 files found"),
+    (["--parts", "2", "--split", "test"], "no \\*_test_\\* shard files found"),
 ])
 def test_cli_errors_exit_2(inputs, tmp_path, capsys, argv, message):
     assert main(["shard", str(inputs[0].parent), "--output", str(tmp_path / "out"), *argv]) == 2

@@ -52,12 +52,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-# The reference pairs about half of its segments at random (a little more: a chunk of one
-# segment always is); a share far off means a shard with too few documents.
-NSP_TOLERANCE = 0.15
-NSP_MIN_INSTANCES = 50
-
-
 def run(args: argparse.Namespace) -> int:
     if not any("://" in p for p in [*args.paths, args.vocab or ""]):
         return _inspect(args)
@@ -72,178 +66,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    import itertools
-
-    from bertdata.errors import BertdataError, ValidationError
-    from bertdata.hdf5io import decode_instance, iter_instances
-    from bertdata.validate import ShardStats, read_layout, validate_shard
-    from bertdata.vocab import check_vocab, load_vocab, vocab_for_shard
+    from bertdata import formats
+    from bertdata.errors import BertdataError
+    from bertdata.vocab import load_vocab
 
     if args.show < 0:
         raise BertdataError("--show must be >= 0")
     if args.ranks < 1:
         raise BertdataError("--ranks must be at least 1")
-    given = load_vocab(args.vocab) if args.vocab else None
-    shards, folders = _find_inputs(args.paths)
-    totals: dict[int, ShardStats] = {}  # by sequence length: phase 1 and 2 do not average together
-    counts: dict[int, int] = {}
-    failures, warnings = [], []
-    header = f"{'instances':>10} {'seq':>4} {'real tok':>8} {'short':>6} {'masked':>6} {'random next':>11}  file"
-    if shards:
-        print(header)
-    for path in shards:
-        try:
-            attrs = read_layout(path).attrs
-            if given is not None:
-                check_vocab(given, attrs, path)
-            vocab = given or (vocab_for_shard(attrs, path) if args.show else None)
-            if vocab is None and attrs.get("masking_scheme") == "whole-word":
-                try:
-                    vocab = vocab_for_shard(attrs, path)
-                except BertdataError as err:
-                    warnings.append(f"{err} (word figures left out)")
-            stats = validate_shard(path, len(vocab) if vocab else None, vocab)
-        except ValidationError as err:
-            failures.append(str(err))
-            print(f"{'INVALID':>10} {'':>4} {'':>8} {'':>6} {'':>6} {'':>11}  {path}", flush=True)
-            continue
-        totals.setdefault(stats.max_seq_length, ShardStats("total")).add(stats)
-        counts[stats.max_seq_length] = counts.get(stats.max_seq_length, 0) + 1
-        _print_row(stats, path)
-        if vocab is not None:
-            _print_words(stats, attrs)
-        share = stats.row()["random_next_share"]
-        if stats.instances >= NSP_MIN_INSTANCES and abs(share - 0.5) > NSP_TOLERANCE:
-            warnings.append(f"{path}: {share:.1%} random next, far from 50%: its text shard has too few "
-                            "documents (or one document) for next-sentence pairs")
-        if args.show:
-            for i, inst in enumerate(itertools.islice(iter_instances(path), args.show)):
-                label = "random next" if inst.next_sentence_label else "actual next"
-                print(f"  #{i} ({label}): {decode_instance(inst, vocab.tokens)}")
-    for seq, total in sorted(totals.items()):
-        if len(shards) > 1:
-            _print_row(total, f"total of {counts[seq]} valid file(s) with sequence length {seq}")
-    for folder in folders:
-        _inspect_folder(folder, args, given, failures, warnings)
-    for warning in warnings:
+    report = formats.Report(vocab=load_vocab(args.vocab) if args.vocab else None, show=args.show, ranks=args.ranks,
+                            out=lambda line: print(line, flush=True))
+    for fmt, units in formats.by_format(formats.find(args.paths)):
+        fmt.inspect(units, report)
+    for warning in report.warnings:
         print(f"bertdata inspect: warning: {warning}")
-    for failure in failures:
+    for failure in report.failures:
         print(f"bertdata inspect: invalid shard: {failure}")
-    return 1 if failures else 0
-
-
-def _print_row(stats, label: str) -> None:
-    r = stats.row()
-    print(f"{r['instances']:>10} {stats.max_seq_length:>4} {r['mean_real_tokens']:>8.1f} "
-          f"{r['short_share']:>6.1%} {r['masked_per_instance']:>6.2f} {r['random_next_share']:>11.1%}  {label}")
-
-
-def _print_words(stats, attrs: dict) -> None:
-    """How the masks fall on words (see validate.word_masking)."""
-    starts = stats.word_starts / max(stats.masked, 1)
-    whole = ("every mask covers whole words" if not stats.split_words else
-             f"masks cover part of a word in {stats.split_words:,} of {stats.instances:,} instances")
-    print(f"{'':>10} {attrs.get('masking_scheme', 'token')} masking: {starts:.1%} of masked positions start a "
-          f"word; {whole}")
-
-
-def _find_inputs(paths: list[str]) -> tuple[list[str], list]:
-    """(hdf5 files, LDDL folders) among `paths`: a folder is one LDDL folder, or is searched
-    for both."""
-    import os
-
-    from bertdata import lddl
-    from bertdata.errors import BertdataError
-    from bertdata.validate import find_shards
-
-    folders, rest = [], []
-    for path in paths:
-        found = lddl.find_phase_folders(path) if os.path.isdir(path) else []
-        folders += found
-        if not (found and os.path.samefile(found[0], path)):
-            rest.append(path)
-    try:
-        return (find_shards(rest) if rest else []), folders
-    except BertdataError:
-        if folders and all(os.path.isdir(p) for p in rest):  # folders holding LDDL folders only
-            return [], folders
-        raise
-
-
-def _inspect_folder(folder, args: argparse.Namespace, given, failures: list[str], warnings: list[str]) -> None:
-    """Validate one LDDL folder, print its statistics per bin and --show rows; a failure is
-    added to `failures`."""
-    import itertools
-
-    import pyarrow as pa
-
-    from bertdata import lddl
-    from bertdata.errors import BertdataError, ValidationError
-    from bertdata.hdf5io import decode_words
-    from bertdata.vocab import check_vocab, vocab_for_shard
-
-    print(f"LDDL folder {folder}")
-    try:
-        manifest = lddl.read_manifest(folder) or {}
-    except BertdataError as err:
-        manifest = {}
-        warnings.append(f"{err}; checked without it")
-    attrs = manifest.get("attrs", {})
-    vocab = given
-    if given is not None:
-        check_vocab(given, attrs, folder)
-    elif attrs.get("vocab_sha256"):
-        try:
-            vocab = vocab_for_shard(attrs, folder)
-        except BertdataError as err:
-            warnings.append(f"{err} (tokens not checked against a vocab)")
-    try:
-        report = lddl.validate_folder(folder, ranks=args.ranks, bin_size=manifest.get("options", {}).get("bin_size"),
-                                      seq_len=manifest.get("max_seq_length"),
-                                      tokens=vocab.tokens if vocab else None)
-    except ValidationError as err:
-        failures.append(str(err))
-        print(f"{'INVALID':>10}")
-        return
-    print(f"{'bin':>10} {'files':>6} {'rows':>10} {'mean tok':>8} {'masked':>6} {'random next':>11}  "
-          f"({report['masking']} masking)")
-    total = {"files": 0, "rows": 0, "tokens": 0, "masked": 0, "random_next": 0}
-    for bin_id, sizes in report["bins"].items():
-        row = {"files": len(sizes), "rows": sum(sizes), **report["stats"][bin_id]}
-        _print_bin("-" if bin_id is None else bin_id, row)
-        total = {k: total[k] + row[k] for k in total}
-    if len(report["bins"]) > 1:
-        _print_bin("total", total)
-    share = total["random_next"] / max(total["rows"], 1)
-    if total["rows"] >= NSP_MIN_INSTANCES and abs(share - 0.5) > NSP_TOLERANCE:
-        warnings.append(f"{folder}: {share:.1%} random next, far from 50%: its rows came from too few documents")
-    if vocab is not None and report["masking"] == "static" and "max_seq_length" in manifest:
-        _print_words(_folder_words(folder, manifest, vocab), manifest.get("options", {}).get("instances", {}))
-    if args.show:
-        rows = (row for _path, _bin, batch in lddl.read_folder(folder)
-                for row in pa.Table.from_batches([batch]).to_pylist())
-        for i, row in enumerate(itertools.islice(rows, args.show)):
-            label = "random next" if row["is_random_next"] else "actual next"
-            print(f"  #{i} ({label}): {decode_words(*lddl.row_words(row))}")
-
-
-def _folder_words(folder, manifest: dict, vocab):
-    """An LDDL folder's (valid, statically masked) rows counted as `validate.word_masking` counts."""
-    import numpy as np
-
-    from bertdata import lddl
-    from bertdata.validate import ShardStats, word_masking
-
-    stats = ShardStats(str(folder))
-    for path in (path for files in lddl.phase_layout(folder)["bins"].values() for path in files):
-        arrays = lddl.file_arrays(path, vocab.tokens, manifest["max_seq_length"], manifest["max_predictions_per_seq"])
-        stats.instances += len(arrays["input_ids"])
-        stats.masked += int(np.count_nonzero(np.cumprod(arrays["masked_lm_positions"] != 0, axis=1)))
-        word_masking(arrays, vocab, stats)
-    return stats
-
-
-def _print_bin(label, row: dict) -> None:
-    rows = max(row["rows"], 1)
-    print(f"{label:>10} {row['files']:>6} {row['rows']:>10,} {row['tokens'] / rows:>8.1f} "
-          f"{row['masked'] / rows:>6.2f} {row['random_next'] / rows:>11.1%}")
+    return 1 if report.failures else 0

@@ -6,14 +6,13 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
 
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.hdf5io import _open, file_attrs
+from bertdata.formats.hdf5io import _open, file_attrs
 from bertdata.schema import ARRAYS, ATTRS_KEY, DTYPES, FIELDS
 from bertdata.vocab import Vocab
 
@@ -51,23 +50,6 @@ class ShardStats:
             "masked_per_instance": self.masked / n,
             "random_next_share": self.random_next / n,
         }
-
-
-def find_shards(paths: list[str]) -> list[str]:
-    """Files as given; folders searched recursively for *.hdf5 in sorted order, skipping hidden
-    files and anything in hidden folders (the temporary folder of a running `bertdata shard`)."""
-    found: list[str] = []
-    for path in paths:
-        if os.path.isdir(path):
-            found.extend(sorted(str(p) for p in Path(path).rglob("*.hdf5")
-                                if not any(part.startswith(".") for part in p.relative_to(path).parts)))
-        elif os.path.exists(path):
-            found.append(path)
-        else:
-            raise BertdataError(f"{path}: no such file or folder")
-    if not found:
-        raise BertdataError(f"no .hdf5 shards found in {', '.join(paths)}")
-    return found
 
 
 def _fail(path: str, message: str) -> None:

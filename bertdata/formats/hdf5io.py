@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 
 from bertdata.errors import BertdataError
+from bertdata.formats.contract import ShardInfo
 from bertdata.fsutil import atomic_path
 from bertdata.schema import ATTRS_KEY, DTYPES, FIELDS, shapes
 
@@ -124,15 +125,6 @@ def write_shard(path: str | os.PathLike, arrays: ArraySource,
             values = held.pop(name) if name in held else get(name)
             writer.write_all(name, values.astype(DTYPES[name], copy=False))
             del values
-
-
-@dataclass(frozen=True)
-class ShardInfo:
-    path: str
-    num_instances: int
-    max_seq_length: int
-    max_predictions_per_seq: int
-    attrs: dict[str, Any]
 
 
 def _open(path: str | os.PathLike) -> h5py.File:
