@@ -320,7 +320,7 @@ def test_loader_gives_every_rank_the_same_bins(phase1):
     infos, fmt = survey(folder, str(VOCAB))
     widths = []
     for rank in range(2):
-        loader = iter(build_loader(infos, 8, rank, 2, 0, 5, pin_memory=False, reading=fmt))
+        loader = iter(build_loader(infos, fmt, 8, rank, 2, 0, 5, pin_memory=False))
         bins = [int(lddl.bin_of(next(loader)[2].sum(1).numpy(), 128, 32).max()) for _ in range(20)]
         widths.append(bins)
     assert widths[0] == widths[1]
