@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 from tqdm import tqdm
 
 from bertdata import formats
@@ -47,11 +46,11 @@ from bertdata.config import ShardConfig
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.fsutil import owner_gone, this_process
 from bertdata.formats import ShardInfo
-from bertdata.formats.hdf5io import ShardWriter, chunk_rows, iter_slices
+from bertdata.formats.hdf5io import ShardWriter, chunk_rows
 from bertdata.layout import shard_stem
 from bertdata.manifest import MANIFEST, file_sha256, tool_record, write_manifest
 from bertdata.schema import DTYPES, FIELDS, record_dtype
-from bertdata.formats.checks import check_batch, read_layout
+from bertdata.formats.checks import check_batch
 from bertdata.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 
 # Largest bucket we aim for: a part may map all of one bucket, so this bounds memory (per worker).
@@ -156,31 +155,39 @@ def _refuse_invalid() -> Iterator[None]:
         raise BertdataError(f"invalid input shard: {err}") from None
 
 
-def read_input(path: str) -> ShardInfo:
-    """The layout of one input, checked as `inspect` checks it (other integer dtypes allowed:
-    they are cast), before anything is written. An LDDL folder: its files' names, footers and
-    row counts, and the settings its manifest records; its rows are checked as they are read."""
+@dataclass(frozen=True)
+class Input:
+    """One input unit: its shape and attributes, its format, its parts and how to read them."""
+
+    info: ShardInfo
+    format: formats.InstanceFormat
+    parts: tuple[ShardInfo, ...]
+    reading: formats.Reading
+
+
+def read_input(path: str, vocab: str | None = None) -> Input:
+    """One input unit, checked as its format checks it without reading rows (other integer dtypes
+    allowed: they are cast), before anything is written; its rows are checked as they are read.
+    `vocab` reads a format whose rows are text (refused if the unit records another)."""
     with _refuse_invalid():
-        if lddl.is_phase_folder(path):
-            settings = lddl.phase_settings(path)
-            return ShardInfo(path, lddl.phase_layout(path)["rows"], settings["max_seq_length"],
-                             settings["max_predictions_per_seq"], settings["attrs"])
-        layout = read_layout(path, exact_dtypes=False)
-    return ShardInfo(path, layout.instances, layout.max_seq_length, layout.max_predictions_per_seq, layout.attrs)
+        fmt = formats.find([path])[0].format
+        if fmt.holds != formats.INSTANCES:
+            raise BertdataError(f"{path}: {fmt.name} files hold {fmt.holds}, not instances to re-partition")
+        parts = fmt.parts(path)
+        first = parts[0]
+        info = ShardInfo(path, sum(p.num_instances for p in parts), first.max_seq_length,
+                         first.max_predictions_per_seq, first.attrs)
+        return Input(info, fmt, tuple(parts), fmt.reading(parts, vocab if fmt.rows_as_text else None, None))
 
 
-def _input_slices(info: ShardInfo, rows: int,
-                  tokens: tuple[str, ...] | None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+def _input_slices(source: Input, rows: int) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     """(start, the six arrays of rows start..) through one input, in its order."""
-    if not lddl.is_phase_folder(info.path):
-        yield from iter_slices(info.path, rows)
-        return
     start = 0
     with _refuse_invalid():
-        for path, _bin, batch in lddl.read_folder(info.path):
-            yield start, lddl.arrays_from_rows(pa.Table.from_batches([batch]), tokens, info.max_seq_length,
-                                               info.max_predictions_per_seq, source=str(path))
-            start += batch.num_rows
+        for part in source.parts:
+            for arrays in source.format.slices(part, source.reading, rows):
+                yield start, arrays
+                start += len(arrays["input_ids"])
 
 
 def input_vocab(infos: list[ShardInfo], given: str | None) -> Vocab:
@@ -322,17 +329,18 @@ class _Buckets:
         self._pending, self._pending_bytes = [], 0
 
 
-def _scatter(inputs: list[ShardInfo], chooser: _Chooser, buckets: _Buckets, dtype: np.dtype,
-             ctrl_c: "_CtrlC", tokens: tuple[str, ...] | None = None) -> int:
-    """Pass 1; returns the number of instances read. `tokens` reads LDDL inputs."""
+def _scatter(sources: list[Input], chooser: _Chooser, buckets: _Buckets, dtype: np.dtype,
+             ctrl_c: "_CtrlC") -> int:
+    """Pass 1; returns the number of instances read."""
     rows = _slice_rows(dtype)
     offset = 0
     # disable=None: no bar when stderr is not a terminal (a log file, CI).
-    with tqdm(total=int(sum(i.num_instances for i in inputs)), unit="inst", desc="scatter",
+    with tqdm(total=int(sum(s.info.num_instances for s in sources)), unit="inst", desc="scatter",
               dynamic_ncols=True, disable=None) as bar:
-        for info in inputs:
+        for source in sources:
+            info = source.info
             try:
-                for start, arrays in _input_slices(info, rows, tokens):
+                for start, arrays in _input_slices(source, rows):
                     with _refuse_invalid():
                         check_batch(info.path, start, arrays, info.attrs.get("vocab_size"))
                     n = len(arrays["input_ids"])
@@ -679,14 +687,15 @@ def repartition(config: ShardConfig) -> ShardResult:
         raise BertdataError(f"{output}: exists and is not a folder")
     to_lddl = config.format == "lddl"
     paths, input_notes = find_inputs(config.inputs, config.split, output)
-    infos = [read_input(p) for p in paths]
+    sources = [read_input(p, config.vocab) for p in paths]
+    infos = [source.info for source in sources]
     attrs = check_inputs(infos)
-    folders = [p for p in paths if lddl.is_phase_folder(p)]
-    if config.vocab is not None and not (to_lddl or folders):
+    text_inputs = [source for source in sources if source.format.rows_as_text]
+    if config.vocab is not None and not (to_lddl or text_inputs):
         raise BertdataError("--vocab is for LDDL output or input; hdf5 shards hold token ids")
-    vocab = input_vocab(infos, config.vocab) if to_lddl or folders else None
+    vocab = input_vocab(infos, config.vocab) if to_lddl or text_inputs else None
     masking = config.masking or "static"
-    if any(lddl.phase_layout(p)["masking"] == "dynamic" for p in folders) and not (to_lddl and masking == "dynamic"):
+    if any(s.reading.masking == "dynamic" for s in sources) and not (to_lddl and masking == "dynamic"):
         raise BertdataError("an LDDL input with dynamic masking holds no masks to write; "
                             "only --format lddl --masking dynamic can take it")
     total = sum(i.num_instances for i in infos)
@@ -737,7 +746,7 @@ def repartition(config: ShardConfig) -> ShardResult:
                 if config.force:  # a crash midway must not leave the old manifest beside new files
                     with contextlib.suppress(FileNotFoundError):
                         (output / MANIFEST).unlink()
-                written = _write_lddl(config, infos, plan, buckets, keep, tokens, output, ctrl_c)
+                written = _write_lddl(config, sources, plan, buckets, keep, tokens, output, ctrl_c)
                 names = sorted(written["files"], key=lambda n: lddl.name_parts(n)[::-1])
                 files = [{"file": n, "bin": lddl.name_parts(n)[1], "rows": written["files"][n],
                           "sha256": _digest(str(output / n)), "bytes": (output / n).stat().st_size} for n in names]
@@ -754,7 +763,7 @@ def repartition(config: ShardConfig) -> ShardResult:
                 return ShardResult(str(output), [str(output / f["file"]) for f in files], total, written["rows"],
                                    bytes_in, written["bytes"], time.perf_counter() - began, notes=notes,
                                    lddl=written)
-            _scatter(infos, _Chooser(total, keep, num_buckets, config.seed), buckets, dtype, ctrl_c, tokens)
+            _scatter(sources, _Chooser(total, keep, num_buckets, config.seed), buckets, dtype, ctrl_c)
             temp_parts = [f"part_{i:06d}.hdf5" for i in range(config.parts)]
             plan = dataclasses.replace(plan, bucket_sizes=tuple(int(s) for s in buckets.sizes),
                                        part_paths=tuple(os.path.join(tmp, f) for f in temp_parts),
@@ -786,15 +795,15 @@ def repartition(config: ShardConfig) -> ShardResult:
                        time.perf_counter() - began, [str(p) for p in removed], notes)
 
 
-def _write_lddl(config: ShardConfig, infos: list[ShardInfo], plan: _Plan, buckets: _Buckets, keep: int,
+def _write_lddl(config: ShardConfig, sources: list[Input], plan: _Plan, buckets: _Buckets, keep: int,
                 tokens: tuple[str, ...], output: Path, ctrl_c: _CtrlC) -> dict[str, Any]:
     """The kept rows in their global shuffled order, into an LDDL folder (see `lddl.write_phase`).
 
     The rows reach write_phase lazily, so it checks its options and the folder before the
     scatter reads a single input."""
     def rows() -> Iterator[dict[str, np.ndarray]]:
-        _scatter(infos, _Chooser(sum(i.num_instances for i in infos), keep, len(buckets.paths), config.seed),
-                 buckets, plan.dtype, ctrl_c, tokens)
+        _scatter(sources, _Chooser(sum(s.info.num_instances for s in sources), keep, len(buckets.paths), config.seed),
+                 buckets, plan.dtype, ctrl_c)
         shuffled = dataclasses.replace(plan, bucket_sizes=tuple(int(s) for s in buckets.sizes))
         with tqdm(total=keep, unit="inst", desc="write", dynamic_ncols=True, disable=None) as bar:
             for records in gathered(shuffled, 0, keep):

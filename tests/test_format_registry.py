@@ -1,6 +1,6 @@
 """A fourth format is one class and its registry entry: a plain `.npz` shard, written here,
-registered, then found by `inspect` and trained on by `bench --loader-only` through the format
-layer alone, and one finder that every command uses."""
+registered, then found by `inspect`, trained on by `bench --loader-only` and re-partitioned by
+`shard` through the format layer alone; and the one finder that every command uses."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ class NpzShards:
     cut: ClassVar[str] = PER_SHARD
     holds: ClassVar[str] = INSTANCES
     takes_any_file: ClassVar[bool] = False
+    rows_as_text: ClassVar[bool] = False
 
     def claims(self, path: str) -> bool:
         return os.path.isfile(path) and path.endswith(".npz")
@@ -54,6 +55,11 @@ class NpzShards:
     def load(self, part: ShardInfo, reading: Reading) -> dict[str, np.ndarray]:
         with np.load(part.path) as f:
             return {name: f[name] for name in FIELDS}
+
+    def slices(self, part: ShardInfo, reading: Reading, rows: int):
+        arrays = self.load(part, reading)
+        for start in range(0, part.num_instances, rows):
+            yield {name: values[start:start + rows] for name, values in arrays.items()}
 
     def inspect(self, units: list[str], report: Report) -> None:
         report.out(f"npz shards: {len(units)}")
@@ -127,3 +133,17 @@ def test_one_finder_for_every_format(npz_registered, tmp_path):
     assert [fmt.name for fmt, _units in formats.by_format(found)] == ["hdf5", "npz"]
     with pytest.raises(BertdataError, match="no such file or folder"):
         formats.find([str(tmp_path / "missing")])
+
+
+def test_shard_re_partitions_a_registered_format(npz_registered, tmp_path):
+    from bertdata.formats.hdf5io import read_shard
+
+    (tmp_path / "in").mkdir()
+    first = write_npz(tmp_path / "in" / "toy_training_0.npz", 30, 1)
+    second = write_npz(tmp_path / "in" / "toy_training_1.npz", 20, 2)
+    assert cli.main(["shard", str(tmp_path / "in"), "--output", str(tmp_path / "parts"), "--parts", "3"]) == 0
+    parts = [read_shard(p) for p in sorted((tmp_path / "parts").glob("*.hdf5"))]
+    assert [len(p["input_ids"]) for p in parts] == [17, 17, 16]
+    given = np.concatenate([first["input_ids"], second["input_ids"]])
+    written = np.concatenate([p["input_ids"] for p in parts])
+    assert sorted(map(bytes, given)) == sorted(map(bytes, written))  # every instance once, shuffled

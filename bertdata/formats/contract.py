@@ -73,7 +73,10 @@ class Format(Protocol):
 
 
 class InstanceFormat(Format, Protocol):
-    """A format holding instances: what `bench` and `shard` read."""
+    """A format holding instances: what `bench` and `shard` read. `rows_as_text`: its rows hold
+    tokens as text, so reading them needs the vocab (LDDL)."""
+
+    rows_as_text: ClassVar[bool]
 
     def training(self, units: list[str]) -> list[str]:
         """The units a trainer given their folder takes as training data."""
@@ -83,6 +86,9 @@ class InstanceFormat(Format, Protocol):
     def reading(self, parts: list[ShardInfo], vocab_path: str | None, masking_scheme: str | None) -> Reading: ...
 
     def load(self, part: ShardInfo, reading: Reading) -> dict[str, np.ndarray]: ...
+
+    def slices(self, part: ShardInfo, reading: Reading, rows: int) -> Iterator[dict[str, np.ndarray]]:
+        """The part's rows in order, about `rows` at a time: memory bounded by a slice, not a part."""
 
 
 class PerShardFormat(Protocol):

@@ -81,6 +81,7 @@ class Hdf5Shards:
     holds: ClassVar[str] = INSTANCES
     # The reference's shards come under any name: a file no other format claims is taken as one.
     takes_any_file: ClassVar[bool] = True
+    rows_as_text: ClassVar[bool] = False
 
     # --- the per-shard files the build writes ---
 
@@ -138,6 +139,10 @@ class Hdf5Shards:
         # Opened here, inside a loader's worker: h5py handles must not cross a fork.
         with h5py.File(part.path, "r") as f:
             return {k: f[k][()] for k in FIELDS}
+
+    def slices(self, part: ShardInfo, reading: Reading, rows: int) -> Iterator[dict[str, np.ndarray]]:
+        for _start, arrays in iter_slices(part.path, rows):
+            yield arrays
 
     def inspect(self, units: list[str], report: Report) -> None:
         """Validate each file against the reference layout, print a row of statistics per file

@@ -19,10 +19,12 @@ from __future__ import annotations
 import itertools
 import os
 from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from bertdata.config import MASKING_SCHEMES
 from bertdata.errors import BertdataError, ValidationError
@@ -55,6 +57,7 @@ class LddlFolders:
     cut: ClassVar[str] = ACROSS_SHARDS
     holds: ClassVar[str] = INSTANCES
     takes_any_file: ClassVar[bool] = False
+    rows_as_text: ClassVar[bool] = True
 
     def claims(self, path: str) -> bool:
         return is_phase_folder(path)
@@ -92,6 +95,16 @@ class LddlFolders:
 
     def load(self, part: ShardInfo, reading: Reading) -> dict[str, np.ndarray]:
         return file_arrays(part.path, reading.vocab.tokens, part.max_seq_length, part.max_predictions_per_seq)
+
+    def slices(self, part: ShardInfo, reading: Reading, rows: int) -> Iterator[dict[str, np.ndarray]]:
+        """Row group by row group: rows are text, so they are turned into arrays as they are read."""
+        try:
+            batches = pq.ParquetFile(part.path).iter_batches(batch_size=ROW_GROUP_ROWS)
+            for batch in batches:
+                yield arrays_from_rows(pa.Table.from_batches([batch]), reading.vocab.tokens, part.max_seq_length,
+                                       part.max_predictions_per_seq, source=part.path)
+        except (pa.ArrowException, OSError) as err:
+            raise ValidationError(f"{part.path}: not a readable parquet file ({err})") from None
 
     def inspect(self, units: list[str], report: Report) -> None:
         for folder in units:
