@@ -182,10 +182,10 @@ def vocab_for_shard(attrs: dict, path: str | os.PathLike) -> Vocab:
     NGC's layout above it (`vocab/vocab`), the standard vocab (downloaded once), the bundled
     sample vocab, or a vocab in the cache. A shard that records none (the reference's) gets the
     standard vocab."""
-    from bertdata.layout import LDDL_VOCAB
+    from bertdata.formats.lddl import VOCAB_PATH
 
     sha256 = attrs.get("vocab_sha256")
-    beside = [parent / LDDL_VOCAB for parent in Path(path).absolute().parents if (parent / LDDL_VOCAB).is_file()]
+    beside = [parent / VOCAB_PATH for parent in Path(path).absolute().parents if (parent / VOCAB_PATH).is_file()]
     found = next((c for c in beside if sha256 is not None and _sha256(c) == sha256), None)
     if found is None and (sha256 is None or sha256 == DEFAULT_VOCAB_SHA256):
         vocab = resolve_vocab(None)

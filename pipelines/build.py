@@ -21,9 +21,10 @@ from bertdata.config import BuildConfig, TextConfig, phase_number
 from bertdata.errors import BertdataError
 from bertdata.fsutil import folder_lock
 from bertdata.languages import ENGLISH_CODES, describe_skipped_namespaces
+from bertdata.formats import lddl
 from bertdata.formats.hdf5 import HDF5
 from bertdata.instances import generation_attrs
-from bertdata.layout import BOOKS_WIKI_DATASET, LDDL_VOCAB, WORK_FOLDER, hdf5_folder, lddl_folder
+from bertdata.layout import BOOKS_WIKI_DATASET, WORK_FOLDER
 from bertdata.manifest import MANIFEST, RUN_KEY, HDF5Shard, Run, tool_record
 from bertdata.sentences import choose_punkt
 from bertdata.sharding import TextShard
@@ -106,7 +107,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     text_dirs = text_stage_folders(cfg.output, t, dataset)
     work_dir = fsio.join(cfg.output, WORK_FOLDER)
     chosen = () if cfg.stop_after == "text" else cfg.phases
-    phases = [(p, fsio.join(cfg.output, hdf5_folder(p, t.lowercase), dataset)) for p in chosen] \
+    phases = [(p, fsio.join(cfg.output, HDF5.folder(p, t.lowercase), dataset)) for p in chosen] \
         if "hdf5" in cfg.formats else []
     text_options = {"text": asdict(t), "books": [fsio.split(b)[1] for b in books],
                     "dataset": dataset, RULES: RULES_VERSION, "language": site.language,
@@ -175,7 +176,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
 def _lddl_folders(cfg: BuildConfig, chosen) -> list[str]:
     if "lddl" not in cfg.formats:
         return []
-    return [fsio.join(cfg.output, lddl_folder(phase_number(p), cfg.lddl.bin_size_for(p))) for p in chosen]
+    return [fsio.join(cfg.output, lddl.folder_name(phase_number(p), cfg.lddl.bin_size_for(p))) for p in chosen]
 
 
 def _lddl_phases(cfg: BuildConfig, chosen, work_dir: str, instance_options, vocab,
@@ -186,7 +187,7 @@ def _lddl_phases(cfg: BuildConfig, chosen, work_dir: str, instance_options, voca
     folders = _lddl_folders(cfg, chosen)
     if not folders:
         return phases, fields
-    vocab_path = fsio.join(cfg.output, LDDL_VOCAB)
+    vocab_path = fsio.join(cfg.output, lddl.VOCAB_PATH)
     vocab_bytes = fsio.read_bytes(vocab.path)
     if fsio.exists(vocab_path) and fsio.read_bytes(vocab_path) != vocab_bytes and not cfg.force:
         raise BertdataError(f"{vocab_path}: holds another vocab than {vocab.path}; pass --force to replace it "

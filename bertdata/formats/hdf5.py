@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import h5py
 import numpy as np
 
+from bertdata.config import InstanceConfig
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.checks import ShardStats, read_layout, validate_shard
 from bertdata.formats.contract import INSTANCES, PER_SHARD, PathLike, Reading, Report, ShardInfo, hidden
@@ -84,6 +85,15 @@ class Hdf5Shards:
     rows_as_text: ClassVar[bool] = False
 
     # --- the per-shard files the build writes ---
+
+    def folder(self, cfg: InstanceConfig, lowercase: bool = True) -> str:
+        """The reference's name of a phase's folder, so NGC scripts find the data unchanged;
+        whole-word masking adds a suffix, so token folders keep NGC's names and the two schemes
+        never share a folder."""
+        return (f"hdf5_lower_case_{int(lowercase)}_seq_len_{cfg.max_seq_length}"
+                f"_max_pred_{cfg.max_predictions_per_seq}_masked_lm_prob_{cfg.masked_lm_prob}"
+                f"_random_seed_{cfg.random_seed}_dupe_factor_{cfg.dupe_factor}"
+                f"{'_whole_word_mask' if cfg.masking_scheme == 'whole-word' else ''}")
 
     def file_names(self, stem: str, split: str, index: int) -> tuple[str, ...]:
         return (f"{stem}{SUFFIX}",)
