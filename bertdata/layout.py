@@ -35,3 +35,9 @@ LDDL_VOCAB = "vocab/vocab"
 def lddl_folder(phase: int, bin_size: int | None) -> str:
     """pretrain/phase1/unbinned/parquet, pretrain/phase2/bin_size_64/parquet, ..."""
     return f"pretrain/phase{phase}/{'unbinned' if bin_size is None else f'bin_size_{bin_size}'}/parquet"
+
+
+def megatron_folder(lowercase: bool) -> str:
+    """Megatron-LM's indexed datasets (bertdata.megatron): one pair per split, whatever the phases;
+    named like the hdf5 folders for the case, since a cased vocab's ids differ."""
+    return f"megatron/lower_case_{int(lowercase)}"
