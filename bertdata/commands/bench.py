@@ -137,6 +137,17 @@ def configs_from_args(args: argparse.Namespace, config_cls) -> list:
     return [config_cls(**given, **run) for run in runs]
 
 
+def _megatron(data: str) -> bool:
+    """Whether `data` is a Megatron pair (a file or prefix of one), or a folder holding pairs."""
+    from pathlib import Path
+
+    from bertdata.megatron import BIN, IDX
+
+    path = Path(data)
+    return (data.endswith((BIN, IDX)) or Path(data + IDX).is_file()
+            or path.is_dir() and any(path.glob("*" + IDX)) or any(path.glob("*/*" + IDX)))
+
+
 def run(args: argparse.Namespace) -> int:
     from bertdata.errors import BertdataError
     from bertdata.fsutil import check_output_path
@@ -144,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
     if "://" in args.data:
         raise BertdataError(f"{args.data}: bench reads local folders only; copy the shards down first, e.g. "
                             f"bertdata shard {args.data} --parts N --output DIR")
+    if _megatron(args.data):
+        raise BertdataError(f"{args.data}: Megatron-LM pairs hold sentences, not training instances, and bench does "
+                            "not train from them; use a build's hdf5 or lddl output (--format hdf5 or lddl) for bench")
     try:
         import torch  # noqa: F401
     except ImportError:

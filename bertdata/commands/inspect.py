@@ -25,6 +25,12 @@ with a vocab (--vocab, or the one whose sha256 the folder's manifest.json
 records) every token. Statistics are per bin; with static masking and a vocab,
 the word figures above for the whole folder.
 
+A Megatron-LM pair (PREFIX.bin/.idx, `build --format megatron`), given as its
+prefix, either file, or found in a folder: the index's header, dtype and sizes,
+pointers agreeing with the lengths, document indices from 0 up to the sequence
+count, the .bin's size, and ids below the vocab size (--vocab's, else the one
+the folder's manifest.json records). Figures: documents, sentences, tokens.
+
 A file or folder that fails: its name and the reason, exit code 1; every one
 is checked. A --vocab other than the one a shard or folder records: exit code 2.
 
@@ -39,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="validate shards and print statistics",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="hdf5 files, LDDL folders, or folders searched recursively for both")
+                   help="hdf5 files, LDDL folders, Megatron pairs, or folders searched recursively for them")
     p.add_argument("--show", type=int, default=0, metavar="N",
                    help="decode the first N instances of each file to text ([shown→original] marks predictions)")
     p.add_argument("--vocab", metavar="PATH",
@@ -73,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     import itertools
+    import os
 
     from bertdata.errors import BertdataError, ValidationError
     from bertdata.hdf5io import decode_instance, iter_instances
@@ -84,7 +91,13 @@ def _inspect(args: argparse.Namespace) -> int:
     if args.ranks < 1:
         raise BertdataError("--ranks must be at least 1")
     given = load_vocab(args.vocab) if args.vocab else None
-    shards, folders = _find_inputs(args.paths)
+    pairs, rest = _megatron_inputs(args.paths)
+    try:
+        shards, folders = _find_inputs(rest) if rest else ([], [])
+    except BertdataError:
+        if not (pairs and all(os.path.isdir(p) for p in rest)):  # folders holding Megatron pairs only
+            raise
+        shards, folders = [], []
     totals: dict[int, ShardStats] = {}  # by sequence length: phase 1 and 2 do not average together
     counts: dict[int, int] = {}
     failures, warnings = [], []
@@ -125,11 +138,66 @@ def _inspect(args: argparse.Namespace) -> int:
             _print_row(total, f"total of {counts[seq]} valid file(s) with sequence length {seq}")
     for folder in folders:
         _inspect_folder(folder, args, given, failures, warnings)
+    for prefix in pairs:
+        _inspect_megatron(prefix, given, failures)
     for warning in warnings:
         print(f"bertdata inspect: warning: {warning}")
     for failure in failures:
         print(f"bertdata inspect: invalid shard: {failure}")
     return 1 if failures else 0
+
+
+def _megatron_inputs(paths: list[str]) -> tuple[list[str], list[str]]:
+    """(Megatron pair prefixes, the other paths): a .bin or .idx file or a prefix is a pair; a
+    folder's pairs (any *.idx below it, outside hidden folders) are found, and the folder also
+    searched for the other formats."""
+    import os
+    from pathlib import Path
+
+    from bertdata.megatron import BIN, IDX
+
+    pairs, rest = [], []
+    for path in paths:
+        if path.endswith((BIN, IDX)) and os.path.isfile(path):
+            pairs.append(path[:-len(IDX)])
+        elif not os.path.exists(path) and os.path.isfile(path + IDX):
+            pairs.append(path)
+        else:
+            if os.path.isdir(path):
+                pairs += sorted(str(p)[:-len(IDX)] for p in Path(path).rglob("*" + IDX)
+                                if not any(part.startswith(".") for part in p.relative_to(path).parts))
+            rest.append(path)
+    return list(dict.fromkeys(pairs)), rest
+
+
+def _inspect_megatron(prefix: str, given, failures: list[str]) -> None:
+    """Validate one Megatron pair and print its figures; ids are checked against --vocab, else
+    the vocab size the folder's manifest records."""
+    import contextlib
+    import json
+    from pathlib import Path
+
+    from bertdata.errors import ValidationError
+    from bertdata.megatron import validate_pair
+    from bertdata.vocab import check_vocab
+
+    manifest_path = Path(prefix).parent / "manifest.json"
+    options = {}
+    if manifest_path.is_file():
+        with contextlib.suppress(ValueError):
+            options = json.loads(manifest_path.read_text(encoding="utf-8")).get("options", {})
+    if given is not None:
+        check_vocab(given, options, prefix)
+    vocab_size = len(given) if given is not None else options.get("vocab_size")
+    try:
+        info = validate_pair(prefix, vocab_size)
+    except ValidationError as err:
+        failures.append(str(err))
+        print(f"Megatron pair {prefix}: INVALID")
+        return
+    print(f"Megatron pair {prefix}: {info.documents:,} documents, {info.sentences:,} sentences, {info.tokens:,} "
+          f"{info.dtype.name} tokens, {info.mean_sentence_length:.1f} tokens per sentence"
+          + ("" if vocab_size else " (ids not checked: no vocab size known)"))
 
 
 def _print_row(stats, label: str) -> None:
