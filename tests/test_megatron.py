@@ -280,7 +280,8 @@ def test_sample_build_holds_the_text_shards_tokenized(in_memory):
 @pytest.mark.slow
 def test_same_bytes_with_two_workers_and_hdf5_and_resume(in_memory, tmp_path):
     """Two workers, both phases, hdf5 beside: the pairs of the one-process run, made once; a re-run
-    keeps the finished folder; a folder without its manifest is made again, the same."""
+    keeps the finished folder; pairs no build recorded are refused; an interrupted build's folder
+    (its marker, no manifest) is made again, the same."""
     out = tmp_path / "both"
     proc = build(out, "--format", "hdf5", "megatron", "--workers", "2")
     assert proc.stdout.count("megatron: ") == 1
@@ -293,6 +294,11 @@ def test_same_bytes_with_two_workers_and_hdf5_and_resume(in_memory, tmp_path):
     assert {p.name: p.read_bytes() for p in (out / FOLDER).iterdir()} == files
     (out / FOLDER / "manifest.json").unlink()
     (out / FOLDER / "wikicorpus_en_test_text_sentence.bin").write_bytes(b"half")
+    proc = build(out, "--format", "megatron", "--workers", "2", check=False)
+    assert proc.returncode == 2
+    assert (f"{out / FOLDER}: holds wikicorpus_en_test_text_sentence.bin, which no bertdata build recorded; "
+            "pass --force") in proc.stderr
+    (out / FOLDER / ".bertdata-writing").write_bytes(b"")
     build(out, "--format", "megatron", "--workers", "2")
     again = {p.name: p.read_bytes() for p in (out / FOLDER).iterdir()}
     assert digest(again.items()) == digest(files.items())
