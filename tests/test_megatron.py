@@ -22,11 +22,12 @@ from bertdata.errors import BertdataError, ValidationError
 from bertdata.textshard import Documents
 from bertdata.tokenize import WordPiece
 from bertdata.vocab import load_vocab
-from conftest import SAMPLE_VOCAB, run_cli
+from conftest import SAMPLE_VOCAB, VOCAB, WIKI_FRAGMENT, need_shared, run_cli
 from servers import digest
 
 FOLDER = Path("megatron/lower_case_1")
 TEXT = "sharded_training_shards_8_test_shards_2_fraction_0.1"
+CASED = Path("megatron/lower_case_0")
 SAMPLE_SHARDS = ("--training-shards", "8", "--test-shards", "2")
 SPLITS = ("training", "test")
 
@@ -223,11 +224,11 @@ def build(out: Path, *extra: str, check: bool = True):
     return run_cli("build", "--wiki-only", "--sample", "--output", out, *SAMPLE_SHARDS, *extra, check=check)
 
 
-def tokenized_text(output: Path, split: str) -> Documents:
+def tokenized_text(output: Path, split: str, vocab: Path = SAMPLE_VOCAB, lowercase: bool = True) -> Documents:
     """The split's text shards, in shard order, tokenized line by line by our WordPiece: a blank
     line ends a document; sentences without tokens and documents without sentences dropped."""
-    tokenizer = WordPiece(load_vocab(SAMPLE_VOCAB), lowercase=True)
-    folder = output / TEXT / "wikicorpus_en"
+    tokenizer = WordPiece(load_vocab(vocab), lowercase=lowercase)
+    folder = next(output.glob("sharded_*/wikicorpus_en"))
     shards = sorted(folder.glob(f"wikicorpus_en_{split}_*.txt"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
     sentences, doc_ends = [], [0]
     for shard in shards:
@@ -275,6 +276,16 @@ def test_sample_build_holds_the_text_shards_tokenized(in_memory):
     assert total == text["counts"]["articles"]
     proc = run_cli("inspect", folder)
     assert "wikicorpus_en_training_text_sentence:" in proc.stdout
+
+
+def test_cased_text_goes_to_its_own_folder(tmp_path):
+    out = tmp_path / "cased"
+    build(out, "--format", "megatron", "--cased", "--runner", "in-memory")
+    assert [p.name for p in (out / "megatron").iterdir()] == ["lower_case_0"]
+    assert json.loads((out / CASED / "manifest.json").read_text())["options"]["lowercase"] is False
+    for split in SPLITS:
+        same_documents(megatron.read_pair(out / CASED / f"wikicorpus_en_{split}_text_sentence"),
+                       tokenized_text(out, split, lowercase=False))
 
 
 @pytest.mark.slow
@@ -333,7 +344,8 @@ from megatron.core.datasets.bert_dataset import BERTMaskedWordPieceDataset, BERT
 from megatron.core.datasets.utils import Split
 from megatron.core.tokenizers import MegatronTokenizer
 
-args = json.loads(sys.argv[1])
+with open(sys.argv[1], encoding="utf-8") as f:
+    args = json.load(f)
 report = {}
 tokenizer = MegatronTokenizer.from_pretrained(tokenizer_path=args["tokenizer"], metadata_path={"library": "huggingface"})
 report["tokenizer"] = type(tokenizer._tokenizer.tokenizer).__name__
@@ -377,54 +389,38 @@ print(json.dumps(report))
 '''
 
 
-@pytest.mark.slow
-def test_megatron_core_reads_our_pairs(in_memory, tmp_path):
-    """Megatron's own code reads the sample build's pairs (megatron-core, the `megatron` extra).
-
-    - `IndexedDataset`: every document and sentence is ours, i.e. the text shards tokenized by
-      our tokenizer; and Megatron's own `IndexedDatasetBuilder`, fed those sentences, writes
-      our bytes.
-    - Megatron's BERT word-piece tokenizer gives our ids for every sentence of the text shards.
-      `--tokenizer-type BertWordPieceLowerCase` resolves to Hugging Face's
-      `AutoTokenizer.from_pretrained('bert-large-uncased', vocab_file=...)`, which asks the
-      Hugging Face hub for the model's config: no network here. So the test builds the same
-      tokenizer through megatron-core's `MegatronTokenizer.from_pretrained` from a local folder
-      holding the vocab and a tokenizer_config.json saying BertTokenizer, lower case (library
-      huggingface): the same BertTokenizer on the same vocab, without the hub.
-    - `BERTMaskedWordPieceDataset` draws samples from our training pair on CPU (its sample
-      index is built on rank 0 of a torch.distributed group: one gloo process here), and each
-      sample's segments, unmasked, are runs of one of our documents' tokens.
-    Runs in a subprocess: megatron-core's import loads torch and warns about missing GPU kernels.
-    """
+def megatron_check(output: Path, folder: Path, vocab: Path, tmp_path: Path, sentences: int, samples: int) -> dict:
+    """Runs MEGATRON_CHECK on a build's pairs and checks what it found; returns its figures."""
     pytest.importorskip("megatron.core", reason="needs megatron-core: pip install -e '.[megatron]'")
     pytest.importorskip("transformers", reason="needs transformers: pip install -e '.[megatron]'")
     import subprocess
 
     tokenizer_dir = tmp_path / "tokenizer"
     tokenizer_dir.mkdir()
-    (tokenizer_dir / "vocab.txt").write_bytes(SAMPLE_VOCAB.read_bytes())
+    (tokenizer_dir / "vocab.txt").write_bytes(vocab.read_bytes())
     (tokenizer_dir / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer",
                                                                      "do_lower_case": True}))
-    lines = [line.strip() for shard in sorted((in_memory / TEXT / "wikicorpus_en").glob("*.txt"))
+    lines = [line.strip() for shard in sorted(next(output.glob("sharded_*/wikicorpus_en")).glob("*.txt"))
              for line in shard.read_text(encoding="utf-8").splitlines() if line.strip()]
-    prefixes = {split: str(in_memory / FOLDER / f"wikicorpus_en_{split}_text_sentence") for split in SPLITS}
+    picked = sorted(np.random.default_rng(0).choice(len(lines), min(sentences, len(lines)), replace=False))
+    lines = [lines[i] for i in picked]
+    prefixes = {split: str(output / folder / f"wikicorpus_en_{split}_text_sentence") for split in SPLITS}
     args = {"tokenizer": str(tokenizer_dir), "sentences": lines, "prefixes": prefixes, "tmp": str(tmp_path),
-            "seq_len": 128, "samples": 200}
+            "seq_len": 128, "samples": samples}
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-c", MEGATRON_CHECK, json.dumps(args)], capture_output=True, text=True,
-                          timeout=600, env=env)
+    (tmp_path / "args.json").write_text(json.dumps(args), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", MEGATRON_CHECK, tmp_path / "args.json"], capture_output=True,
+                          text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
 
     assert report["tokenizer"] == "BertTokenizer"
-    ours = WordPiece(load_vocab(SAMPLE_VOCAB), lowercase=True)
-    ids, lengths = ours.encode_lines(lines)
+    ids, lengths = WordPiece(load_vocab(vocab), lowercase=True).encode_lines(lines)
     assert report["tokenized"] == [p.tolist() for p in np.split(ids, np.cumsum(lengths)[:-1])]
-    assert len(lines) > 500
 
-    docs_checked = sentences_checked = 0
+    figures = {"documents": 0, "sentences": 0, "tokenizer_sentences": len(lines)}
     for split, prefix in prefixes.items():
-        expected = tokenized_text(in_memory, split)
+        expected = tokenized_text(output, split, vocab)
         found = report[split]
         assert found["dtype"] == "uint16"
         assert found["document_indices"] == expected.doc_offsets.tolist()
@@ -432,22 +428,61 @@ def test_megatron_core_reads_our_pairs(in_memory, tmp_path):
                                       for a, b in zip(expected.sentence_offsets[:-1], expected.sentence_offsets[1:])]
         for ext in (".bin", ".idx"):
             assert Path(found["rewritten"] + ext).read_bytes() == Path(prefix + ext).read_bytes()
-        docs_checked += expected.num_documents
-        sentences_checked += expected.num_sentences
-    assert (docs_checked, sentences_checked) == (34, 582)
+        figures["documents"] += expected.num_documents
+        figures["sentences"] += expected.num_sentences
 
-    training = tokenized_text(in_memory, "training")
+    training = tokenized_text(output, "training", vocab)
     streams = [",".join(map(str, training.tokens[training.sentence_offsets[a]:training.sentence_offsets[b]]))
                for a, b in zip(training.doc_offsets[:-1], training.doc_offsets[1:])]
     bert = report["bert"]
-    assert len(bert["samples"]) >= 200
+    assert len(bert["samples"]) >= samples
     for sample in bert["samples"]:
         tokens, types = sample["tokens"], sample["types"]
-        assert sample["length"] == 128 and len(tokens) <= 128 and sample["masked"] >= 1
+        assert sample["length"] == 128 and len(tokens) <= 128
         assert tokens[0] == bert["cls"] and tokens[-1] == bert["sep"]
         first_end = types.index(1) - 1 if 1 in types else len(tokens) - 1
-        segments = [tokens[1:first_end], tokens[first_end + 1:-1]]
         assert tokens[first_end] == bert["sep"]
-        for segment in (s for s in segments if s):
+        for segment in (t for t in (tokens[1:first_end], tokens[first_end + 1:-1]) if t):
             run = ",".join(map(str, segment))
             assert any(f",{run}," in f",{stream}," for stream in streams), segment
+    # Megatron may mask nothing in a very short sample, never in all of them.
+    assert sum(sample["masked"] for sample in bert["samples"]) > len(bert["samples"])
+    figures["bert_samples"] = len(bert["samples"])
+    return figures
+
+
+@pytest.mark.slow
+def test_megatron_core_reads_our_pairs(in_memory, tmp_path):
+    """Megatron's own code reads the sample build's pairs (megatron-core, the `megatron` extra).
+
+    - `IndexedDataset`: every document and sentence is ours, i.e. the text shards tokenized by
+      our tokenizer; and Megatron's own `IndexedDatasetBuilder`, fed those sentences, writes
+      our bytes.
+    - Megatron's BERT word-piece tokenizer gives our ids for the text shards' sentences.
+      `--tokenizer-type BertWordPieceLowerCase` resolves to Hugging Face's
+      `AutoTokenizer.from_pretrained('bert-large-uncased', vocab_file=...)`, which asks the
+      Hugging Face hub for the model's config: no network here. So the test builds the same
+      tokenizer through megatron-core's `MegatronTokenizer.from_pretrained` from a local folder
+      holding the vocab and a tokenizer_config.json saying BertTokenizer, lower case (library
+      huggingface): the same BertTokenizer on the same vocab, without the hub.
+    - `BERTMaskedWordPieceDataset` draws samples from our training pair on CPU (its sample
+      index is built on rank 0 of a torch.distributed group: one gloo process here; the number
+      of samples must be given, as Megatron's dataset builder always does), and each sample's
+      segments, unmasked, are runs of one of our documents' tokens.
+    Runs in a subprocess: megatron-core's import loads torch and warns about missing GPU kernels.
+    """
+    figures = megatron_check(in_memory, FOLDER, SAMPLE_VOCAB, tmp_path, sentences=10_000, samples=200)
+    assert (figures["documents"], figures["sentences"]) == (34, 582)
+    assert figures["tokenizer_sentences"] >= 582
+
+
+@pytest.mark.slow
+def test_megatron_core_on_the_fragment_with_the_real_vocab(tmp_path):
+    """The same check on the real Wikipedia fragment with bert-base-uncased's vocab (the vocab
+    BertWordPieceLowerCase downloads), its tokenizer on 3,000 sentences drawn at random."""
+    need_shared(WIKI_FRAGMENT)
+    out = tmp_path / "fragment"
+    run_cli("build", "--wiki-only", "--dump", WIKI_FRAGMENT, "--vocab", VOCAB, "--output", out,
+            "--training-shards", "4", "--test-shards", "1", "--format", "megatron", "--workers", "2")
+    figures = megatron_check(out, FOLDER, VOCAB, tmp_path, sentences=3_000, samples=500)
+    assert figures["sentences"] > 10_000 and figures["tokenizer_sentences"] == 3_000
