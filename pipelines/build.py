@@ -169,7 +169,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
 
     text = finder() if reuse is None else StageManifest(reuse.plan.folder, read_manifest(reuse.plan.folder))
     if not text.manifest["counts"].get("articles") and not text.manifest["counts"].get("books"):
-        _refuse_empty_build(dump, text, [d for _, d in phases])
+        _refuse_empty_build(dump, text, [d for _, d in phases] + _megatron_folders(cfg, t.lowercase))
     summary = {"seconds": time.time() - started, "text": text.manifest, "text_dir": text.folder, "requested": t,
                "siteinfo": site.siteinfo, "phases": {folder: read_manifest(folder) for _, folder in phases},
                "lddl": {folder: read_manifest(folder) for folder in _lddl_folders(cfg, chosen)},
