@@ -288,6 +288,18 @@ def test_cased_text_goes_to_its_own_folder(tmp_path):
                        tokenized_text(out, split, lowercase=False))
 
 
+def test_a_dump_without_articles_leaves_no_megatron_folder(tmp_path):
+    dump = tmp_path / "empty.xml"
+    dump.write_text('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10">'
+                    "<siteinfo><sitename>W</sitename><dbname>enwiki</dbname></siteinfo>"
+                    "<page><title>A</title><ns>0</ns><id>1</id><redirect title=\"B\" />"
+                    "<revision><text>#REDIRECT [[B]]</text></revision></page></mediawiki>")
+    proc = run_cli("build", "--wiki-only", "--dump", dump, "--vocab", SAMPLE_VOCAB, "--output", tmp_path / "o",
+                   "--format", "hdf5", "megatron", "--runner", "in-memory", check=False)
+    assert proc.returncode == 2 and "no articles" in proc.stderr
+    assert [p.name for p in (tmp_path / "o").iterdir()] == ["build.log"]
+
+
 @pytest.mark.slow
 def test_same_bytes_with_two_workers_and_hdf5_and_resume(in_memory, tmp_path):
     """Two workers, both phases, hdf5 beside: the pairs of the one-process run, made once; a re-run
