@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml bertdata/_fast.c | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml bertdata/_fast.c | $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[dev,bench]"
+	$(BIN)/pip install -q -e ".[dev,bench,megatron]"
 	touch $(VENV)/.installed $@
 
 demo: $(VENV)/.installed

@@ -109,7 +109,9 @@ def phase_number(cfg: InstanceConfig) -> int:
     return 1 if cfg.max_seq_length <= PHASE1.max_seq_length else 2
 
 
-FORMATS = ("hdf5", "lddl")
+FORMATS = ("hdf5", "lddl", "megatron")
+# What `--format both` stood for before Megatron's format came: the two instance formats.
+BOTH_FORMATS = ("hdf5", "lddl")
 
 
 @dataclass(frozen=True)
@@ -162,8 +164,9 @@ class BuildConfig:
     lddl: LddlConfig = LddlConfig()
 
     def __post_init__(self) -> None:
-        if not self.formats or set(self.formats) - set(FORMATS):
-            raise BertdataError(f"--format must be hdf5, lddl or both (got {', '.join(self.formats)})")
+        if not self.formats or set(self.formats) - set(FORMATS) or len(set(self.formats)) != len(self.formats):
+            raise BertdataError(f"--format must be one or more of {', '.join(FORMATS)}, each once, or both "
+                                f"(hdf5 and lddl) (got {', '.join(self.formats) or 'none'})")
         if not self.wiki_only and not self.books:
             raise BertdataError(
                 "BookCorpus has no public download: pass --books DIR (plain-text books, one per file) "

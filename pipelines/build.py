@@ -23,6 +23,7 @@ from bertdata.fsutil import folder_lock
 from bertdata.languages import ENGLISH_CODES, describe_skipped_namespaces
 from bertdata.formats import lddl
 from bertdata.formats.hdf5 import HDF5
+from bertdata.formats.megatron import folder_name as megatron_folder
 from bertdata.instances import generation_attrs
 from bertdata.layout import BOOKS_WIKI_DATASET, WORK_FOLDER
 from bertdata.manifest import MANIFEST, RUN_KEY, HDF5Shard, Run, tool_record
@@ -38,6 +39,9 @@ from bertdata.pipelines.lddl import (InstancesToLddl, LddlFile, LddlPhase, Phase
                                      prepare_folder, runs_folder as lddl_runs_folder)
 from bertdata.pipelines.log import beam_output_to, note
 from bertdata.pipelines.manifests import WriteHDF5Manifests, WriteTextManifest
+from bertdata.pipelines.megatron import (MegatronOutput, MegatronPart, MergeMegatronParts,
+                                         parts_folder as megatron_parts_folder, prepare_folder as prepare_megatron,
+                                         sources as megatron_sources)
 from bertdata.pipelines.records import GatherStage
 from bertdata.pipelines.resume import (RULES, StageManifest, check_vocab_unchanged, read_manifest, remove_leftovers,
                                        remove_temporaries, reusable_text_stage, text_stage_folders,
@@ -130,6 +134,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     outputs = [PhaseOutput(p, ShardOutput(HDF5, folders[p]) if p in folders else None, lddl_phases.get(p))
                for p in chosen]
     outputs = [o for o in outputs if o.shards is not None or o.lddl is not None]
+    megatron, megatron_options = _megatron_output(cfg, dataset, vocab, t.lowercase, work_dir, reuse)
 
     pipeline = make_pipeline(cfg.runner, pool)
     items = None
@@ -146,12 +151,14 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     else:
         note(f"text stage already complete in {reuse.plan.folder}: reusing {len(reuse.shards)} text shards")
         records = pipeline | "FinishedTextShards" >> beam.Create(reuse.records())
-    if outputs:
+    if outputs or megatron is not None:
         records = (records
                    | "Instances" >> TextShardsToInstances(vocab, outputs, t.lowercase, cfg.same_seed_per_shard,
-                                                          cfg.force)
-                   | "GatherInstances" >> GatherStage((HDF5Shard, ShardRuns))
+                                                          cfg.force, megatron)
+                   | "GatherInstances" >> GatherStage((HDF5Shard, ShardRuns, MegatronPart))
                    | "HDF5Manifests" >> beam.ParDo(WriteHDF5Manifests(tool, run, dump_record, phase_options)))
+    if megatron is not None:
+        records = records | "Megatron" >> MergeMegatronParts(megatron, tool, run, dump_record, megatron_options)
     if lddl_phases:
         by_folder = {phase.folder: phase for phase in lddl_phases.values()}
         _ = (records
@@ -165,12 +172,36 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
 
     text = finder() if reuse is None else StageManifest(reuse.plan.folder, read_manifest(reuse.plan.folder))
     if not text.manifest["counts"].get("articles") and not text.manifest["counts"].get("books"):
-        _refuse_empty_build(dump, text, [d for _, d in phases])
+        _refuse_empty_build(dump, text, [d for _, d in phases] + _megatron_folders(cfg, t.lowercase))
     summary = {"seconds": time.time() - started, "text": text.manifest, "text_dir": text.folder, "requested": t,
                "siteinfo": site.siteinfo, "phases": {folder: read_manifest(folder) for _, folder in phases},
-               "lddl": {folder: read_manifest(folder) for folder in _lddl_folders(cfg, chosen)}}
+               "lddl": {folder: read_manifest(folder) for folder in _lddl_folders(cfg, chosen)},
+               "megatron": {folder: read_manifest(folder) for folder in _megatron_folders(cfg, t.lowercase)}}
     print_summary(summary)
     return summary
+
+
+def _megatron_folders(cfg: BuildConfig, lowercase: bool) -> list[str]:
+    if "megatron" not in cfg.formats or cfg.stop_after == "text":
+        return []
+    return [fsio.join(cfg.output, megatron_folder(lowercase))]
+
+
+def _megatron_output(cfg: BuildConfig, dataset: str, vocab, lowercase: bool, work_dir: str,
+                     reuse) -> tuple[MegatronOutput | None, dict]:
+    """The Megatron folder this run writes (None: not asked for, or already finished), and its
+    manifest's options."""
+    from bertdata.formats.megatron import token_dtype
+
+    options = {"dataset": dataset, "vocab_sha256": vocab.sha256, "vocab_size": len(vocab), "lowercase": lowercase,
+               "dtype": token_dtype(len(vocab)).name}
+    for folder in _megatron_folders(cfg, lowercase):
+        out = MegatronOutput(folder, megatron_parts_folder(work_dir), dataset, len(vocab))
+        finished = None if reuse is None else megatron_sources(list(reuse.shards))
+        if prepare_megatron(out, options, finished, cfg.force):
+            return out, options
+        note(f"{folder}: already complete, kept")
+    return None, options
 
 
 def _lddl_folders(cfg: BuildConfig, chosen) -> list[str]:
@@ -283,6 +314,10 @@ def print_summary(summary: dict) -> None:
         lc, bins = manifest["counts"], len(manifest["bins"])
         print(f"lddl: {lc['instances']:,} training instances ({lc['dropped']} dropped to balance) in {lc['lddl_files']} "
               f"files ({bins} bin{'s' if bins > 1 else ''}, {manifest['options']['lddl']['masking']} masking) -> {folder}")
+    for folder, manifest in summary["megatron"].items():
+        mc = manifest["counts"]
+        print(f"megatron: {mc['documents']:,} documents, {mc['sentences']:,} sentences, {mc['tokens']:,} tokens in "
+              f"{mc['pairs']} pair{'s' if mc['pairs'] != 1 else ''} -> {folder}")
     print(f"done in {summary['seconds']:.1f} s")
     first = next(iter({**summary["phases"], **summary["lddl"]}), None)
     if first is not None:

@@ -1,5 +1,6 @@
 """Text shards -> instances of every phase from one tokenization, written as shard files (hdf5, or
-any `bertdata.formats.PerShardFormat`) and/or spilled as LDDL runs (one element per text shard)."""
+any `bertdata.formats.PerShardFormat`) and/or spilled as LDDL runs, and the tokenized documents as a
+Megatron pair (one element per text shard)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from bertdata.vocab import Vocab
 from bertdata.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
 from bertdata.pipelines.lddl import LddlPhase, spill_shard
+from bertdata.pipelines.megatron import MegatronOutput, write_part
 from bertdata.pipelines.records import Counts, Spread
 
 
@@ -49,9 +51,9 @@ class PhaseOutput:
 
 class _MakeInstances(fsio.FilesDoFn):
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool, same_seed_per_shard: bool,
-                 force: bool):
+                 force: bool, megatron: MegatronOutput | None = None):
         super().__init__()
-        self.vocab, self.phases = vocab, phases
+        self.vocab, self.phases, self.megatron = vocab, phases, megatron
         self.lowercase, self.same_seed, self.force = lowercase, same_seed_per_shard, force
 
     def setup(self):
@@ -69,9 +71,14 @@ class _MakeInstances(fsio.FilesDoFn):
             yield record  # counts travel on to the manifests
             return
         from bertdata.instances import create_instances, generation_attrs
-        from bertdata.textshard import EmptyShard, read_documents
 
         documents = None
+        if self.megatron is not None:  # whatever the phases: Megatron's pairs hold sentences, not instances
+            documents = self._tokenize(record)
+            yield write_part(self.megatron, record, documents)
+            if documents is None:
+                yield Counts({"skipped_empty_text_shards": 1})
+                return
         for phase in self.phases:
             cfg, out = phase.cfg, phase.shards
             # LDDL folders are for training: NGC's recipe reads no held-out set from them.
@@ -89,13 +96,10 @@ class _MakeInstances(fsio.FilesDoFn):
             instances = None
             if not reused:
                 if documents is None:
-                    with fsio.local_input(record.path) as local:
-                        try:
-                            documents = read_documents(local, self.tokenizer)
-                        except EmptyShard:
-                            # Every sentence tokenized to nothing (e.g. only symbols out of vocab).
-                            yield Counts({"skipped_empty_text_shards": 1})
-                            return
+                    documents = self._tokenize(record)
+                    if documents is None:
+                        yield Counts({"skipped_empty_text_shards": 1})
+                        return
                 instances = create_instances(documents, self.vocab, cfg, seed)
                 stats = {"documents": documents.num_documents, "sentences": documents.num_sentences,
                          "tokens": documents.num_tokens, "instances": len(instances),
@@ -116,6 +120,18 @@ class _MakeInstances(fsio.FilesDoFn):
                 yield HDF5Shard(out.folder, names[0], record.stem + ".txt", seed, stats["documents"],
                                 stats["sentences"], stats["tokens"], stats["instances"], stats["random_next"], sha,
                                 reused)
+
+
+    def _tokenize(self, record: TextShard):
+        """The text shard's Documents, or None when every sentence tokenized to nothing (e.g. only
+        symbols out of vocab)."""
+        from bertdata.textshard import EmptyShard, read_documents
+
+        with fsio.local_input(record.path) as local:
+            try:
+                return read_documents(local, self.tokenizer)
+            except EmptyShard:
+                return None
 
 
 def _batches(instances, out: ShardOutput | None, paths: list[str]):
@@ -150,13 +166,13 @@ def _reusable(fmt: PerShardFormat, paths: list[str], attrs: dict) -> dict | None
 
 class TextShardsToInstances(beam.PTransform):
     """TextShard records -> per phase, an HDF5Shard record (the shard's files, whatever their
-    format) and/or the shard's LDDL runs (ShardRuns, training shards only); Counts records pass
-    through."""
+    format) and/or the shard's LDDL runs (ShardRuns, training shards only); with `megatron`, once
+    per text shard, its Megatron pair (a MegatronPart); Counts records pass through."""
 
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool,
-                 same_seed_per_shard: bool, force: bool = False):
+                 same_seed_per_shard: bool, force: bool = False, megatron: MegatronOutput | None = None):
         super().__init__()
-        self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force)
+        self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force, megatron)
 
     def expand(self, records):
         return (

@@ -21,7 +21,7 @@ from test_download import server  # noqa: F401  (the mirror on 127.0.0.1, a fixt
 
 pytestmark = pytest.mark.slow
 
-SHARDS = ("--phase", "1", "--format", "both", "--training-shards", "4", "--test-shards", "1")
+SHARDS = ("--phase", "1", "--format", "both", "megatron", "--training-shards", "4", "--test-shards", "1")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import contextlib
 import signal
 
 from bertdata.commands.options import add_dump_options, add_instance_options, add_tokenizer_options, instance_fields
-from bertdata.config import FORMATS, PHASE1, PHASE2, BuildConfig, LddlConfig, RunnerConfig, TextConfig
+from bertdata.config import BOTH_FORMATS, FORMATS, PHASE1, PHASE2, BuildConfig, LddlConfig, RunnerConfig, TextConfig
 from bertdata.errors import BertdataError, Stopped
 
 HELP = """\
@@ -27,6 +27,10 @@ Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
      vocab at OUTPUT/vocab/vocab, where NGC's run_pretraining.sh looks. Each bin's
      files are balanced as LDDL's loader demands (the largest one row longer than
      the smallest: a bin whose rows divide evenly loses its last row)
+  5. with --format megatron: Megatron-LM's indexed dataset, every document's
+     tokenized sentences (one sequence per sentence), one pair per split:
+     OUTPUT/megatron/lower_case_1/wikicorpus_en_training_text_sentence.bin/.idx,
+     read by Megatron-LM and NeMo with --data-path PREFIX (without .bin/.idx)
 
 Each folder gets a manifest.json (versions, dump checksum, options, counts, each
 shard's sha256); Beam's own output goes to OUTPUT/build.log. Re-running the same
@@ -52,6 +56,7 @@ examples:
   bertdata build --wiki-only --dump enwiki-20240601-pages-articles-multistream.xml.bz2 --phase 1
   bertdata build --wiki-only --dump dump.xml.bz2 --stop-after text
   bertdata build --wiki-only --format lddl --num-shards 256   NGC's current recipe
+  bertdata build --wiki-only --format hdf5 megatron   hdf5 shards and Megatron pairs
   bertdata build --books books/ --phase both          Wikipedia + your books
   bertdata build --wiki-only --runner DataflowRunner --output gs://bucket/bert -- \\
       --project my-project --region us-central1 --temp_location gs://bucket/tmp
@@ -103,11 +108,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="every shard uses --random-seed as is, like the reference")
 
     out = p.add_argument_group("output format")
-    out.add_argument("--format", choices=("hdf5", "lddl", "both"), default=BuildConfig.formats[0],
-                     help="hdf5: the reference's shards (NGC's recipe until 2021, PaddleNLP); lddl: LDDL parquet "
-                          "for NGC's current recipe, under OUTPUT/pretrain/phase{1,2}/.../parquet with the vocab "
-                          "at OUTPUT/vocab/vocab, training instances only; both: the same instances in each "
-                          f"(default: {BuildConfig.formats[0]})")
+    out.add_argument("--format", nargs="+", choices=(*FORMATS, "both"), default=list(BuildConfig.formats),
+                     metavar="FORMAT",
+                     help="one or more of: hdf5: the reference's shards (NGC's recipe until 2021, PaddleNLP); lddl: "
+                          "LDDL parquet for NGC's current recipe, under OUTPUT/pretrain/phase{1,2}/.../parquet with "
+                          "the vocab at OUTPUT/vocab/vocab, training instances only; both: hdf5 and lddl, the same "
+                          "instances in each; megatron: Megatron-LM's indexed dataset (.bin/.idx, one pair per "
+                          "split of every document's tokenized sentences, for Megatron-LM and NeMo), under "
+                          f"OUTPUT/megatron/lower_case_1/, made once whatever the phases (default: {BuildConfig.formats[0]})")
     out.add_argument("--masking", choices=("static", "dynamic"), default=LddlConfig.masking,
                      help="lddl: keep the instances' masks, or leave masking to the loader each epoch "
                           f"(default: {LddlConfig.masking})")
@@ -162,9 +170,14 @@ def config_from_args(args: argparse.Namespace):
         sample=args.sample, wiki_only=args.wiki_only, books=args.books, vocab=args.vocab, text=text,
         phases=phases, same_seed_per_shard=args.same_seed_per_shard, stop_after=args.stop_after,
         force=args.force, runner=RunnerConfig(args.runner, workers or 0, tuple(args.beam_args)),
-        formats=FORMATS if args.format == "both" else (args.format,),
+        formats=_formats(args.format),
         lddl=LddlConfig(masking=args.masking, bin_size=args.bin_size or None, num_shards=args.num_shards),
     )
+
+
+def _formats(given: list[str]) -> tuple[str, ...]:
+    """--format's values in the order given, `both` spelled out."""
+    return tuple(f for value in given for f in (BOTH_FORMATS if value == "both" else (value,)))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -111,10 +111,11 @@ def same_shape(parts: list[ShardInfo]) -> None:
 
 
 def _register_builtin() -> None:
-    from bertdata.formats import hdf5, lddl
+    from bertdata.formats import hdf5, lddl, megatron
 
     register(hdf5.HDF5)
     register(lddl.LDDL)
+    register(megatron.MEGATRON)
 
 
 _register_builtin()
