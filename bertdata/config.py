@@ -109,6 +109,8 @@ def phase_number(cfg: InstanceConfig) -> int:
     return 1 if cfg.max_seq_length <= PHASE1.max_seq_length else 2
 
 
+# The names of the format registry (bertdata.formats.REGISTRY), here so that flags are made without
+# loading the formats' libraries; tests/test_format_registry.py holds the two equal.
 FORMATS = ("hdf5", "lddl", "megatron")
 # What `--format both` stood for before Megatron's format came: the two instance formats.
 BOTH_FORMATS = ("hdf5", "lddl")

@@ -21,8 +21,8 @@ from bertdata.config import BuildConfig, TextConfig, phase_number
 from bertdata.errors import BertdataError
 from bertdata.fsutil import folder_lock
 from bertdata.languages import ENGLISH_CODES, describe_skipped_namespaces
-from bertdata.formats import lddl
-from bertdata.formats.hdf5 import HDF5
+from bertdata import formats
+from bertdata.formats import ACROSS_SHARDS, PER_SHARD, PER_SPLIT, lddl
 from bertdata.formats.megatron import folder_name as megatron_folder
 from bertdata.instances import generation_attrs
 from bertdata.layout import BOOKS_WIKI_DATASET, WORK_FOLDER
@@ -111,12 +111,16 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     text_dirs = text_stage_folders(cfg.output, t, dataset)
     work_dir = fsio.join(cfg.output, WORK_FOLDER)
     chosen = () if cfg.stop_after == "text" else cfg.phases
-    phases = [(p, fsio.join(cfg.output, HDF5.folder(p, t.lowercase), dataset)) for p in chosen] \
-        if "hdf5" in cfg.formats else []
+    # The stages follow from how each chosen format is cut (bertdata.formats): files per text shard
+    # are written where the shard's instances are made; the other cuts have stages of their own.
+    per_shard = chosen_format(cfg, PER_SHARD)
+    phases = [(p, fsio.join(cfg.output, per_shard.folder(p, t.lowercase), dataset)) for p in chosen] \
+        if per_shard else []
     text_options = {"text": asdict(t), "books": [fsio.split(b)[1] for b in books],
                     "dataset": dataset, RULES: RULES_VERSION, "language": site.language,
                     "punkt": punkt.model or "trained on the dump"}
-    check_vocab_unchanged(HDF5, [d for _, d in phases], vocab, cfg.force)
+    if per_shard:
+        check_vocab_unchanged(per_shard, [d for _, d in phases], vocab, cfg.force)
     reuse = reusable_text_stage(text_dirs, dump_record, text_options, cfg.force)
     remove_leftovers([d for _, d in phases], text_dirs, work_dir, redo_text=reuse is None)
     workers = runner_workers(cfg.runner)
@@ -131,7 +135,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     phase_options = {folder: instance_options(p) for p, folder in phases}
     lddl_phases, lddl_fields = _lddl_phases(cfg, chosen, work_dir, instance_options, vocab, t.lowercase)
     folders = dict(phases)
-    outputs = [PhaseOutput(p, ShardOutput(HDF5, folders[p]) if p in folders else None, lddl_phases.get(p))
+    outputs = [PhaseOutput(p, ShardOutput(per_shard, folders[p]) if p in folders else None, lddl_phases.get(p))
                for p in chosen]
     outputs = [o for o in outputs if o.shards is not None or o.lddl is not None]
     megatron, megatron_options = _megatron_output(cfg, dataset, vocab, t.lowercase, work_dir, reuse)
@@ -168,7 +172,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     note(f"running on {cfg.runner.runner} runner, {workers} worker(s); Beam's own output goes to build.log")
     ranges = sum(item.marker is not None for item in items) if items else 0
     run_pipeline(pipeline, cfg.output, work_dir, finder, ranges or None,
-                 [fsio.join(d, HDF5.pattern()) for _, d in phases])
+                 [fsio.join(d, per_shard.pattern()) for _, d in phases])
 
     text = finder() if reuse is None else StageManifest(reuse.plan.folder, read_manifest(reuse.plan.folder))
     if not text.manifest["counts"].get("articles") and not text.manifest["counts"].get("books"):
@@ -181,8 +185,13 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     return summary
 
 
+def chosen_format(cfg: BuildConfig, cut: str):
+    """The format among `cfg.formats` that the build cuts so, or None."""
+    return next((fmt for fmt in map(formats.get, cfg.formats) if fmt.cut == cut), None)
+
+
 def _megatron_folders(cfg: BuildConfig, lowercase: bool) -> list[str]:
-    if "megatron" not in cfg.formats or cfg.stop_after == "text":
+    if chosen_format(cfg, PER_SPLIT) is None or cfg.stop_after == "text":
         return []
     return [fsio.join(cfg.output, megatron_folder(lowercase))]
 
@@ -205,7 +214,7 @@ def _megatron_output(cfg: BuildConfig, dataset: str, vocab, lowercase: bool, wor
 
 
 def _lddl_folders(cfg: BuildConfig, chosen) -> list[str]:
-    if "lddl" not in cfg.formats:
+    if chosen_format(cfg, ACROSS_SHARDS) is None:
         return []
     return [fsio.join(cfg.output, lddl.folder_name(phase_number(p), cfg.lddl.bin_size_for(p))) for p in chosen]
 

@@ -147,3 +147,9 @@ def test_shard_re_partitions_a_registered_format(npz_registered, tmp_path):
     given = np.concatenate([first["input_ids"], second["input_ids"]])
     written = np.concatenate([p["input_ids"] for p in parts])
     assert sorted(map(bytes, given)) == sorted(map(bytes, written))  # every instance once, shuffled
+
+
+def test_the_flags_name_the_registered_formats():
+    from bertdata.config import FORMATS
+
+    assert FORMATS == tuple(formats.REGISTRY)
