@@ -7,11 +7,13 @@ import argparse
 from bertdata.config import MASKING_SCHEMES
 
 HELP = """\
-Pretrain BERT (masked LM + next sentence, LAMB) on hdf5 shards for a fixed number
+Pretrain BERT (masked LM + next sentence, LAMB) on shards for a fixed number
 of steps and report throughput as NVIDIA's NGC tables do: sequences/s for all GPUs
 together, plus tokens/s, step time p50/p95, time spent waiting on the input
-pipeline and model FLOPs utilisation. Reads every file in --data whose name
-contains 'training' (the NGC rule), so our shards and the reference's alike.
+pipeline and model FLOPs utilisation. --data is a folder of one format that
+holds instances (hdf5 or lddl; Megatron pairs hold sentences and are refused).
+hdf5: every file below --data whose name contains 'training' (the NGC rule), so
+our shards and the reference's alike.
 
 One optimizer step = --accumulation micro-batches of --batch-size per GPU; the
 gradient all-reduce runs once, on the last micro-batch.

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 HELP = """\
-Validate hdf5 shards against the reference layout, and LDDL parquet folders as
-LDDL's loader will read them, and print statistics.
+Validate hdf5 shards against the reference layout, LDDL parquet folders as
+LDDL's loader will read them, and Megatron-LM pairs as its IndexedDataset reads
+them, and print statistics.
 
 hdf5 checks: the six datasets, their dtypes, that shapes agree, token ids below
 the vocab size (from --vocab, else the vocab_size the shard records), input_mask
@@ -25,6 +26,13 @@ with a vocab (--vocab, or the one whose sha256 the folder's manifest.json
 records) every token. Statistics are per bin; with static masking and a vocab,
 the word figures above for the whole folder.
 
+A Megatron-LM pair (PREFIX.bin and PREFIX.idx, named by either file or by
+PREFIX; a folder is searched for *.idx): the header, the dtype, the lengths,
+pointers and document indices against each other and the .bin's size, and
+every id below the vocab size (from --vocab, else the one the folder's
+manifest.json records); figures: documents, sentences, tokens.
+
+Every path is searched by every format bertdata knows (bertdata.formats).
 A file or folder that fails: its name and the reason, exit code 1; every one
 is checked. A --vocab other than the one a shard or folder records: exit code 2.
 
@@ -39,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="validate shards and print statistics",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="hdf5 files, LDDL folders, or folders searched recursively for both")
+                   help="hdf5 files, LDDL folders, Megatron pairs, or folders searched recursively for all of them")
     p.add_argument("--show", type=int, default=0, metavar="N",
                    help="decode the first N instances of each file to text ([shown→original] marks predictions)")
     p.add_argument("--vocab", metavar="PATH",

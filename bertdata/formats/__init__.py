@@ -17,10 +17,15 @@ writer, a reader, a validator and a finder, and one object in `REGISTRY` that st
   file given by name that no format claims (hdf5: the reference's shards come under any name).
 - `find(folder)`: the units below a folder, sorted, skipping hidden files and folders.
 - `inspect(units, report)`: validate units and print their figures through `report`.
-- Formats holding instances also have `parts(unit)` (the unit's files as `ShardInfo`s, checked
-  without reading rows; settings the files do not hold come from the unit's manifest),
-  `reading(parts, vocab, masking_scheme)` (what a loader needs besides the rows: see `Reading`)
-  and `load(part, reading)` (all rows of one part as the six arrays).
+- Formats holding instances also have `training(units)` (the units a trainer given their
+  folder reads: hdf5's NGC rule, names containing "training"), `parts(unit)` (the unit's files
+  as `ShardInfo`s, checked without reading rows; settings the files do not hold come from the
+  unit's manifest), `reading(parts, vocab, masking_scheme)` (what a loader needs besides the
+  rows: see `Reading`), `load(part, reading)` (all rows of one part as the six arrays, for
+  `bench`) and `slices(part, reading, rows)` (the same in slices, for `shard`), and say with
+  `rows_as_text` whether reading their rows needs the vocab.
+- A `PER_SHARD` format also writes a text shard's files (`PerShardFormat`: `folder`,
+  `file_names`, `write`, `info`, `read`, `pattern`), which the build's instance stage calls.
 
 `find(paths)` is the one finder every command uses. A new format is one module and its entry in
 `REGISTRY`; `register` adds one at run time (a plugin, or a test).
@@ -34,8 +39,7 @@ from dataclasses import dataclass
 
 from bertdata.errors import BertdataError
 from bertdata.formats.contract import (ACROSS_SHARDS, INSTANCES, PER_SHARD, PER_SPLIT, SENTENCES, Format,
-                                       InstanceFormat,
-                                       PerShardFormat, Reading, Report, ShardInfo)
+                                       InstanceFormat, PerShardFormat, Reading, Report, ShardInfo)
 
 __all__ = ["ACROSS_SHARDS", "INSTANCES", "PER_SHARD", "PER_SPLIT", "SENTENCES", "REGISTRY", "Format", "Found",
            "InstanceFormat", "PerShardFormat", "Reading", "Report", "ShardInfo", "by_format", "find", "get", "register", "same_shape"]

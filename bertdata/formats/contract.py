@@ -96,6 +96,9 @@ class PerShardFormat(Protocol):
 
     name: ClassVar[str]
 
+    def folder(self, cfg: Any, lowercase: bool) -> str:
+        """A phase's folder, relative to the output (the phase's InstanceConfig `cfg`)."""
+
     def file_names(self, stem: str, split: str, index: int) -> tuple[str, ...]: ...
 
     def write(self, paths: Sequence[PathLike], instances: "Instances", attrs: Mapping[str, Any]) -> None: ...
