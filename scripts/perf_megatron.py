@@ -90,7 +90,8 @@ def main() -> None:
         seconds, peak = run(OURS, folder / "merged", parts)
         size = sum(os.path.getsize(p) for p in pair_paths(folder / "merged")) / 1e6
         peaks[scale] = peak
-        print(f"{scale}x: {size:,.0f} MB merged in {seconds:.2f} s ({size / seconds:,.0f} MB/s), peak RSS {peak:,.0f} MB")
+        print(f"{scale}x: {size:,.0f} MB merged in {seconds:.2f} s ({size / seconds:,.0f} MB/s), "
+              f"peak RSS {peak:,.0f} MB")
         if importlib.util.find_spec("megatron") is not None:
             theirs, their_peak = run(MEGATRON, folder / "theirs", parts)
             same = all(Path(a).read_bytes() == Path(b).read_bytes()
