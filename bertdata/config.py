@@ -195,9 +195,7 @@ class VocabConfig:
             raise BertdataError(f"--limit-alphabet must be at least 1 (got {self.limit_alphabet})")
 
 
-SHARD_FORMATS = ("hdf5", "lddl", "megatron")
-# What `--format both` stood for before Megatron's format came: the two instance formats.
-BOTH_FORMATS = ("hdf5", "lddl")
+SHARD_FORMATS = ("hdf5", "lddl")
 
 
 @dataclass(frozen=True)
