@@ -215,6 +215,8 @@ def test_format_flag_takes_several_formats():
         BuildConfig(wiki_only=True, formats=("megatron", "megatron"))
     with pytest.raises(BertdataError, match=r"\(got parquet\)"):
         BuildConfig(wiki_only=True, formats=("parquet",))
+    with pytest.raises(SystemExit):  # shard writes instances: Megatron's pairs are made by build alone
+        build_parser().parse_args(["shard", "in", "--output", "out", "--parts", "2", "--format", "megatron"])
 
 
 # ---------------------------------------------------------------- the build
