@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: an unpinned torch would pull a CUDA build of several GB.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-fast perf perf-text perf-build perf-scale perf-shard clean
+.PHONY: demo test test-fast perf perf-text perf-build perf-scale perf-shard perf-megatron clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,9 @@ perf-scale: $(VENV)/.installed-dev
 
 perf-shard: $(VENV)/.installed-dev
 	$(BIN)/python scripts/perf_shard.py
+
+perf-megatron: $(VENV)/.installed-dev
+	$(BIN)/python scripts/perf_megatron.py
 
 clean:
 	rm -rf $(VENV) $(VENV_GCS) demo-data perf build *.egg-info

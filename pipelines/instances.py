@@ -121,7 +121,6 @@ class _MakeInstances(fsio.FilesDoFn):
                                 stats["sentences"], stats["tokens"], stats["instances"], stats["random_next"], sha,
                                 reused)
 
-
     def _tokenize(self, record: TextShard):
         """The text shard's Documents, or None when every sentence tokenized to nothing (e.g. only
         symbols out of vocab)."""

@@ -215,6 +215,8 @@ def test_format_flag_takes_several_formats():
         BuildConfig(wiki_only=True, formats=("megatron", "megatron"))
     with pytest.raises(BertdataError, match=r"\(got parquet\)"):
         BuildConfig(wiki_only=True, formats=("parquet",))
+    with pytest.raises(SystemExit):  # shard writes instances: Megatron's pairs are made by build alone
+        build_parser().parse_args(["shard", "in", "--output", "out", "--parts", "2", "--format", "megatron"])
 
 
 # ---------------------------------------------------------------- the build
@@ -263,8 +265,8 @@ def test_sample_build_holds_the_text_shards_tokenized(in_memory):
     assert manifest["options"] == {"dataset": "wikicorpus_en", "vocab_sha256": vocab.sha256,
                                    "vocab_size": len(vocab), "lowercase": True, "dtype": "uint16"}
     text = json.loads((in_memory / TEXT / "wikicorpus_en" / "manifest.json").read_text())
-    assert manifest["sources"] == [{"split": s["split"], "file": s["file"], "sha256": s["sha256"]}
-                                   for s in sorted(text["shards"], key=lambda s: (SPLITS.index(s["split"]), s["index"]))]
+    shards = sorted(text["shards"], key=lambda s: (SPLITS.index(s["split"]), s["index"]))
+    assert manifest["sources"] == [{"split": s["split"], "file": s["file"], "sha256": s["sha256"]} for s in shards]
     total = 0
     for split, entry in zip(SPLITS, manifest["pairs"]):
         prefix = folder / f"wikicorpus_en_{split}_text_sentence"
@@ -359,7 +361,8 @@ from megatron.core.tokenizers import MegatronTokenizer
 with open(sys.argv[1], encoding="utf-8") as f:
     args = json.load(f)
 report = {}
-tokenizer = MegatronTokenizer.from_pretrained(tokenizer_path=args["tokenizer"], metadata_path={"library": "huggingface"})
+tokenizer = MegatronTokenizer.from_pretrained(tokenizer_path=args["tokenizer"],
+                                              metadata_path={"library": "huggingface"})
 report["tokenizer"] = type(tokenizer._tokenizer.tokenizer).__name__
 # The sentences, ids by Megatron's BERT word-piece tokenizer.
 report["tokenized"] = [tokenizer.tokenize(line) for line in args["sentences"]]

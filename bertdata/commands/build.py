@@ -115,7 +115,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           "the vocab at OUTPUT/vocab/vocab, training instances only; both: hdf5 and lddl, the same "
                           "instances in each; megatron: Megatron-LM's indexed dataset (.bin/.idx, one pair per "
                           "split of every document's tokenized sentences, for Megatron-LM and NeMo), under "
-                          f"OUTPUT/megatron/lower_case_1/, made once whatever the phases (default: {BuildConfig.formats[0]})")
+                          "OUTPUT/megatron/lower_case_1/, made once whatever the phases "
+                          f"(default: {BuildConfig.formats[0]})")
     out.add_argument("--masking", choices=("static", "dynamic"), default=LddlConfig.masking,
                      help="lddl: keep the instances' masks, or leave masking to the loader each epoch "
                           f"(default: {LddlConfig.masking})")
