@@ -9,15 +9,22 @@ the disk held by the build's temporary run files. It prints a table, the memory 
 64x / 8x, the second worker's speed-up, and the projection.
 
   .venv/bin/python scripts/perf_scale.py [--repeats 3] [--baseline-python OLD/.venv/bin/python]
+  .venv/bin/python scripts/perf_scale.py --profile [--factors 8] [--splitter nltk]   (make perf-profile)
 
 --baseline-python runs the 32x one-worker build with another install too (e.g. the
 previous release in a git worktree), alternating with this one, so both are timed under
 the same load.
+
+--profile runs a one-worker build (phase 1, the runner in_memory in one process) of the
+first factor's dump instead, sampling its main thread's stack, and prints the main
+thread's CPU time by stage and by function. The one worker decodes bz2 on a helper
+thread, which is not sampled: the decoder's CPU time is measured apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import bz2
 import json
 import shutil
 import subprocess
@@ -106,6 +113,114 @@ def timed_build(python: str, dump: Path, workers: int, out: Path) -> dict:
             "out_mb": (folder_bytes("sharded_*/*/*.txt", out) + folder_bytes("hdf5_*/*/*.hdf5", out)) / 1e6}
 
 
+# Stages of a one-worker build as the functions that make them up, by (file, function): a
+# sample of the main thread's stack counts for the stage of the innermost of them on it.
+# What they leave is Beam, the manifests and start-up.
+STAGES = (
+    ("decode: the main thread's share (hand-off from the bz2 thread)", (("wikidump.py", "_prefetched"),)),
+    ("XML parse (expat, pages)", (("wikidump.py", "feed"),)),
+    ("clean wikitext", (("wikitext.py", "clean"),)),
+    ("sentence split", (("sentences.py", "split_article"),)),
+    ("documents: compress, spill runs", (("articles.py", "of"), ("spill.py", "write_to"))),
+    ("text shards: merge, write", (("spill.py", "merge_blocks"), ("sharding.py", "render_shard"))),
+    ("tokenize (WordPiece)", (("textshard.py", "read_documents"),)),
+    ("instances", (("instances.py", "create_instances"),)),
+    ("hdf5: deflate compression", (("hdf5io.py", "_compress"),)),
+    ("hdf5: the rest of writing", (("formats.py", "write"),)),
+)
+REST = "rest: Beam, manifests, start-up"
+SAMPLE_S = 0.001
+# The sampler runs only when the main thread lets go of the GIL: at once when that one
+# calls C code that releases it (compression, file I/O), else after the switch interval.
+# At Python's 5 ms, samples fell mostly at the former, charging them time they did not take.
+SWITCH_S = 0.0001
+
+
+def sampled_build(argv: list[str], report: str) -> None:
+    """Run `bertdata <argv>` in this process while a thread samples the main thread's stack
+    every SAMPLE_S and charges the main thread's CPU time since the last sample to the stage
+    and to the innermost function on it; write the totals as JSON to `report`.
+
+    A sampler, not cProfile: cProfile's cost per call (the build makes ~20 M) was 10x the
+    build's own time, most of it in the pure-Python stages, which it made look larger."""
+    import threading
+
+    from bertdata.cli import main
+
+    stage_of = {function: name for name, functions in STAGES for function in functions}
+    main_id = threading.get_ident()
+    clock = time.pthread_getcpuclockid(main_id)
+    stages: dict[str, float] = {}
+    functions: dict[str, float] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        last = time.clock_gettime(clock)
+        while not done.wait(SAMPLE_S):
+            frame = sys._current_frames().get(main_id)
+            now = time.clock_gettime(clock)
+            spent, last = now - last, now
+            if frame is None:
+                continue
+            code = frame.f_code
+            leaf = f"{Path(code.co_filename).name}:{code.co_name}"
+            functions[leaf] = functions.get(leaf, 0.0) + spent
+            stage = REST
+            while frame is not None:
+                found = stage_of.get((Path(frame.f_code.co_filename).name, frame.f_code.co_name))
+                if found:
+                    stage = found
+                    break
+                frame = frame.f_back
+            stages[stage] = stages.get(stage, 0.0) + spent
+
+    sys.setswitchinterval(SWITCH_S)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        code = main(argv)
+    finally:
+        done.set()
+        sampler.join()
+    Path(report).write_text(json.dumps({"stages": stages, "functions": functions, "cpu": time.thread_time()}))
+    sys.exit(code)
+
+
+def profile_build(dump: Path, splitter: str | None) -> None:
+    """Print the time by stage, and the functions that take most, of a one-worker build of `dump`."""
+    out, report = WORK / "out-profile", WORK / "profile.json"
+    shutil.rmtree(out, ignore_errors=True)
+    argv = ["build", "--wiki-only", "--dump", str(dump), "--vocab", str(VOCAB), "--phase", "1", "--workers", "1",
+            "--output", str(out), *(["--splitter", splitter] if splitter else [])]
+    code = (f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\nimport perf_scale\n"
+            f"perf_scale.sampled_build({argv!r}, {str(report)!r})")
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, cwd=WORK)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise SystemExit(f"build failed ({proc.returncode}): bertdata {' '.join(argv)}\n{proc.stderr[-2000:]}")
+    result = json.loads(report.read_text())
+    stages, total = result["stages"], sum(result["stages"].values())
+    print(f"profile: {dump.name}, 1 worker, phase 1{f', --splitter {splitter}' if splitter else ''}: "
+          f"{wall:.1f} s wall, {total:.1f} s CPU of the main thread sampled")
+    print("| stage | CPU s | share |\n| --- | ---: | ---: |")
+    for name in [name for name, _ in STAGES] + [REST]:
+        seconds = stages.get(name, 0.0)
+        print(f"| {name} | {seconds:.2f} | {seconds / total:.1%} |")
+    print("functions that take most (innermost Python function; time in C is its caller's):")
+    for name, seconds in sorted(result["functions"].items(), key=lambda kv: -kv[1])[:15]:
+        print(f"  {seconds / total:6.1%}  {name}")
+    cpu = time.process_time()
+    with bz2.open(dump) as f:
+        while f.read(1 << 20):
+            pass
+    cpu = time.process_time() - cpu
+    print(f"bz2 decode of the whole dump (libbz2, what the helper thread does): {cpu:.2f} s CPU")
+    shutil.rmtree(out, ignore_errors=True)
+    report.unlink()
+
+
 def best(runs: list[dict]) -> dict:
     """The fastest run's times, the largest peaks: timing noise only ever adds time."""
     r = dict(min(runs, key=lambda run: run["seconds"]))
@@ -119,10 +234,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per configuration (default 3)")
     parser.add_argument("--baseline-python", help="the python of another install to time on 32x, 1 worker")
     parser.add_argument("--factors", type=int, nargs="+", default=list(FACTORS), help="dump sizes (default 8 32 64)")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile a one-worker build of the first factor's dump, by stage, instead")
+    parser.add_argument("--splitter", help="with --profile: the build's --splitter")
     args = parser.parse_args()
     if not FRAGMENT.exists():
         raise SystemExit(f"{FRAGMENT} is absent: this benchmark needs ../shared")
     WORK.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        profile_build(scaled_dump(args.factors[0]), args.splitter)
+        return
     dumps = {f: scaled_dump(f) for f in args.factors}
     results: dict[tuple[int, int], dict] = {}
     header = (f"{'dump':>5} {'bz2 MB':>7} {'workers':>7} {'wall s':>7} {'bz2 MB/s/worker':>15} "
