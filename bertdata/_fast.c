@@ -1,5 +1,6 @@
 /* The compiled inner loops of bertdata: the reference instance algorithm (with CPython's
- * Mersenne Twister replayed bit for bit) and the word-piece cache of the tokenizer.
+ * Mersenne Twister replayed bit for bit), the word-piece cache of the tokenizer and the
+ * wikitext cleaner's space squeezing.
  *
  * Plain CPython C API: arrays come in through the buffer protocol, so the module builds
  * without numpy headers and loads in microseconds, where a JIT costs about a second per
@@ -1148,6 +1149,55 @@ fail:
 
 /* ---- module --------------------------------------------------------------------------------- */
 
+/* ---- the cleaner's spaces ------------------------------------------------------------------ */
+
+/* Removed from prose: zero-width spaces and joiners, directional marks, soft hyphens, BOMs. */
+static inline int invisible(Py_UCS4 c)
+{
+    return (c >= 0x200B && c <= 0x200F) || c == 0x00AD || c == 0xFEFF;
+}
+
+/* A space: ' ', tab, CR, form feed, vertical tab, no-break and typographic spaces. */
+static inline int blank(Py_UCS4 c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v' || c == 0x00A0 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* One pass for what took the cleaner five: invisible characters go, then every run of spaces
+ * becomes one ' ', which goes too at either end of the text or of a line. */
+static PyObject *fast_squeeze_spaces(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", NULL};
+    PyObject *text;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U", kwlist, &text))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_UCS4 *out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4));
+    if (!out)
+        return PyErr_NoMemory();
+    Py_ssize_t len = 0;
+    int pending = 0; /* a run of spaces since the last character written */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (invisible(c))
+            continue;
+        if (blank(c)) {
+            pending = 1;
+            continue;
+        }
+        if (pending && len && c != '\n' && out[len - 1] != '\n')
+            out[len++] = ' ';
+        pending = 0;
+        out[len++] = c;
+    }
+    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
+    PyMem_Free(out);
+    return result;
+}
+
 #define FN(name, doc) {#name, (PyCFunction)(void (*)(void))fast_##name, METH_VARARGS | METH_KEYWORDS, doc}
 
 /* Each doc starts with its signature and "--", so inspect.signature reads it (_fast.pyi must agree). */
@@ -1170,6 +1220,8 @@ static PyMethodDef methods[] = {
        "whole_line)\n--\n\nSplit buf into pieces, adding new ones to the table; return how many."),
     FN(assemble, "assemble(word_entry, *, line_words, whole_line, value_offsets, value_lengths, values, "
        "whole_ids, whole_offsets, out, lengths)\n--\n\nLay each line's ids end to end in out; return how many."),
+    FN(squeeze_spaces, "squeeze_spaces(text)\n--\n\n"
+       "text without invisible characters, each run of spaces one ' ', none at the ends of text or lines."),
     {NULL, NULL, 0, NULL},
 };
 

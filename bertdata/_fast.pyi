@@ -48,3 +48,8 @@ def assemble(word_entry: Array, *, line_words: Array, whole_line: Array, value_o
              value_lengths: Array, values: Array, whole_ids: Array, whole_offsets: Array, out: Array,
              lengths: Array) -> int:
     """Lay each line's ids end to end in `out`; returns how many were written."""
+
+def squeeze_spaces(text: str) -> str:
+    """`text` without invisible characters (U+200B-U+200F, soft hyphen, BOM), each run of spaces
+    (' ', tab, CR, FF, VT, U+00A0, U+2000-U+200A, U+202F, U+205F, U+3000) one ' ', and none at
+    the start or end of the text or of a line."""

@@ -9,11 +9,11 @@ rest of cleaning a page.
 
 `FastPunkt` takes the same steps in the same order (the candidate regex, the look-back
 for the word before, the overlap rule, the realignment of closing brackets and quotes)
-and decides each context with NLTK's own regexes over plain strings, remembering the
-decisions of contexts it has seen (most recur: "1990. The", "U.S. Army"). A context
-spanning lines, which `split_article` never makes, goes to NLTK itself. Every decision
-rule below is NLTK's (nltk.tokenize.punkt, 3.9), rule for rule; tests compare the two
-on real text of several languages.
+and decides each context with NLTK's own regexes over plain strings; the commonest one,
+a word of letters, a period and a word, without even those. A context spanning lines,
+which `split_article` never makes, goes to NLTK itself. Every decision rule below is
+NLTK's (nltk.tokenize.punkt, 3.9), rule for rule; tests compare the two on real text of
+several languages and on generated text full of punkt's hard cases.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ _NUMERIC = PunktToken._RE_NUMERIC
 _ELLIPSIS = PunktToken._RE_ELLIPSIS
 _INITIAL = PunktToken._RE_INITIAL
 _NUMBER = "##number##"
-# Decisions remembered per splitter; cleared when full, so memory stays bounded.
-CACHE_SIZE = 200_000
+# Marks the word regex splits off the end of a word as a word of their own.
+_CLOSING = frozenset(",;:)]}\"'([{*@?!")
 
 
 class FastPunkt:
@@ -57,7 +57,6 @@ class FastPunkt:
         self._starters = params.sent_starters
         # NLTK reads a defaultdict, which grows by a key on every unseen word; .get does not.
         self._ortho = params.ortho_context
-        self._decided: dict[str, bool] = {}
 
     def tokenize(self, text: str) -> list[str]:
         return [text[start:stop] for start, stop in self.spans(text)]
@@ -92,21 +91,46 @@ class FastPunkt:
 
     def _decide(self, text: str, match: re.Match, start: int, slices: list, last_break: int) -> int:
         """Append the sentence `match` ends, if it ends one; the next sentence's start."""
-        # NLTK's context: the word before, the mark and what follows, which are adjacent.
-        context = text[start:match.end("after_tok")]
-        breaks = self._decided.get(context)
+        at = match.start()
+        following = match.group("next_tok")
+        word = text[start:at]
+        breaks = None
+        if following is not None and word.isalpha() and text[at] == ".":
+            breaks = self._plain_break(word, following)
         if breaks is None:
+            # NLTK's context: the word before, the mark and what follows, which are adjacent.
+            context = text[start:match.end("after_tok")]
             if "\n" in context:
                 breaks = self._nltk.text_contains_sentbreak(context)
             else:
                 breaks = self._contains_break(context)
-            if len(self._decided) >= CACHE_SIZE:
-                self._decided.clear()
-            self._decided[context] = breaks
         if not breaks:
             return last_break
         slices.append((last_break, match.end()))
-        return match.start("next_tok") if match.group("next_tok") else match.end()
+        return match.start("next_tok") if following else match.end()
+
+    def _plain_break(self, word: str, following: str) -> bool | None:
+        """`_contains_break("<word>. <following>")` for a word of letters alone, whose words are
+        then "<word>." and `following`, less one closing mark; None for other `following`."""
+        if following.isalpha():
+            next_typ, following_first = following.lower(), 0
+        elif following[:-1].isalpha():
+            if following[-1] == ".":
+                following_first = self._first_pass(following)
+                next_typ = following.lower()
+                if following_first == 1:
+                    next_typ = next_typ[:-1]
+            elif following[-1] in _CLOSING:
+                following = following[:-1]
+                next_typ, following_first = following.lower(), 0
+            else:
+                return None
+        else:
+            return None
+        typ = word.lower()
+        first = 2 if typ in self._abbrev else 1  # no hyphen in it to split at
+        # Letters only: never a number; an initial if one letter.
+        return self._reclassify(first, typ, len(word) == 1, following, next_typ)
 
     def _contains_break(self, context: str) -> bool:
         """NLTK's `text_contains_sentbreak` on a one-line context: does a word other than the
@@ -114,7 +138,17 @@ class FastPunkt:
         words = self._words.findall(context)
         firsts = [self._first_pass(word) for word in words]
         for i in range(len(words) - 1):
-            if self._second_pass(words[i], firsts[i], words[i + 1], firsts[i + 1]):
+            word, first = words[i], firsts[i]
+            if not word.endswith("."):
+                if first == 1:
+                    return True
+                continue
+            following, following_first = words[i + 1], firsts[i + 1]
+            next_typ = _NUMERIC.sub(_NUMBER, following.lower())
+            if following_first == 1:
+                next_typ = _type_no_period(next_typ)
+            typ = _type_no_period(_NUMERIC.sub(_NUMBER, word.lower()))
+            if self._reclassify(first, typ, _INITIAL.match(word) is not None, following, next_typ):
                 return True
         return False
 
@@ -131,21 +165,16 @@ class FastPunkt:
             return 1
         return 0
 
-    def _second_pass(self, word: str, first: int, following: str, following_first: int) -> bool:
-        """Whether `word` ends a sentence after NLTK's `_second_pass_annotation` with the word
-        after it (`first` and `following_first`: their first-pass annotations)."""
-        if not word.endswith("."):
-            return first == 1
-        typ = _type_no_period(_NUMERIC.sub(_NUMBER, word.lower()))
-        next_typ = _NUMERIC.sub(_NUMBER, following.lower())
-        if following_first == 1:
-            next_typ = _type_no_period(next_typ)
-        initial = _INITIAL.match(word)
+    def _reclassify(self, first: int, typ: str, initial: bool, following: str, next_typ: str) -> bool:
+        """Whether a word ending in a period ends a sentence after NLTK's `_second_pass_annotation`
+        with the word after it: `first` its first-pass annotation, `typ` its type without the
+        period, `initial` whether it is one; `next_typ` the next word's type, less a period
+        that breaks."""
         # Collocation heuristic.
         if (typ, next_typ) in self._collocations:
             return False
         # An abbreviation or ellipsis ends a sentence too before a likely sentence start.
-        if first in (2, 3) and not initial:
+        if first >= 2 and not initial:
             starts = self._ortho_heuristic(following, next_typ)
             if starts is True:
                 return True

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from nltk.tokenize.punkt import PunktSentenceTokenizer
 
-from bertdata import fastpunkt
 from bertdata.articles import article_texts
 from bertdata.config import BuildConfig
 from bertdata.errors import BertdataError
@@ -110,14 +109,23 @@ def test_trained_parameters():
         assert fast.tokenize(text) == nltk.tokenize(text), text
 
 
-def test_remembered_decisions_are_bounded(monkeypatch):
-    monkeypatch.setattr(fastpunkt, "CACHE_SIZE", 10)
-    nltk, fast = pair("english")
-    rng = random.Random("bounded")
-    for _ in range(200):
-        text = soup(rng)
-        assert fast.tokenize(text) == nltk.tokenize(text)
-        assert len(fast._decided) <= 10
+@pytest.mark.parametrize("model", ["english", "german"])
+def test_plain_words_take_the_short_way_to_the_same_decision(model: str):
+    """"<letters>. <word>", decided without the word regex, as NLTK decides the context."""
+    nltk, fast = pair(model)
+    words = [w for w in SOUP if w[:1].isalpha()] + ["z", "u", "J", "Inc", "dr", "etc", "Abs", "Ltd"]
+    tails = ("", ".", ",", ")", '"', "'", ";", "?", "!", "(", "]", "*", ".)", ",,", "..", "-")
+    checked = 0
+    for word in [w.rstrip(".") for w in words]:
+        if not word.isalpha():
+            continue
+        for following in words:
+            for tail in tails:
+                plain = fast._plain_break(word, following + tail)
+                if plain is not None:
+                    assert plain == nltk.text_contains_sentbreak(f"{word}. {following}{tail}"), (word, following, tail)
+                    checked += 1
+    assert checked > 5000
 
 
 def test_fragment_articles_split_the_same():
