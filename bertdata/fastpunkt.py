@@ -18,8 +18,6 @@ several languages and on generated text full of punkt's hard cases.
 
 from __future__ import annotations
 
-import re
-
 from nltk.tokenize.punkt import (
     _ORTHO_BEG_LC,
     _ORTHO_LC,
@@ -30,15 +28,13 @@ from nltk.tokenize.punkt import (
     PunktToken,
 )
 
-# NLTK looks back for the word before a mark over `string.whitespace` only, not Unicode's.
-_ASCII_SPACES = " \t\n\r\x0b\x0c"
-_RARE_SPACES = re.compile("[\t\n\r\x0b\x0c]")
+from bertdata._fast import punkt_sentences
+
 _NUMERIC = PunktToken._RE_NUMERIC
 _ELLIPSIS = PunktToken._RE_ELLIPSIS
 _INITIAL = PunktToken._RE_INITIAL
 _NUMBER = "##number##"
-# Marks the word regex splits off the end of a word as a word of their own.
-_CLOSING = frozenset(",;:)]}\"'([{*@?!")
+_FLAGS = (_ORTHO_LC, _ORTHO_MID_UC, _ORTHO_UC, _ORTHO_BEG_LC)
 
 
 class FastPunkt:
@@ -47,90 +43,27 @@ class FastPunkt:
     def __init__(self, params: PunktParameters) -> None:
         self._nltk = PunktSentenceTokenizer(params)
         lang = self._nltk._lang_vars
-        self._candidates = lang.period_context_re()
         self._words = lang._word_tokenizer_re()
-        self._realign = lang.re_boundary_realignment
         self._sent_end = frozenset(lang.sent_end_chars)
         self._punctuation = frozenset(PunktSentenceTokenizer.PUNCTUATION)
-        self._abbrev = params.abbrev_types
-        self._collocations = params.collocations
-        self._starters = params.sent_starters
-        # NLTK reads a defaultdict, which grows by a key on every unseen word; .get does not.
-        self._ortho = params.ortho_context
+        # Plain sets and a dict, as the C code wants them. NLTK reads the model's defaultdict,
+        # which grows by a key on every unseen word; these are read with get, which does not.
+        self._abbrev = set(params.abbrev_types)
+        self._collocations = set(params.collocations)
+        self._starters = set(params.sent_starters)
+        self._ortho = dict(params.ortho_context)
 
     def tokenize(self, text: str) -> list[str]:
-        return [text[start:stop] for start, stop in self.spans(text)]
+        # The scan for marks, the look-back for the word before, the overlap rule, the
+        # decisions for a word of letters, a period and a word, and the realignment run in C
+        # (bertdata/_fast.c, the same steps as NLTK's); any other context comes back to `_general`.
+        return punkt_sentences(text, self._abbrev, self._collocations, self._starters, self._ortho,
+                               self._general, _FLAGS)
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        return self._realigned(text, self._slices(text))
-
-    def _slices(self, text: str) -> list[tuple[int, int]]:
-        """NLTK's `_slices_from_text` with `_match_potential_end_contexts` inlined."""
-        slices = []
-        last_break = 0
-        rare_spaces = _RARE_SPACES.search(text) is not None
-        rfind = text.rfind
-        previous = None  # the last candidate not yet decided: (match, word start)
-        prev_start = prev_stop = 0
-        for match in self._candidates.finditer(text):
-            at = match.start()
-            # The last whitespace between the previous candidate and this one; NLTK's
-            # look-back returns 0 both for none and for one at the very first position.
-            if rare_spaces:
-                space = max(rfind(c, prev_stop, at) for c in _ASCII_SPACES)
-            else:
-                space = rfind(" ", prev_stop, at)
-            start = space + 1 if space > prev_stop else prev_start
-            if previous is not None and prev_stop <= start:
-                last_break = self._decide(text, previous, prev_start, slices, last_break)
-            previous, prev_start, prev_stop = match, start, at
-        if previous is not None:
-            last_break = self._decide(text, previous, prev_start, slices, last_break)
-        slices.append((last_break, len(text.rstrip())))
-        return slices
-
-    def _decide(self, text: str, match: re.Match, start: int, slices: list, last_break: int) -> int:
-        """Append the sentence `match` ends, if it ends one; the next sentence's start."""
-        at = match.start()
-        following = match.group("next_tok")
-        word = text[start:at]
-        breaks = None
-        if following is not None and word.isalpha() and text[at] == ".":
-            breaks = self._plain_break(word, following)
-        if breaks is None:
-            # NLTK's context: the word before, the mark and what follows, which are adjacent.
-            context = text[start:match.end("after_tok")]
-            if "\n" in context:
-                breaks = self._nltk.text_contains_sentbreak(context)
-            else:
-                breaks = self._contains_break(context)
-        if not breaks:
-            return last_break
-        slices.append((last_break, match.end()))
-        return match.start("next_tok") if following else match.end()
-
-    def _plain_break(self, word: str, following: str) -> bool | None:
-        """`_contains_break("<word>. <following>")` for a word of letters alone, whose words are
-        then "<word>." and `following`, less one closing mark; None for other `following`."""
-        if following.isalpha():
-            next_typ, following_first = following.lower(), 0
-        elif following[:-1].isalpha():
-            if following[-1] == ".":
-                following_first = self._first_pass(following)
-                next_typ = following.lower()
-                if following_first == 1:
-                    next_typ = next_typ[:-1]
-            elif following[-1] in _CLOSING:
-                following = following[:-1]
-                next_typ, following_first = following.lower(), 0
-            else:
-                return None
-        else:
-            return None
-        typ = word.lower()
-        first = 2 if typ in self._abbrev else 1  # no hyphen in it to split at
-        # Letters only: never a number; an initial if one letter.
-        return self._reclassify(first, typ, len(word) == 1, following, next_typ)
+    def _general(self, context: str) -> bool:
+        if "\n" in context:
+            return self._nltk.text_contains_sentbreak(context)
+        return self._contains_break(context)
 
     def _contains_break(self, context: str) -> bool:
         """NLTK's `text_contains_sentbreak` on a one-line context: does a word other than the
@@ -200,30 +133,6 @@ class FastPunkt:
         if word[0].islower() and (ortho & _ORTHO_UC or not ortho & _ORTHO_BEG_LC):
             return False
         return None
-
-    def _realigned(self, text: str, slices: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """NLTK's `_realign_boundaries`: closing quotes and brackets after a sentence's mark
-        join that sentence."""
-        spans = []
-        realign = 0
-        last = len(slices) - 1
-        for k, (start, stop) in enumerate(slices):
-            start += realign
-            if k == last:
-                if start < stop:
-                    spans.append((start, stop))
-                break
-            next_start, next_stop = slices[k + 1]
-            # Matching within bounds is matching the slice: the pattern has no `^` or look-behind.
-            m = self._realign.match(text, next_start, next_stop)
-            if m:
-                spans.append((start, next_start + len(m.group(0).rstrip())))
-                realign = m.end() - next_start
-            else:
-                realign = 0
-                if start < stop:
-                    spans.append((start, stop))
-        return spans
 
 
 def _type_no_period(typ: str) -> str:

@@ -388,3 +388,23 @@ def test_squeezed_spaces_are_the_five_passes_they_replaced():
     for _ in range(20_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         assert squeeze_spaces(text) == before(text), repr(text)
+
+
+def test_trailing_heading_found_where_the_regex_finds_it():
+    """`_first_heading` tries the trailing-section pattern only at lines starting `[ \\t]*==`."""
+    import random
+
+    from bertdata.wikitext import ENGLISH, _first_heading, markup_for
+
+    patterns = [ENGLISH.trailing_section, markup_for("de").trailing_section, markup_for("ru").trailing_section]
+    alphabet = ["=", "==", "===", " ", "\t", "\n", "See also", "see  also", "References", "Notes and references",
+                "x", "Einzelnachweise", "Литература", "\n==", "== ", " ==", "&", ","]
+    rng = random.Random(11)
+    found = 0
+    for _ in range(30_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        for pattern in patterns:
+            m = pattern.search(text)
+            assert _first_heading(pattern, text) == (m.start() if m else -1), repr(text)
+            found += m is not None
+    assert found > 100
