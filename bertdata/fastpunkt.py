@@ -8,12 +8,13 @@ decision is a function of the context string alone, but making it costs more tha
 rest of cleaning a page.
 
 `FastPunkt` takes the same steps in the same order (the candidate regex, the look-back
-for the word before, the overlap rule, the realignment of closing brackets and quotes)
-and decides each context with NLTK's own regexes over plain strings; the commonest one,
-a word of letters, a period and a word, without even those. A context spanning lines,
-which `split_article` never makes, goes to NLTK itself. Every decision rule below is
-NLTK's (nltk.tokenize.punkt, 3.9), rule for rule; tests compare the two on real text of
-several languages and on generated text full of punkt's hard cases.
+for the word before, the overlap rule, the realignment of closing brackets and quotes) in
+C (`_fast.punkt_sentences`), which also decides the commonest context, a word of letters,
+a period and a word, by NLTK's rules over plain strings. Any other context comes back
+here, where NLTK's own word regex splits it and the same rules decide it without token
+objects; one spanning lines, which `split_article` never makes, goes to NLTK itself.
+Every rule is NLTK's (nltk.tokenize.punkt, 3.9), rule for rule; tests compare the two on
+real text of several languages and on generated text full of punkt's hard cases.
 """
 
 from __future__ import annotations
