@@ -1175,6 +1175,18 @@ static PyObject *fast_squeeze_spaces(PyObject *self, PyObject *args, PyObject *k
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
+    /* Text already squeezed (as the cleaner's second call mostly gets) comes back as it is. */
+    Py_ssize_t i = 0;
+    for (Py_UCS4 prev = '\n'; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (invisible(c) || (blank(c) && (c != ' ' || prev == ' ' || prev == '\n')) || (c == '\n' && prev == ' '))
+            break;
+        prev = c;
+    }
+    if (i == n && !(n && PyUnicode_READ(kind, data, n - 1) == ' ')) {
+        Py_INCREF(text);
+        return text;
+    }
     Py_UCS4 *out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4));
     if (!out)
         return PyErr_NoMemory();

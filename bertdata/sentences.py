@@ -143,13 +143,14 @@ class SentenceSplitter:
         back onto its sentence instead of becoming a sentence of its own.
         """
         sentences: list[str] = []
+        tokenize, has_word = self._tokenizer.tokenize, _HAS_WORD.search
         for paragraph in cleaned_text.split("\n"):
             if not paragraph.strip():
                 continue
             first = len(sentences)
-            for sentence in self._tokenizer.tokenize(paragraph):
+            for sentence in tokenize(paragraph):
                 sentence = " ".join(sentence.split())
-                if _HAS_WORD.search(sentence):
+                if has_word(sentence):
                     sentences.append(sentence)
                 elif sentence and len(sentences) > first:
                     sentences[-1] += sentence
