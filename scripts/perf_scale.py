@@ -9,16 +9,25 @@ the disk held by the build's temporary run files. It prints a table, the memory 
 64x / 8x, the second worker's speed-up, and the projection.
 
   .venv/bin/python scripts/perf_scale.py [--repeats 3] [--baseline-python OLD/.venv/bin/python]
+  .venv/bin/python scripts/perf_scale.py --only-side-by-side --factors 32 --baseline-python OLD/.venv/bin/python
+  .venv/bin/python scripts/perf_scale.py --profile [--factors 8] [--splitter nltk]   (make perf-profile)
 
 --baseline-python runs the 32x one-worker build with another install too (e.g. the
 previous release in a git worktree), alternating with this one, so both are timed under
-the same load.
+the same load, and checks that the two wrote the same text shards and hdf5 arrays.
+
+--profile runs a one-worker build (phase 1, the runner in_memory in one process) of the
+first factor's dump instead, sampling its main thread's stack, and prints the main
+thread's CPU time by stage and by function. The one worker decodes bz2 on a helper
+thread, which is not sampled: the decoder's CPU time is measured apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import bz2
 import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -83,6 +92,7 @@ def timed_build(python: str, dump: Path, workers: int, out: Path) -> dict:
     cmd = [python, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", str(dump), "--vocab", str(VOCAB),
            "--phase", "1", "--workers", str(workers), "--output", str(out)]
     start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     # Run from the work folder: from the repository root `-m bertdata.cli` would import the
     # checkout's package whatever install `python` belongs to.
     proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=WORK)
@@ -95,20 +105,186 @@ def timed_build(python: str, dump: Path, workers: int, out: Path) -> dict:
         peak_spill = max(peak_spill, folder_bytes(".bertdata-work/runs/*", out))
         time.sleep(0.1)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU time of the build and the processes it waited for: on a shared machine wall time
+    # counts the others' work too, CPU time much less.
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if proc.returncode:
         raise SystemExit(f"build failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.read()[-2000:]}")
     text = json.loads(next(out.glob("sharded_*/wikicorpus_en/manifest.json")).read_text())
     hdf5 = json.loads(next(out.glob("hdf5_*/wikicorpus_en/manifest.json")).read_text())
-    return {"seconds": seconds, "tree_mb": peak_tree / 2**20, "pss_mb": peak_pss / 2**20,
+    return {"seconds": seconds, "cpu": cpu, "tree_mb": peak_tree / 2**20, "pss_mb": peak_pss / 2**20,
             "launcher_mb": peak_launcher / 2**20,
             "spill_mb": peak_spill / 1e6, "text_mb": text["counts"]["text_chars"] / 1e6,
             "articles": text["counts"]["articles"], "instances": hdf5["counts"]["instances"],
             "out_mb": (folder_bytes("sharded_*/*/*.txt", out) + folder_bytes("hdf5_*/*/*.hdf5", out)) / 1e6}
 
 
+# Stages of a one-worker build as the functions that make them up, by (file, function): a
+# sample of the main thread's stack counts for the stage of the innermost of them on it.
+# What they leave is Beam, the manifests and start-up.
+STAGES = (
+    ("decode: the main thread's share (hand-off from the bz2 thread)", (("wikidump.py", "_prefetched"),)),
+    ("XML parse (expat, pages)", (("wikidump.py", "feed"),)),
+    ("clean wikitext", (("wikitext.py", "clean"),)),
+    ("sentence split", (("sentences.py", "split_article"),)),
+    ("documents: compress, spill runs", (("articles.py", "of"), ("spill.py", "write_to"))),
+    ("text shards: merge, write", (("spill.py", "merge_blocks"), ("sharding.py", "render_shard"))),
+    ("tokenize (WordPiece)", (("textshard.py", "read_documents"),)),
+    ("instances", (("instances.py", "create_instances"),)),
+    ("hdf5: deflate compression", (("hdf5io.py", "_compress"),)),
+    ("hdf5: the rest of writing", (("formats.py", "write"),)),
+)
+REST = "rest: Beam, manifests, start-up"
+SAMPLE_S = 0.001
+# The sampler runs only when the main thread lets go of the GIL: at once when that one
+# calls C code that releases it (compression, file I/O), else after the switch interval.
+# At Python's 5 ms, samples fell mostly at the former, charging them time they did not take.
+SWITCH_S = 0.0001
+
+
+def sampled_build(argv: list[str], report: str) -> None:
+    """Run `bertdata <argv>` in this process while a thread samples the main thread's stack
+    every SAMPLE_S and charges the main thread's CPU time since the last sample to the stage
+    and to the innermost function on it; write the totals as JSON to `report`.
+
+    A sampler, not cProfile: cProfile's cost per call (the build makes ~20 M) was 10x the
+    build's own time, most of it in the pure-Python stages, which it made look larger."""
+    import threading
+
+    from bertdata.cli import main
+
+    stage_of = {function: name for name, functions in STAGES for function in functions}
+    main_id = threading.get_ident()
+    clock = time.pthread_getcpuclockid(main_id)
+    stages: dict[str, float] = {}
+    functions: dict[str, float] = {}
+    rest: dict[str, float] = {}  # by the innermost of our functions (bertdata's), or the leaf
+    done = threading.Event()
+
+    def sample() -> None:
+        last = time.clock_gettime(clock)
+        while not done.wait(SAMPLE_S):
+            frame = sys._current_frames().get(main_id)
+            now = time.clock_gettime(clock)
+            spent, last = now - last, now
+            if frame is None:
+                continue
+            code = frame.f_code
+            leaf = f"{Path(code.co_filename).name}:{code.co_name}"
+            functions[leaf] = functions.get(leaf, 0.0) + spent
+            stage, ours = REST, None
+            while frame is not None:
+                found = stage_of.get((Path(frame.f_code.co_filename).name, frame.f_code.co_name))
+                if found:
+                    stage = found
+                    break
+                where = frame.f_code.co_filename
+                if ours is None and ("bertdata" in where or "/pipelines/" in where):
+                    ours = f"{Path(where).name}:{frame.f_code.co_name}"
+                frame = frame.f_back
+            stages[stage] = stages.get(stage, 0.0) + spent
+            if stage == REST:
+                rest[ours or leaf] = rest.get(ours or leaf, 0.0) + spent
+
+    sys.setswitchinterval(SWITCH_S)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        code = main(argv)
+    finally:
+        done.set()
+        sampler.join()
+    Path(report).write_text(json.dumps({"stages": stages, "functions": functions, "rest": rest}))
+    sys.exit(code)
+
+
+def profile_build(dump: Path, splitter: str | None) -> None:
+    """Print the time by stage, and the functions that take most, of a one-worker build of `dump`."""
+    out, report = WORK / "out-profile", WORK / "profile.json"
+    shutil.rmtree(out, ignore_errors=True)
+    argv = ["build", "--wiki-only", "--dump", str(dump), "--vocab", str(VOCAB), "--phase", "1", "--workers", "1",
+            "--output", str(out), *(["--splitter", splitter] if splitter else [])]
+    code = (f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\nimport perf_scale\n"
+            f"perf_scale.sampled_build({argv!r}, {str(report)!r})")
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, cwd=WORK)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise SystemExit(f"build failed ({proc.returncode}): bertdata {' '.join(argv)}\n{proc.stderr[-2000:]}")
+    result = json.loads(report.read_text())
+    stages, total = result["stages"], sum(result["stages"].values())
+    print(f"profile: {dump.name}, 1 worker, phase 1{f', --splitter {splitter}' if splitter else ''}: "
+          f"{wall:.1f} s wall, {total:.1f} s CPU of the main thread sampled")
+    print("| stage | CPU s | share |\n| --- | ---: | ---: |")
+    for name in [name for name, _ in STAGES] + [REST]:
+        seconds = stages.get(name, 0.0)
+        print(f"| {name} | {seconds:.2f} | {seconds / total:.1%} |")
+    print("functions that take most (innermost Python function; time in C is its caller's):")
+    for name, seconds in sorted(result["functions"].items(), key=lambda kv: -kv[1])[:15]:
+        print(f"  {seconds / total:6.1%}  {name}")
+    print("the rest, by the innermost bertdata function (or the leaf where there is none):")
+    for name, seconds in sorted(result["rest"].items(), key=lambda kv: -kv[1])[:10]:
+        print(f"  {seconds / total:6.1%}  {name}")
+    cpu = time.process_time()
+    with bz2.open(dump) as f:
+        while f.read(1 << 20):
+            pass
+    cpu = time.process_time() - cpu
+    print(f"bz2 decode of the whole dump (libbz2, what the helper thread does): {cpu:.2f} s CPU")
+    shutil.rmtree(out, ignore_errors=True)
+    report.unlink()
+
+
+def side_by_side(baseline_python: str, dump: Path, repeats: int) -> None:
+    """One-worker builds of `dump` with this install and another, alternating (so both see the
+    same load), best of `repeats`; then whether the last two wrote the same shards."""
+    ours, theirs = [], []
+    for _ in range(repeats):
+        ours.append(timed_build(sys.executable, dump, 1, WORK / "out"))
+        theirs.append(timed_build(baseline_python, dump, 1, WORK / "out-baseline"))
+    o, t = best(ours), best(theirs)
+    pairs = ", ".join(f"{b['seconds'] / a['seconds']:.2f}x" for a, b in zip(ours, theirs))
+    cpu_pairs = ", ".join(f"{b['cpu'] / a['cpu']:.2f}x" for a, b in zip(ours, theirs))
+    print(f"{dump.name}, 1 worker, side by side: this build {o['seconds']:.1f} s ({o['tree_mb']:.0f} MiB), "
+          f"baseline {t['seconds']:.1f} s ({t['tree_mb']:.0f} MiB): {t['seconds'] / o['seconds']:.2f}x "
+          f"(pairs {pairs})", flush=True)
+    print(f"  CPU time (all cores): this build {o['cpu']:.1f} s, baseline {t['cpu']:.1f} s: "
+          f"{t['cpu'] / o['cpu']:.2f}x (pairs {cpu_pairs})", flush=True)
+    print(same_output(WORK / "out", WORK / "out-baseline"))
+    shutil.rmtree(WORK / "out-baseline", ignore_errors=True)
+
+
+def same_output(ours: Path, theirs: Path) -> str:
+    """Whether two builds wrote the same text shards (bytes) and hdf5 shards (arrays, and bytes);
+    raises SystemExit naming the first that differs."""
+    import h5py
+    import numpy as np
+
+    texts = sorted(p.relative_to(ours) for p in ours.glob("sharded_*/*/*.txt"))
+    shards = sorted(p.relative_to(ours) for p in ours.glob("hdf5_*/*/*.hdf5"))
+    if texts != sorted(p.relative_to(theirs) for p in theirs.glob("sharded_*/*/*.txt")) or \
+            shards != sorted(p.relative_to(theirs) for p in theirs.glob("hdf5_*/*/*.hdf5")):
+        raise SystemExit(f"{ours} and {theirs} hold different shard files")
+    for name in texts:
+        if (ours / name).read_bytes() != (theirs / name).read_bytes():
+            raise SystemExit(f"text shard {name} differs")
+    same_bytes = 0
+    for name in shards:
+        with h5py.File(ours / name, "r") as a, h5py.File(theirs / name, "r") as b:
+            if sorted(a) != sorted(b) or any(not np.array_equal(a[k][()], b[k][()]) or a[k].dtype != b[k].dtype
+                                             for k in a):
+                raise SystemExit(f"hdf5 shard {name} holds different arrays")
+        same_bytes += (ours / name).read_bytes() == (theirs / name).read_bytes()
+    return (f"same output: {len(texts)} text shards byte for byte, {len(shards)} hdf5 shards array for array "
+            f"({same_bytes} of them byte for byte)")
+
+
 def best(runs: list[dict]) -> dict:
     """The fastest run's times, the largest peaks: timing noise only ever adds time."""
     r = dict(min(runs, key=lambda run: run["seconds"]))
+    r["cpu"] = min(run["cpu"] for run in runs)
     for key in ("tree_mb", "pss_mb", "launcher_mb", "spill_mb"):
         r[key] = max(run[key] for run in runs)
     return r
@@ -119,11 +295,24 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per configuration (default 3)")
     parser.add_argument("--baseline-python", help="the python of another install to time on 32x, 1 worker")
     parser.add_argument("--factors", type=int, nargs="+", default=list(FACTORS), help="dump sizes (default 8 32 64)")
+    parser.add_argument("--only-side-by-side", action="store_true",
+                        help="with --baseline-python: time that alone, on the largest of --factors")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile a one-worker build of the first factor's dump, by stage, instead")
+    parser.add_argument("--splitter", help="with --profile: the build's --splitter")
     args = parser.parse_args()
     if not FRAGMENT.exists():
         raise SystemExit(f"{FRAGMENT} is absent: this benchmark needs ../shared")
     WORK.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        profile_build(scaled_dump(args.factors[0]), args.splitter)
+        return
     dumps = {f: scaled_dump(f) for f in args.factors}
+    if args.only_side_by_side:
+        if not args.baseline_python:
+            raise SystemExit("--only-side-by-side needs --baseline-python")
+        side_by_side(args.baseline_python, dumps[max(args.factors)], args.repeats)
+        return
     results: dict[tuple[int, int], dict] = {}
     header = (f"{'dump':>5} {'bz2 MB':>7} {'workers':>7} {'wall s':>7} {'bz2 MB/s/worker':>15} "
               f"{'text MB/s/worker':>16} {'tree MiB':>8} {'tree PSS':>8} {'launcher MiB':>12} {'runs MB':>7}")
@@ -149,14 +338,7 @@ def main() -> None:
     print(f"second worker on the {mid}x dump: {speedup:.2f}x faster (floor 1.6x)")
 
     if args.baseline_python:
-        ours, theirs = [], []
-        for _ in range(args.repeats):  # alternating, so both see the same load
-            ours.append(timed_build(sys.executable, dumps[mid], 1, WORK / "out"))
-            theirs.append(timed_build(args.baseline_python, dumps[mid], 1, WORK / "out-baseline"))
-        o, t = best(ours), best(theirs)
-        print(f"{mid}x, 1 worker, side by side: this build {o['seconds']:.1f} s ({o['tree_mb']:.0f} MiB), "
-              f"baseline {t['seconds']:.1f} s ({t['tree_mb']:.0f} MiB): {t['seconds'] / o['seconds']:.2f}x")
-        shutil.rmtree(WORK / "out-baseline", ignore_errors=True)
+        side_by_side(args.baseline_python, dumps[mid], args.repeats)
 
     # Projection: rates per worker from the largest dump with 2 workers (both cores busy,
     # as on a loaded machine), sizes per bz2 byte from the same run.

@@ -121,6 +121,13 @@ def test_same_bytes_in_memory_and_one_worker(sample_build, tmp_path):
     assert tree_digest(one) == tree_digest(sample_build) == tree_digest(mem)
 
 
+def test_nltk_splitter_gives_the_same_bytes(sample_build, tmp_path):
+    """`--splitter nltk`, NLTK's own punkt code, is the reference the default one must equal."""
+    out = tmp_path / "nltk"
+    build(out, "--workers", "1", "--splitter", "nltk")
+    assert tree_digest(out) == tree_digest(sample_build)
+
+
 def test_same_bytes_from_plain_worker_processes(sample_build, tmp_path):
     """Workers the runner starts itself, as where no pool forks them (not Linux, or its server
     gone), make the bytes the pool's workers make."""

@@ -364,3 +364,47 @@ def test_localized_redirects(code, text) -> None:
     assert markup_for(code).redirect.match(text)
     if "REDIRECT" not in text:
         assert not ENGLISH.redirect.match(text)
+
+
+def test_squeezed_spaces_are_the_five_passes_they_replaced():
+    """`_fast.squeeze_spaces` against the regexes and replaces the cleaner used before it."""
+    import random
+
+    from bertdata._fast import squeeze_spaces
+
+    odd = re.compile(r"[\t\r\f\v\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
+    invisible = re.compile(r"[\u200b-\u200f\u00ad\ufeff]+")
+
+    def before(text: str) -> str:
+        text = odd.sub(" ", invisible.sub("", text))
+        while "  " in text:
+            text = text.replace("  ", " ")
+        return text.replace(" \n", "\n").replace("\n ", "\n").strip(" ")
+
+    alphabet = [" ", " ", "\n", "\t", "\r", "\f", "\v", "\u00a0", "\u2000", "\u2009", "\u200a", "\u200b",
+                "\u200c", "\u200f", "\u2010", "\u202f", "\u205f", "\u3000", "\u00ad", "\ufeff", "\u1680", "\x85",
+                "\u2028", "a", "é", "Ж", "中", "😀", ".", "-"]
+    rng = random.Random(7)
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert squeeze_spaces(text) == before(text), repr(text)
+
+
+def test_trailing_heading_found_where_the_regex_finds_it():
+    """`_first_heading` tries the trailing-section pattern only at lines starting `[ \\t]*==`."""
+    import random
+
+    from bertdata.wikitext import ENGLISH, _first_heading, markup_for
+
+    patterns = [ENGLISH.trailing_section, markup_for("de").trailing_section, markup_for("ru").trailing_section]
+    alphabet = ["=", "==", "===", " ", "\t", "\n", "See also", "see  also", "References", "Notes and references",
+                "x", "Einzelnachweise", "Литература", "\n==", "== ", " ==", "&", ","]
+    rng = random.Random(11)
+    found = 0
+    for _ in range(30_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        for pattern in patterns:
+            m = pattern.search(text)
+            assert _first_heading(pattern, text) == (m.start() if m else -1), repr(text)
+            found += m is not None
+    assert found > 100
