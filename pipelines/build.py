@@ -18,7 +18,7 @@ from dataclasses import asdict, replace
 import apache_beam as beam
 
 from bertdata.config import BuildConfig, TextConfig, phase_number
-from bertdata.errors import BertdataError
+from bertdata.errors import BertdataError, WorkerLost
 from bertdata.fsutil import folder_lock
 from bertdata.languages import ENGLISH_CODES, describe_skipped_namespaces
 from bertdata.formats import Hdf5Shards
@@ -41,7 +41,7 @@ from bertdata.pipelines.records import GatherStage
 from bertdata.pipelines.resume import (RULES, StageManifest, check_vocab_unchanged, read_manifest, remove_leftovers,
                                        remove_temporaries, reusable_text_stage, text_stage_folders,
                                        this_runs_text_manifest)
-from bertdata.pipelines.pool import WorkerPool
+from bertdata.pipelines.pool import WorkerDied, WorkerPool
 from bertdata.pipelines.runners import check_runner, make_pipeline, runner_workers, spare_cores
 from bertdata.pipelines.stores import store_lock, store_of, use_stores
 from bertdata.pipelines.text import NAMESPACE_PREFIX, DumpToTextShards
@@ -159,7 +159,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
              | "LddlManifests" >> beam.ParDo(WriteLddlManifests(tool, run, dump_record, lddl_fields)))
     note(f"running on {cfg.runner.runner} runner, {workers} worker(s); Beam's own output goes to build.log")
     ranges = sum(item.marker is not None for item in items) if items else 0
-    run_pipeline(pipeline, cfg.output, work_dir, finder, ranges or None, [d for _, d in phases])
+    run_pipeline(pipeline, cfg.output, work_dir, finder, ranges or None, [d for _, d in phases], pool)
 
     text = finder() if reuse is None else StageManifest(reuse.plan.folder, read_manifest(reuse.plan.folder))
     if not text.manifest["counts"].get("articles") and not text.manifest["counts"].get("books"):
@@ -207,22 +207,38 @@ def _lddl_phases(cfg: BuildConfig, chosen, work_dir: str, instance_options, voca
 
 
 def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manifest, ranges: int | None,
-                 phase_dirs: list[str]) -> None:
+                 phase_dirs: list[str], pool: WorkerPool | None = None) -> None:
     log_path = os.path.join(output if fsio.is_local(output) else ".", "build.log")
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     pump = None
+
+    def lost(death) -> WorkerLost:
+        return WorkerLost(f"{death.describe()}; build stopped, temporaries and lock removed: run it again to "
+                          f"resume (Beam's log: {log_path})")
+
     try:
         with beam_output_to(log_path) as (console, pump), progress.Watcher(console, work_dir, text_manifest, ranges,
-                                                                           phase_dirs):
+                                                                           phase_dirs), \
+                pool.stop_on_death() if pool else contextlib.nullcontext():
             pipeline.run().wait_until_finish()
+    except WorkerDied as died:
+        raise lost(died.death) from None
     except Exception as err:
         message = user_error(err)
         if message is None:
+            # Beam may see the broken channel before the pool's report of why arrives.
+            death = pool.first_death(timeout=DEATH_REPORT_SECONDS) if pool else None
+            if death is not None:
+                raise lost(death) from None
             raise
         incomplete = f", incomplete: {pump.failed.strerror}" if pump and pump.failed else ""
         raise BertdataError(f"{message} (Beam's log: {log_path}{incomplete})") from None
     finally:  # success, failure and Ctrl-C alike; a killed run's are removed by the next
         remove_temporaries(work_dir)
+
+
+# How long a failed run waits for the pool's report of a dead worker (it takes milliseconds).
+DEATH_REPORT_SECONDS = 2.0
 
 
 def _refuse_empty_build(dump: str, text: StageManifest, phase_dirs: list[str]) -> None:

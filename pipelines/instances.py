@@ -17,6 +17,7 @@ from bertdata.vocab import Vocab
 from bertdata.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
 from bertdata.pipelines.lddl import LddlPhase, spill_shard
+from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import Counts, Spread
 
 
@@ -68,6 +69,7 @@ class _MakeInstances(fsio.FilesDoFn):
         if not isinstance(record, TextShard):
             yield record  # counts travel on to the manifests
             return
+        working_on(f"the instance stage, text shard {record.stem}")
         from bertdata.instances import create_instances, generation_attrs
         from bertdata.textshard import EmptyShard, read_documents
 
