@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 
 from bertdata.commands.options import add_dump_options, add_instance_options, add_tokenizer_options, instance_fields
+from bertdata.commands.stops import stopped_by_signals
 from bertdata.config import FORMATS, PHASE1, PHASE2, BuildConfig, LddlConfig, RunnerConfig, TextConfig
-from bertdata.errors import BertdataError, Stopped
+from bertdata.errors import BertdataError
 
 HELP = """\
 Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
@@ -177,34 +177,3 @@ def run(args: argparse.Namespace) -> int:
 
         run_build(cfg, pool)
     return 0
-
-
-@contextlib.contextmanager
-def stopped_by_signals(*signums: int):
-    """End the build on these signals as on Ctrl-C (KeyboardInterrupt, or Stopped for another
-    signal), cleaning up on the way out: by default SIGTERM and SIGHUP end the process at once,
-    leaving the output's lock and temporaries and the worker pool's socket folder behind."""
-    stopping: list[int] = []
-
-    def interruption(signum: int) -> BaseException:
-        return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
-
-    def stop(signum, frame) -> None:
-        if not stopping:  # a repeated signal must not break off the cleanup the first one started
-            stopping.append(signum)
-            raise interruption(signum)
-
-    # One that is ignored (SIGHUP under nohup, SIGINT in a background job) stays ignored.
-    previous = {s: signal.signal(s, stop) for s in signums
-                if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler)}
-    try:
-        yield
-    except Exception:
-        # With one local worker the DoFns run in this process, and Beam re-raises what one raised,
-        # the signal's exception too, as an error of its own: what follows the signal is its doing.
-        if stopping:
-            raise interruption(stopping[0]) from None
-        raise
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
