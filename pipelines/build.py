@@ -41,6 +41,7 @@ from bertdata.pipelines.records import GatherStage
 from bertdata.pipelines.resume import (RULES, StageManifest, check_vocab_unchanged, read_manifest, remove_leftovers,
                                        remove_temporaries, reusable_text_stage, text_stage_folders,
                                        this_runs_text_manifest)
+from bertdata.pipelines.plan import check_disk, local_dump
 from bertdata.pipelines.pool import WorkerDied, WorkerPool
 from bertdata.pipelines.runners import check_runner, make_pipeline, runner_workers, spare_cores
 from bertdata.pipelines.stores import store_lock, store_of, use_stores
@@ -54,6 +55,9 @@ def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
     check_runner(cfg.runner)
     args = use_stores((cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books), cfg.runner.beam_args)
     cfg = replace(cfg, runner=replace(cfg.runner, beam_args=args))
+    dump = local_dump(cfg)
+    if dump is not None:  # else once it is downloaded
+        check_disk(cfg, dump)
     check_output(cfg.output)
     # One build per output folder: two would replace each other's shards and temporaries.
     with output_lock(cfg.output, "bertdata build") as notes:
@@ -91,6 +95,8 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
          f"vocab {vocab.path} ({len(vocab)} tokens)")
     if cfg.stop_after == "download":
         return {"dump": dump_record}
+    if local_dump(cfg) is None and fsio.is_local(dump):
+        check_disk(cfg, dump)
     books = list_books(cfg.books)
     english = site.language in ENGLISH_CODES
     dataset = (BOOKS_WIKI_DATASET if english else f"books_wiki_{site.language}_corpus") if books else site.dataset

@@ -148,6 +148,17 @@ def test_same_bytes_from_plain_worker_processes(sample_build, tmp_path):
     assert tree_digest(out) == tree_digest(sample_build)
 
 
+def test_dry_run_on_a_finished_build_reuses_every_stage_and_touches_nothing(sample_build):
+    before = sorted((str(p), p.stat().st_mtime_ns) for p in sample_build.rglob("*"))
+    lines = build(sample_build, "--dry-run").stdout.splitlines()
+    assert lines[0] == "dry run: nothing is written"
+    assert f"text stage: reuse 8 training + 2 test shards in {sample_build / TEXT / 'wikicorpus_en'}" in lines
+    for phase, seq in ((PHASE1, 128), (PHASE2, 512)):
+        assert (f"hdf5 phase {1 if seq == 128 else 2} (seq {seq}, dupe 5): reuse (complete): 10 shards, one per "
+                f"text shard -> {sample_build / phase / 'wikicorpus_en'}") in lines
+    assert sorted((str(p), p.stat().st_mtime_ns) for p in sample_build.rglob("*")) == before
+
+
 def test_seeds_derived_per_shard_unless_asked(sample_build, tmp_path):
     manifest = json.loads((sample_build / PHASE1 / "wikicorpus_en" / "manifest.json").read_text())
     assert len({s["seed"] for s in manifest["shards"]}) == len(manifest["shards"]) > 1

@@ -34,6 +34,13 @@ command resumes: finished stages and shards are kept, missing ones are made;
 --force redoes everything. Outputs are byte-identical for the same inputs and
 seed whatever the runner or worker count.
 
+Before any work the free disk at OUTPUT is checked against an estimate of the
+output plus temporaries (from the dump's size, formats and phases); a build that
+would not fit is refused with the numbers (--ignore-disk-check goes on). --dry-run
+prints the plan -- stages to run or reuse, shard counts, workers, the disk and
+time estimates -- and writes nothing. A worker process that dies (killed, out of
+memory) stops the build with one line naming it and the cause; re-run to resume.
+
 Each shard's seed is derived from --random-seed and the shard's name;
 --same-seed-per-shard reproduces the reference, where every shard uses the seed.
 
@@ -123,6 +130,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help=f"output folder (default: ./{BuildConfig.output})")
     run_.add_argument("--stop-after", choices=("download", "text"), help="stop after this stage")
     run_.add_argument("--force", action="store_true", help="redo every stage and shard")
+    run_.add_argument("--dry-run", action="store_true",
+                      help="print the plan -- stages to run or reuse, shard counts, workers, the disk and time "
+                           "estimates -- and write nothing")
+    run_.add_argument("--ignore-disk-check", action="store_true",
+                      help="go on when the free disk at --output is less than the estimate of the output plus "
+                           "temporaries (checked before any work; --force is not it: that redoes every stage)")
     run_.add_argument("--runner", default=RunnerConfig.runner, metavar="NAME",
                       help=f"local, in-memory, dask, or a Beam runner (default: {RunnerConfig.runner})")
     run_.add_argument("--workers", type=int, metavar="N",
@@ -164,11 +177,19 @@ def config_from_args(args: argparse.Namespace):
         force=args.force, runner=RunnerConfig(args.runner, workers or 0, tuple(args.beam_args)),
         formats=FORMATS if args.format == "both" else (args.format,),
         lddl=LddlConfig(masking=args.masking, bin_size=args.bin_size or None, num_shards=args.num_shards),
+        check_disk=not args.ignore_disk_check,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    if args.dry_run:
+        from bertdata.pipelines.plan import dry_run
+        from bertdata.pipelines.runners import check_runner, runner_workers
+
+        check_runner(cfg.runner)
+        print("\n".join(dry_run(cfg, runner_workers(cfg.runner))))
+        return 0
     from bertdata.pipelines.pool import worker_pool
 
     # The pool's server imports Beam and our modules on another core while this process does.
