@@ -166,10 +166,11 @@ class WorkerPool:
     def _died(self, death: WorkerDeath) -> None:
         with self._reported:
             self.deaths.append(death)
-            on_death = self._on_death
             self._reported.notify_all()
-        if on_death is not None:
-            on_death(death)
+            # Under the lock: stop_on_death restores the signal's default (which ends the
+            # process) only after it has cleared _on_death under the same lock.
+            if self._on_death is not None:
+                self._on_death(death)
 
     def first_death(self, timeout: float = 0) -> WorkerDeath | None:
         """The first abnormal end reported, waiting up to `timeout` seconds for one."""
