@@ -76,6 +76,9 @@ def check_disk(cfg: BuildConfig, dump: str) -> None:
 
 def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
     """The plan of the build `cfg` describes, as lines; reads the output folder, writes nothing."""
+    from bertdata.pipelines.stores import use_stores
+
+    use_stores((cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books), cfg.runner.beam_args)
     t = cfg.text
     dump = local_dump(cfg)
     lines = ["dry run: nothing is written"]
@@ -124,7 +127,7 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
             lines.append(f"lddl phase {n}: {'reuse (complete)' if done else 'run'}: {files} files per bin, {bins}, "
                          f"{cfg.lddl.masking} masking -> {folder}")
     lines.append(f"runner: {cfg.runner.runner}, {workers} worker(s)")
-    if dump is not None:
+    if dump is not None and fsio.is_local(cfg.output):
         need = disk_need(cfg, dump, workers)
         verdict = "fits" if need.fits else ("does not fit: the build would go on (--ignore-disk-check)"
                                             if not cfg.check_disk else "does not fit: the build would refuse")
