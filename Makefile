@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: an unpinned torch would pull a CUDA build of several GB.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-fast perf perf-text perf-build perf-scale perf-shard clean
+.PHONY: demo test test-fast perf perf-text perf-build perf-scale perf-shard perf-disk clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ perf-scale: $(VENV)/.installed-dev
 
 perf-shard: $(VENV)/.installed-dev
 	$(BIN)/python scripts/perf_shard.py
+
+# Bytes written per byte of dump, per format and phase, and the time ratios: bertdata/estimate.py's figures.
+perf-disk: $(VENV)/.installed-dev
+	$(BIN)/python scripts/perf_disk.py
 
 clean:
 	rm -rf $(VENV) $(VENV_GCS) demo-data perf build *.egg-info
