@@ -488,7 +488,7 @@ def test_work_groups_are_contiguous_in_dump_order_and_of_equal_weight():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_full_disk_ends_in_one_line_not_a_hang(tmp_path, workers):
+def test_full_disk_is_refused_before_the_build_or_ends_it_in_one_line_not_a_hang(tmp_path, workers):
     import subprocess
 
     disk = tmp_path / "small"
@@ -499,7 +499,15 @@ def test_full_disk_ends_in_one_line_not_a_hang(tmp_path, workers):
                       capture_output=True).returncode != 0:
         pytest.skip("cannot mount a small tmpfs here")
     try:
+        # The preflight sees it coming: refused in one line, nothing written.
         proc = build(disk / "out", "--workers", workers, check=False)
+        assert proc.returncode == 2, proc.stderr
+        [line] = proc.stderr.splitlines()
+        assert line.startswith(f"bertdata build: error: {disk / 'out'}: not enough free disk for this build: it "
+                               "needs about ") and "; 0.2 MB free;" in line
+        assert not (disk / "out").exists()
+        # Past it, the disk fills during the build.
+        proc = build(disk / "out", "--workers", workers, "--ignore-disk-check", check=False)
         assert proc.returncode == 2, proc.stderr
         line = proc.stderr.strip().splitlines()[-1]
         assert "cannot write output: No space left on device" in line and "Traceback" not in proc.stderr
