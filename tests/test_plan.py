@@ -61,14 +61,14 @@ def test_the_disk_check_is_skipped_when_asked_and_counts_what_the_output_holds(t
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
-    proc = run_cli("build", "--wiki-only", "--sample", "--output", out, "--format", "both", "--workers", "2",
+    proc = run_cli("build", "--wiki-only", "--sample", "--output", out, "--format", "both", "--workers", "1",
                    "--dry-run")
     lines = proc.stdout.splitlines()
     assert lines[0] == "dry run: nothing is written"
     assert any(line.startswith("text stage: run: 256 training + 256 test shards") for line in lines)
     assert any(line.startswith("hdf5 phase 1 (seq 128, dupe 5): run: 512 shards") for line in lines)
     assert any(line.startswith("lddl phase 2: run: 256 files per bin, bins of 64 tokens") for line in lines)
-    assert "runner: local, 2 worker(s)" in lines
+    assert "runner: local, 1 worker(s)" in lines
     assert any(line.startswith(f"disk at {out}: about ") and line.endswith(": fits") for line in lines)
     assert any(line.startswith("time: ") for line in lines)
     assert not out.exists()
