@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: an unpinned torch would pull a CUDA build of several GB.
 TORCH  ?= torch==2.13.0
 
-.PHONY: demo test test-fast perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron clean
+.PHONY: demo test test-fast perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,10 @@ perf-shard: $(VENV)/.installed-dev
 
 perf-megatron: $(VENV)/.installed-dev
 	$(BIN)/python scripts/perf_megatron.py
+
+# Bytes written per byte of dump, per format and phase, and the time ratios: bertdata/estimate.py's figures.
+perf-disk: $(VENV)/.installed-dev
+	$(BIN)/python scripts/perf_disk.py
 
 clean:
 	rm -rf $(VENV) $(VENV_GCS) demo-data perf build *.egg-info

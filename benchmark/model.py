@@ -198,6 +198,20 @@ class BertForPretraining(nn.Module):
         return mlm_loss + F.cross_entropy(nsp_logits.float(), nsp_labels.reshape(-1))
 
 
+def training_bytes(cfg: BertConfig, batch: int, seq_len: int, max_predictions: int) -> tuple[int, int]:
+    """Memory to train in fp32, as (fixed, per sequence) bytes: weights, gradients and the two
+    optimizer moments (16 bytes a parameter), then what the backward pass keeps per sequence --
+    per layer and token about twice Megatron-LM's 16-bit count (Korthikanti et al. 2022: 34h +
+    5as bytes, for an intermediate size of 4h), plus the MLM head's logits and their gradient
+    over the padded vocab. An estimate, to refuse a batch that cannot fit before allocating it."""
+    h, i, n = cfg.hidden, cfg.intermediate, cfg.layers
+    params = ((cfg.padded_vocab + cfg.max_position + cfg.type_vocab) * h + n * (4 * h * h + 2 * h * i + 9 * h + i)
+              + 2 * h * h + cfg.padded_vocab)
+    per_token_layer = 2 * (18 * h + 4 * i) + 10 * cfg.heads * seq_len
+    per_sequence = n * seq_len * per_token_layer + 3 * 4 * max_predictions * cfg.padded_vocab + 16 * seq_len * h
+    return 16 * params, per_sequence
+
+
 def training_flops(cfg: BertConfig, seq_len: int, sequences: float, masked_tokens: float) -> float:
     """Training FLOPs (forward + backward = 3x forward) for `sequences` of `seq_len` tokens.
 

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from bertdata.benchmark import report
 from bertdata.benchmark.data import build_loader, default_workers, next_batch, rank_units, survey
 from bertdata.benchmark.lamb import OPTIMIZERS, build_optimizer
-from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops
+from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, training_bytes, training_flops
 from bertdata.formats import Reading, ShardInfo
 from bertdata.errors import BertdataError
 
@@ -147,8 +147,56 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
         ranks = f" x {world} ranks = {per_step}" if world > 1 else ""
         raise BertdataError(f"--batch-size {cfg.batch_size}{ranks} is more than the {instances:,} instances in "
                             f"{cfg.data}: every batch would hold some of them twice")
+    if device.type == "cpu" and not cfg.loader_only:
+        check_memory(cfg, model, shards[0].seq_len, shards[0].max_predictions)
     return Plan(device, precision, rank, local_rank, world, accumulation, per_step * accumulation,
                 shards, reading, model)
+
+
+# Peak RSS of CPU training runs over model.training_bytes' count (tiny at batch 64 and 256,
+# base at 16, sequence length 128: 1.34, 1.21, 1.20; README, Training benchmark).
+MEMORY_SCALE = 1.25
+
+
+def available_memory() -> int | None:
+    """Bytes this process may still allocate: the kernel's MemAvailable, or less where a cgroup
+    (a container, a job scheduler) sets a lower limit. None where neither can be read."""
+    found = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as limit, open("/sys/fs/cgroup/memory.current") as current:
+            text = limit.read().strip()
+            if text != "max":
+                found.append(int(text) - int(current.read()))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def check_memory(cfg: BenchConfig, model: BertConfig, seq_len: int, max_predictions: int) -> None:
+    """Refuse, before allocating anything, a CPU run whose batch cannot fit in memory: it would
+    grow until the kernel's OOM killer ends it, with no message."""
+    available = available_memory()
+    if available is None:
+        return
+    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # CPU ranks on this machine share its memory
+    fixed, per_sequence = (int(MEMORY_SCALE * n) for n in training_bytes(model, cfg.batch_size, seq_len,
+                                                                         max_predictions))
+    needed = ranks * (fixed + cfg.batch_size * per_sequence)
+    if needed <= available:
+        return
+    fits = (available // ranks - fixed) // per_sequence
+    advice = (f"try --batch-size {fits} or less (--accumulation keeps a larger global batch)" if fits >= 1 else
+              f"the model alone needs {fixed * ranks / 1e9:.1f} GB: choose a smaller --model")
+    raise BertdataError(f"--batch-size {cfg.batch_size} needs about {needed / 1e9:.1f} GB to train BERT-{cfg.model} "
+                        f"at sequence length {seq_len} on CPU{f' ({ranks} ranks)' if ranks > 1 else ''}, more than "
+                        f"the {available / 1e9:.1f} GB available; {advice}")
 
 
 def set_matmul_precision(precision: str) -> None:
@@ -365,7 +413,13 @@ def run(cfg: BenchConfig) -> dict:
     """One benchmark run in this process (one rank of it under torchrun); the same record on every rank."""
     plan = make_plan(cfg)
     init_distributed(plan)
-    return measure_loader(cfg, plan) if cfg.loader_only else train(cfg, plan)
+    try:
+        return measure_loader(cfg, plan) if cfg.loader_only else train(cfg, plan)
+    except (MemoryError, torch.OutOfMemoryError, torch.cuda.OutOfMemoryError):
+        advice = (f"try --batch-size {cfg.batch_size // 2}, with --accumulation {2 * plan.accumulation} to keep the "
+                  f"global batch of {plan.global_batch}" if cfg.batch_size > 1 else "choose a smaller --model")
+        raise BertdataError(f"out of memory on {device_name(plan.device)} with --batch-size {cfg.batch_size} "
+                            f"(BERT-{cfg.model}, sequence length {plan.seq_len}, {plan.precision}): {advice}") from None
 
 
 def execute(configs: list[BenchConfig], json_path: str | None = None) -> int:

@@ -168,6 +168,7 @@ class BuildConfig:
     runner: RunnerConfig = RunnerConfig()
     formats: tuple[str, ...] = ("hdf5",)
     lddl: LddlConfig = LddlConfig()
+    check_disk: bool = True  # refuse a build whose estimated output and temporaries exceed the free disk
 
     def __post_init__(self) -> None:
         if self.splitter not in SPLITTERS:

@@ -13,6 +13,13 @@ class ValidationError(BertdataError):
     exit_code = 1
 
 
+class WorkerLost(BertdataError):
+    """A worker process of the build died (killed by a signal, out of memory, a crash): the
+    build failed, though not for bad input. Exit code 1."""
+
+    exit_code = 1
+
+
 class Stopped(KeyboardInterrupt):
     """A signal that ends a run as Ctrl-C does (SIGTERM from a scheduler or `kill`, SIGHUP from a
     closed terminal): raised like KeyboardInterrupt, so the same cleanup runs and no `except

@@ -473,18 +473,21 @@ def _run_in_worker(task: tuple[Callable, _Plan, int]):
 
 
 class Terminated(BertdataError):
-    """SIGTERM, after the temporary files are removed; the exit code a shell gives a process it ends."""
+    """SIGTERM or SIGHUP, after the temporary files are removed; the exit code a shell gives a
+    process the signal ends (143, 129)."""
 
-    exit_code = 128 + signal.SIGTERM
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}; temporary files removed, no parts written")
+        self.exit_code = 128 + signum
 
 
 class _CtrlC:
-    """Ctrl-C and SIGTERM, raised where it is safe to stop.
+    """Ctrl-C, SIGTERM and SIGHUP, raised where it is safe to stop.
 
     h5py runs Python weakref callbacks all the time, and a KeyboardInterrupt that lands in one
     is printed and dropped -- the run would go on to the end. So the signals only set a flag
     here, and `check()`, called between slices, raises. SIGTERM (a job scheduler, `kill`, a
-    container stopping) must clean up as Ctrl-C does: by default it ends the process at once,
+    container stopping) and SIGHUP (a closed terminal) must clean up as Ctrl-C does: by default it ends the process at once,
     leaving up to 3.4x the input in the temporary folder.
     """
 
@@ -495,7 +498,8 @@ class _CtrlC:
     def __enter__(self) -> "_CtrlC":
         # Only the main thread may set handlers; an ignored signal (SIGINT in a background job) stays ignored.
         if threading.current_thread() is threading.main_thread():
-            for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+            for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
+                                    (signal.SIGHUP, signal.SIG_DFL)):
                 if signal.getsignal(signum) is default:
                     self.previous[signum] = signal.signal(signum, self._press)
         return self
@@ -504,8 +508,8 @@ class _CtrlC:
         self.received = signum
 
     def check(self) -> None:
-        if self.received == signal.SIGTERM:
-            raise Terminated("stopped by SIGTERM; temporary files removed, no parts written")
+        if self.received in (signal.SIGTERM, signal.SIGHUP):
+            raise Terminated(self.received)
         if self.received is not None:
             raise KeyboardInterrupt
 

@@ -18,10 +18,9 @@ from dataclasses import asdict, replace
 import apache_beam as beam
 
 from bertdata.config import BuildConfig, TextConfig, phase_number
-from bertdata.errors import BertdataError
+from bertdata.errors import BertdataError, WorkerLost
 from bertdata.fsutil import folder_lock
 from bertdata.languages import ENGLISH_CODES, describe_skipped_namespaces
-from bertdata import formats
 from bertdata.formats import ACROSS_SHARDS, PER_SHARD, PER_SPLIT, lddl
 from bertdata.formats.megatron import folder_name as megatron_folder
 from bertdata.instances import generation_attrs
@@ -32,6 +31,7 @@ from bertdata.sharding import TextShard
 from bertdata.vocab import is_cased
 from bertdata.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio, progress
+from bertdata.pipelines.formats import chosen_format
 from bertdata.pipelines.failures import user_error
 from bertdata.pipelines.inputs import list_books, resolve_inputs, sentence_splitter
 from bertdata.pipelines.instances import PhaseOutput, ShardOutput, TextShardsToInstances
@@ -46,7 +46,8 @@ from bertdata.pipelines.records import GatherStage
 from bertdata.pipelines.resume import (RULES, StageManifest, check_vocab_unchanged, read_manifest, remove_leftovers,
                                        remove_temporaries, reusable_text_stage, text_stage_folders,
                                        this_runs_text_manifest)
-from bertdata.pipelines.pool import WorkerPool
+from bertdata.pipelines.plan import check_disk, local_dump
+from bertdata.pipelines.pool import WorkerDied, WorkerPool
 from bertdata.pipelines.runners import check_runner, make_pipeline, runner_workers, spare_cores
 from bertdata.pipelines.stores import store_lock, store_of, use_stores
 from bertdata.pipelines.text import NAMESPACE_PREFIX, DumpToTextShards
@@ -59,6 +60,9 @@ def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
     check_runner(cfg.runner)
     args = use_stores((cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books), cfg.runner.beam_args)
     cfg = replace(cfg, runner=replace(cfg.runner, beam_args=args))
+    dump = local_dump(cfg)
+    if dump is not None:  # else once it is downloaded
+        check_disk(cfg, dump)
     check_output(cfg.output)
     # One build per output folder: two would replace each other's shards and temporaries.
     with output_lock(cfg.output, "bertdata build") as notes:
@@ -96,6 +100,8 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
          f"vocab {vocab.path} ({len(vocab)} tokens)")
     if cfg.stop_after == "download":
         return {"dump": dump_record}
+    if local_dump(cfg) is None and fsio.is_local(dump):
+        check_disk(cfg, dump)
     books = list_books(cfg.books)
     english = site.language in ENGLISH_CODES
     dataset = (BOOKS_WIKI_DATASET if english else f"books_wiki_{site.language}_corpus") if books else site.dataset
@@ -172,7 +178,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     note(f"running on {cfg.runner.runner} runner, {workers} worker(s); Beam's own output goes to build.log")
     ranges = sum(item.marker is not None for item in items) if items else 0
     run_pipeline(pipeline, cfg.output, work_dir, finder, ranges or None,
-                 [fsio.join(d, per_shard.pattern()) for _, d in phases])
+                 [fsio.join(d, per_shard.pattern()) for _, d in phases], pool)
 
     text = finder() if reuse is None else StageManifest(reuse.plan.folder, read_manifest(reuse.plan.folder))
     if not text.manifest["counts"].get("articles") and not text.manifest["counts"].get("books"):
@@ -183,11 +189,6 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
                "megatron": {folder: read_manifest(folder) for folder in _megatron_folders(cfg, t.lowercase)}}
     print_summary(summary)
     return summary
-
-
-def chosen_format(cfg: BuildConfig, cut: str):
-    """The format among `cfg.formats` that the build cuts so, or None."""
-    return next((fmt for fmt in map(formats.get, cfg.formats) if fmt.cut == cut), None)
 
 
 def _megatron_folders(cfg: BuildConfig, lowercase: bool) -> list[str]:
@@ -249,22 +250,38 @@ def _lddl_phases(cfg: BuildConfig, chosen, work_dir: str, instance_options, voca
 
 
 def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manifest, ranges: int | None,
-                 phase_dirs: list[str]) -> None:
+                 phase_dirs: list[str], pool: WorkerPool | None = None) -> None:
     log_path = os.path.join(output if fsio.is_local(output) else ".", "build.log")
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     pump = None
+
+    def lost(death) -> WorkerLost:
+        return WorkerLost(f"{death.describe()}; build stopped, temporaries and lock removed: run it again to "
+                          f"resume (Beam's log: {log_path})")
+
     try:
         with beam_output_to(log_path) as (console, pump), progress.Watcher(console, work_dir, text_manifest, ranges,
-                                                                           phase_dirs):
+                                                                           phase_dirs), \
+                pool.stop_on_death() if pool else contextlib.nullcontext():
             pipeline.run().wait_until_finish()
+    except WorkerDied as died:
+        raise lost(died.death) from None
     except Exception as err:
         message = user_error(err)
         if message is None:
+            # Beam may see the broken channel before the pool's report of why arrives.
+            death = pool.first_death(timeout=DEATH_REPORT_SECONDS) if pool else None
+            if death is not None:
+                raise lost(death) from None
             raise
         incomplete = f", incomplete: {pump.failed.strerror}" if pump and pump.failed else ""
         raise BertdataError(f"{message} (Beam's log: {log_path}{incomplete})") from None
     finally:  # success, failure and Ctrl-C alike; a killed run's are removed by the next
         remove_temporaries(work_dir)
+
+
+# How long a failed run waits for the pool's report of a dead worker (it takes milliseconds).
+DEATH_REPORT_SECONDS = 2.0
 
 
 def _refuse_empty_build(dump: str, text: StageManifest, phase_dirs: list[str]) -> None:

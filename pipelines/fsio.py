@@ -21,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bertdata.fsutil import temp_basename
+from bertdata.pipelines.pool import working_on
 
 
 # The Beam options this process's FileSystems was configured with.
@@ -50,6 +51,10 @@ class FilesDoFn(beam.DoFn):
     def setup(self):
         if self.file_options != _options:
             configure(self.file_options)
+
+    def finish_bundle(self):
+        # What a DoFn noted its worker was on (see pool.working_on) is done.
+        working_on(None)
 
 
 def join(*parts: str) -> str:

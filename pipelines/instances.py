@@ -19,6 +19,7 @@ from bertdata.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
 from bertdata.pipelines.lddl import LddlPhase, spill_shard
 from bertdata.pipelines.megatron import MegatronOutput, write_part
+from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import Counts, Spread
 
 
@@ -70,6 +71,7 @@ class _MakeInstances(fsio.FilesDoFn):
         if not isinstance(record, TextShard):
             yield record  # counts travel on to the manifests
             return
+        working_on(f"the instance stage, text shard {record.stem}")
         from bertdata.instances import create_instances, generation_attrs
 
         documents = None

@@ -26,6 +26,7 @@ from bertdata.errors import BertdataError
 from bertdata.fsutil import TEMP_PREFIX
 from bertdata.manifest import MANIFEST, Run, write_manifest
 from bertdata.pipelines import fsio
+from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import Counts, Spread, StageRecords
 
 def runs_folder(work_dir: str) -> str:
@@ -143,6 +144,7 @@ class _WriteFile(fsio.FilesDoFn):
             return
         from bertdata.manifest import file_sha256
 
+        working_on(f"the LDDL stage, {record.plan.name} of {record.folder}")
         phase = self.phases[record.folder]
         path = fsio.join(record.folder, record.plan.name)
         schema = lddl.schema_for(phase.masking, binned=phase.bin_size is not None)

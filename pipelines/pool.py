@@ -12,6 +12,11 @@ streams over a Unix socket and waits for the worker's exit status. Without a ser
 answer, it becomes a plain worker. The socket lives in a private (0700) folder: whoever
 can connect to it can make a worker run code.
 
+The server reaps its workers and reports each one that ends abnormally (killed by a signal,
+as the OOM killer does, or a non-zero status) on a pipe the launcher reads, with what the
+worker last said it was on (`working_on`): the launcher stops the build at once, with one
+line, instead of waiting for Beam to notice a worker it may never ask again.
+
 This module imports no Beam (nor anything heavy), so the build command can start the pool
 before it loads Beam.
 """
@@ -19,19 +24,25 @@ before it loads Beam.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 
 from bertdata.config import RunnerConfig
 
 LOCAL_RUNNERS = ("local", "in-memory")
 SOCKET_NAME = "workers.sock"
+# A forked worker's note of what it is on, in the pool's folder: TASK_PREFIX + its pid.
+TASK_PREFIX = "task-"
 ATTACH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attach.py")
 
 
@@ -50,28 +61,151 @@ def plain_worker_command() -> str:
     return f"{shlex.quote(sys.executable)} -m bertdata.pipelines.worker"
 
 
+# Set in a forked worker (see worker.py): where it notes what it is on.
+task_file: str | None = None
+
+
+def working_on(what: str | None) -> None:
+    """Note what this worker is on (a stage and its shard or group; None: nothing), for the
+    launcher's line should the worker die; nothing outside a forked worker."""
+    if task_file is None:
+        return
+    if what is None:
+        with contextlib.suppress(OSError):
+            os.unlink(task_file)
+        return
+    with open(task_file + ".new", "w") as f:
+        f.write(what)
+    os.replace(task_file + ".new", task_file)
+
+
+def read_task(folder: str, pid: int) -> str | None:
+    """What worker `pid` last noted it was on, removing the note."""
+    path = os.path.join(folder, f"{TASK_PREFIX}{pid}")
+    try:
+        with open(path) as f:
+            return f.read() or None
+    except OSError:
+        return None
+    finally:
+        for leftover in (path, path + ".new"):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
+
+
+@dataclass(frozen=True)
+class WorkerDeath:
+    """A worker (or the pool's server) that ended abnormally: by a signal, or a non-zero status."""
+
+    pid: int
+    signal: int | None = None
+    status: int | None = None
+    task: str | None = None
+    server: bool = False
+
+    @classmethod
+    def from_wait_status(cls, pid: int, wait_status: int, **kwargs) -> "WorkerDeath":
+        code = os.waitstatus_to_exitcode(wait_status)
+        return cls(pid, -code, None, **kwargs) if code < 0 else cls(pid, None, code, **kwargs)
+
+    def describe(self) -> str:
+        who = "the worker pool's server" if self.server else f"worker process {self.pid}"
+        if self.signal is not None:
+            try:
+                name = signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            how = f"was killed by {name}"
+            if self.signal == signal.SIGKILL:  # the kernel's OOM killer sends it
+                how += ", likely out of memory (see dmesg; fewer --workers use less)"
+        else:
+            how = f"exited with status {self.status}"
+        return f"{who} {how}" + (f" while on {self.task}" if self.task else "")
+
+
 class WorkerPool:
     """The server process and the command that attaches a worker to it."""
 
     def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="bertdata-workers-")
         path = os.path.join(self.folder, SOCKET_NAME)
+        reports, self._reports_w = os.pipe()
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
                 listener.bind(path)
                 listener.listen(64)
                 # The server inherits the listening socket: requests made while it is still
                 # importing wait in the backlog. Its stdin is how it learns that the launcher
-                # is gone, however the launcher ended.
+                # is gone, however the launcher ended; it reports dead workers on the pipe.
                 self.server = subprocess.Popen(
-                    [sys.executable, "-m", "bertdata.pipelines.worker", "--serve", str(listener.fileno())],
-                    stdin=subprocess.PIPE, pass_fds=(listener.fileno(),))
+                    [sys.executable, "-m", "bertdata.pipelines.worker", "--serve", str(listener.fileno()),
+                     str(self._reports_w)],
+                    stdin=subprocess.PIPE, pass_fds=(listener.fileno(), self._reports_w))
         except BaseException:
+            os.close(reports)
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
+        finally:
+            os.close(self._reports_w)
         self.command = " ".join(shlex.quote(a) for a in (sys.executable, "-I", "-S", ATTACH, path))
+        self.deaths: list[WorkerDeath] = []
+        self._on_death: Callable[[WorkerDeath], None] | None = None
+        self._closing = False
+        self._reported = threading.Condition()
+        threading.Thread(target=self._read_reports, args=(reports,), name="worker-deaths", daemon=True).start()
+
+    def _read_reports(self, fd: int) -> None:
+        with open(fd, "rb") as reports:
+            for line in reports:
+                self._died(WorkerDeath(**json.loads(line)))
+        # The end of the pipe: the server is gone, and its workers with it (PR_SET_PDEATHSIG).
+        status = self.server.wait()
+        if not self._closing and status != 0:
+            self._died(WorkerDeath.from_wait_status(self.server.pid, _wait_status(status), server=True))
+
+    def _died(self, death: WorkerDeath) -> None:
+        with self._reported:
+            self.deaths.append(death)
+            self._reported.notify_all()
+            # Under the lock: stop_on_death restores the signal's default (which ends the
+            # process) only after it has cleared _on_death under the same lock.
+            if self._on_death is not None:
+                self._on_death(death)
+
+    def first_death(self, timeout: float = 0) -> WorkerDeath | None:
+        """The first abnormal end reported, waiting up to `timeout` seconds for one."""
+        with self._reported:
+            self._reported.wait_for(lambda: self.deaths, timeout)
+            return self.deaths[0] if self.deaths else None
+
+    @contextlib.contextmanager
+    def stop_on_death(self):
+        """Raise WorkerDied in this (the main) thread as soon as a worker dies: Beam notices a dead
+        worker only when it next hands it work, and then as a broken channel, with no cause."""
+        main = threading.main_thread().ident
+        armed = [True]
+
+        def interrupt(signum, frame) -> None:
+            if armed[0] and self.deaths:
+                armed[0] = False
+                raise WorkerDied(self.deaths[0])
+
+        previous = signal.signal(INTERRUPT, interrupt)
+        with self._reported:
+            self._on_death = lambda death: signal.pthread_kill(main, INTERRUPT)
+            dead = bool(self.deaths)
+        try:
+            if dead:
+                signal.pthread_kill(main, INTERRUPT)
+            yield
+        finally:
+            armed[0] = False
+            with self._reported:
+                self._on_death = None
+            signal.signal(INTERRUPT, previous)
 
     def close(self) -> None:
+        self._closing = True
         try:
             self.server.stdin.close()
             try:
@@ -81,6 +215,28 @@ class WorkerPool:
                 self.server.wait()
         finally:  # also when Ctrl-C or a signal lands while the server is waited for
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+# What the report reader sends the launcher's main thread to interrupt the build.
+INTERRUPT = signal.SIGUSR1
+
+
+class WorkerDied(KeyboardInterrupt):
+    """Raised in the launcher's main thread when a worker dies: like Ctrl-C, so that no `except
+    Exception` in Beam swallows it and every cleanup on the way out runs."""
+
+    def __init__(self, death: WorkerDeath) -> None:
+        super().__init__(death.describe())
+        self.death = death
+
+
+def _wait_status(returncode: int) -> int:
+    """A Popen returncode as the wait status it was decoded from."""
+    return -returncode if returncode < 0 else returncode << 8
+
+
+def report_line(death: WorkerDeath) -> bytes:
+    return json.dumps(asdict(death)).encode() + b"\n"
 
 
 @contextlib.contextmanager

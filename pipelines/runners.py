@@ -66,6 +66,8 @@ def make_pipeline(cfg: RunnerConfig, pool: WorkerPool | None = None) -> beam.Pip
     if "multi_threading" in " ".join(args):
         raise BertdataError("direct_running_mode=multi_threading loses elements; use local or in-memory")
     if cfg.runner in LOCAL_RUNNERS:
+        import shutil
+
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
         workers = worker_count(cfg)
@@ -77,7 +79,12 @@ def make_pipeline(cfg: RunnerConfig, pool: WorkerPool | None = None) -> beam.Pip
         command = pool.command if pool else plain_worker_command()
         environment = SubprocessSDKEnvironment.from_command_string(command) if workers > 1 else None
         options = PipelineOptions(args, direct_running_mode="in_memory", direct_num_workers=workers)
-        return beam.Pipeline(runner=FnApiRunner(default_environment=environment), options=options)
+        pipeline = beam.Pipeline(runner=FnApiRunner(default_environment=environment), options=options)
+        # A Pipeline makes a folder in TMPDIR that only cross-language transforms use (we have
+        # none) and removes it only when its run ends: a build that fails or is stopped before
+        # it runs would leave it behind.
+        shutil.rmtree(pipeline.local_tempdir, ignore_errors=True)
+        return pipeline
     if cfg.runner == "dask":
         from apache_beam.runners.dask.dask_runner import DaskRunner
 

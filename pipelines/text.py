@@ -22,6 +22,7 @@ from bertdata.sharding import assign, fewer_shards, render_shard
 from bertdata.spill import Run, RunBuffer, merge_blocks, run_name
 from bertdata.wikidump import iter_pages, iter_pages_in_range
 from bertdata.pipelines import fsio, progress
+from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import Counts, Gather, Spread, TextPlan
 
 RUNS = "runs"
@@ -83,6 +84,19 @@ def _documents(item: WorkItem, cfg: TextConfig, splitter, markup, counts: Counte
             yield assign(key, cfg.training_shards, cfg.test_shards, cfg.test_fraction), doc
 
 
+def _describe(items: list[WorkItem]) -> str:
+    dump = [item for item in items if item.kind == "dump"]
+    books = len(items) - len(dump)
+    parts = []
+    if dump:
+        ranges = [item for item in dump if item.start is not None]
+        parts.append(f"{fsio.split(dump[0].path)[1]} bytes {ranges[0].start:,}-{ranges[-1].end:,}" if ranges
+                     else f"all of {fsio.split(dump[0].path)[1]}")
+    if books:
+        parts.append(f"{books} book{'s' if books > 1 else ''}")
+    return " and ".join(parts)
+
+
 class _CleanAndSpill(fsio.FilesDoFn):
     """A work group -> its documents cleaned, split into sentences and written as runs;
     yields a Run record per run and one Counts record."""
@@ -93,6 +107,7 @@ class _CleanAndSpill(fsio.FilesDoFn):
 
     def process(self, group: tuple[int, list[WorkItem]]):
         number, items = group
+        working_on(f"the text stage, work group {number} ({_describe(items)})")
         counts: Counter = Counter()
         namespaces: Counter = Counter()
         buffer = RunBuffer()
@@ -153,8 +168,9 @@ class _WriteTextShard(fsio.FilesDoFn):
         if not isinstance(job, ShardJob):
             yield job
             return
-        documents, repeated = merge_blocks(fsio.read_range(*block) for block in job.blocks)
         stem = shard_stem(self.dataset, job.split, job.index)
+        working_on(f"the text stage, writing {stem}.txt")
+        documents, repeated = merge_blocks(fsio.read_range(*block) for block in job.blocks)
         path = fsio.join(job.folder, stem + ".txt")
         data, record = render_shard(documents, stem, job.split, job.index, path)
         fsio.write_bytes(path, data)

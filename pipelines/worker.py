@@ -1,8 +1,9 @@
 """Local worker processes: Beam's SDK harness, run plainly or forked from the pool's server.
 
-`python -m bertdata.pipelines.worker` is a plain worker. `--serve FD` is the pool's server
-(see pool.py): it imports what workers need, then forks one worker per request arriving on
-the listening socket FD, until its stdin closes.
+`python -m bertdata.pipelines.worker` is a plain worker. `--serve FD REPORTS` is the pool's
+server (see pool.py): it imports what workers need, then forks one worker per request
+arriving on the listening socket FD, until its stdin closes; it reaps its workers and writes a
+line to the pipe REPORTS for each that ends abnormally.
 
 Either way a worker ends without the interpreter's teardown. The FnApiRunner stops its
 workers one after another, waiting for each process to end, and a worker's teardown
@@ -21,6 +22,7 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -33,6 +35,7 @@ logging.getLogger().setLevel(logging.ERROR)
 
 from apache_beam.runners.worker import sdk_worker_main  # noqa: E402
 
+from bertdata.pipelines import pool
 from bertdata.pipelines.attach import ATTACHED
 
 # Linux's prctl option: a signal for this process when its parent ends (the pool is Linux-only).
@@ -43,7 +46,7 @@ PRELOAD = ("bertdata.pipelines.text", "bertdata.pipelines.instances", "bertdata.
 
 def main() -> None:
     if sys.argv[1:2] == ["--serve"]:
-        serve(int(sys.argv[2]))
+        serve(int(sys.argv[2]), int(sys.argv[3]))
         return
     sdk_worker_main.main(sys.argv)
     sys.stdout.flush()
@@ -51,18 +54,27 @@ def main() -> None:
     os._exit(0)
 
 
-def serve(listener_fd: int) -> None:
+def serve(listener_fd: int, reports_fd: int) -> None:
     listener = socket.socket(fileno=listener_fd)
-    path = listener.getsockname()
+    folder = os.path.dirname(listener.getsockname())
     server = os.getpid()
     # Ctrl-C reaches the whole process group; the server ends when the launcher does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         for name in PRELOAD:
             importlib.import_module(name)
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps finished workers
+        # A finished worker wakes the loop below (through the wakeup pipe) to be reaped.
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
         while True:
-            ready, _, _ = select.select([listener, 0], [], [])
+            ready, _, _ = select.select([listener, 0, wake_r], [], [])
+            if wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 4096)
+                _reap(folder, reports_fd)
             if 0 in ready and not os.read(0, 1):
                 break
             if listener in ready:
@@ -77,14 +89,27 @@ def serve(listener_fd: int) -> None:
                     warnings.simplefilter("ignore", DeprecationWarning)
                     child = os.fork()
                 if child == 0:
-                    _worker(server, listener, conn)
+                    _worker(server, listener, conn, (reports_fd, wake_r, wake_w), folder)
                 conn.close()
     finally:
-        with contextlib.suppress(OSError):  # already gone if the launcher's close outwaited us
-            os.unlink(path)
-            os.rmdir(os.path.dirname(path))
+        shutil.rmtree(folder, ignore_errors=True)  # already gone if the launcher's close outwaited us
     # Its heap is every worker's preloaded modules: freeing them would hold up the launcher.
     os._exit(0)
+
+
+def _reap(folder: str, reports_fd: int) -> None:
+    """Collect finished workers; report those that ended abnormally, with what they were on."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        task = pool.read_task(folder, pid)
+        if status != 0:
+            with contextlib.suppress(OSError):  # the launcher is gone: nobody to tell
+                os.write(reports_fd, pool.report_line(pool.WorkerDeath.from_wait_status(pid, status, task=task)))
 
 
 def _end_with_server(server: int) -> None:
@@ -99,7 +124,8 @@ def _end_with_server(server: int) -> None:
         os._exit(1)
 
 
-def _worker(server: int, listener: socket.socket, conn: socket.socket) -> None:
+def _worker(server: int, listener: socket.socket, conn: socket.socket, server_fds: tuple[int, ...],
+            folder: str) -> None:
     """The forked child: take the attaching process's streams, environment and folder, run
     the harness, send its exit status back."""
     status = 1
@@ -107,7 +133,11 @@ def _worker(server: int, listener: socket.socket, conn: socket.socket) -> None:
         _end_with_server(server)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
         listener.close()
+        for fd in server_fds:
+            os.close(fd)
+        pool.task_file = os.path.join(folder, f"{pool.TASK_PREFIX}{os.getpid()}")
         _, fds, _, _ = socket.recv_fds(conn, len(ATTACHED), 3)
         request = json.loads(b"".join(iter(lambda: conn.recv(1 << 16), b"")))
         for target, fd in enumerate(fds):

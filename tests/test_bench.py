@@ -494,3 +494,55 @@ def test_first_optimizer_step_and_first_batch_of_each_worker_are_never_timed(tmp
     # Each worker reads a whole file before its first batch: one batch per worker before timing.
     record = run(tiny_cfg(data, warmup_steps=0, steps=2, workers=2, batch_size=2, loader_only=True))
     assert record["warmup_steps"] == 2 and len(record["step_times_s"]) == 2
+
+
+def test_a_cpu_batch_that_cannot_fit_in_memory_is_refused_before_allocating(tmp_path, monkeypatch, capsys):
+    import bertdata.benchmark.train as train_module
+    from bertdata.benchmark.model import training_bytes
+
+    write_shard(tmp_path / "a_training.hdf5", 1000, seq_len=128, preds=20)
+    available = train_module.available_memory()
+    assert available is not None and available > 0  # Linux: /proc/meminfo
+    # BERT-base at seq 128 keeps about 0.1 GB per sequence for the backward pass: 1000 cannot fit.
+    assert cli_main(["bench", "--data", str(tmp_path), "--model", "base", "--device", "cpu", "--batch-size", "1000",
+                     "--workers", "0"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    counted = training_bytes(train_module.BertConfig.preset("base"), 1000, 128, 20)
+    fixed, per_sequence = (int(train_module.MEMORY_SCALE * n) for n in counted)
+    fits = (available - fixed) // per_sequence
+    assert line.startswith("bertdata bench: error: --batch-size 1000 needs about ")
+    assert "to train BERT-base at sequence length 128 on CPU, more than the " in line
+    # The advice is a batch that fits (give or take what other processes did meanwhile).
+    advised = int(line.split("try --batch-size ")[1].split()[0])
+    assert 1 <= advised and abs(advised - fits) <= max(2, fits // 10)
+    monkeypatch.setattr(train_module, "available_memory", lambda: fixed // 2)
+    with pytest.raises(BertdataError, match="the model alone needs 2.2 GB: choose a smaller --model"):
+        make_plan(tiny_cfg(tmp_path, model="base", batch_size=1))
+    monkeypatch.setattr(train_module, "available_memory", lambda: fixed + 8 * per_sequence)
+    assert make_plan(tiny_cfg(tmp_path, model="base", batch_size=8)).world == 1
+
+
+def test_the_memory_count_holds_the_models_parameters():
+    from bertdata.benchmark.model import training_bytes
+
+    for name in ("tiny", "base"):
+        params = sum(p.numel() for p in BertForPretraining(BertConfig.preset(name)).parameters())
+        assert training_bytes(BertConfig.preset(name), 1, 128, 20)[0] == pytest.approx(16 * params, rel=0.01)
+
+
+@pytest.mark.parametrize("kind", ["MemoryError", "OutOfMemoryError"])
+def test_out_of_memory_while_training_is_one_line_naming_the_batch(tmp_path, monkeypatch, kind):
+    import bertdata.benchmark.train as train_module
+
+    write_shard(tmp_path / "a_training.hdf5", 40)
+
+    def out_of_memory(cfg, plan):
+        if kind == "MemoryError":
+            np.empty(1 << 62, dtype=np.uint8)  # numpy's own MemoryError, as a loader's allocation raises it
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(train_module, "train", out_of_memory)
+    with pytest.raises(BertdataError) as caught:
+        run(tiny_cfg(tmp_path, batch_size=8, accumulation=2))
+    assert str(caught.value) == ("out of memory on cpu with --batch-size 8 (BERT-tiny, sequence length 16, fp32): try "
+                                 "--batch-size 4, with --accumulation 4 to keep the global batch of 16")

@@ -33,6 +33,18 @@ def build(out: Path, *extra: str, check: bool = True):
     return run_cli("build", "--wiki-only", "--sample", "--output", out, *SAMPLE_SHARDS, *extra, check=check)
 
 
+@pytest.fixture
+def short_tmpdir():
+    """A TMPDIR for a build, to see what it leaves there: short, as the worker pool's socket path
+    in it must be (about 100 bytes at most)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="bd"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def sample_build(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sample") / "data"
@@ -141,6 +153,17 @@ def test_same_bytes_from_plain_worker_processes(sample_build, tmp_path):
               "run_build(config_from_args(build_parser().parse_args(sys.argv[1:])))")
     subprocess.run([sys.executable, "-c", script, *argv], check=True, capture_output=True, timeout=600)
     assert tree_digest(out) == tree_digest(sample_build)
+
+
+def test_dry_run_on_a_finished_build_reuses_every_stage_and_touches_nothing(sample_build):
+    before = sorted((str(p), p.stat().st_mtime_ns) for p in sample_build.rglob("*"))
+    lines = build(sample_build, "--dry-run").stdout.splitlines()
+    assert lines[0] == "dry run: nothing is written"
+    assert f"text stage: reuse 8 training + 2 test shards in {sample_build / TEXT / 'wikicorpus_en'}" in lines
+    for phase, seq in ((PHASE1, 128), (PHASE2, 512)):
+        assert (f"hdf5 phase {1 if seq == 128 else 2} (seq {seq}, dupe 5): reuse (complete): 10 shards, one per "
+                f"text shard -> {sample_build / phase / 'wikicorpus_en'}") in lines
+    assert sorted((str(p), p.stat().st_mtime_ns) for p in sample_build.rglob("*")) == before
 
 
 def test_seeds_derived_per_shard_unless_asked(sample_build, tmp_path):
@@ -353,7 +376,7 @@ def test_sigterm_and_sighup_stop_a_build_as_ctrl_c_does(sample_build, tmp_path, 
         line = "interrupted" if signum == signal.SIGINT else f"stopped by {signame}"
         assert stderr.splitlines()[-1] == f"bertdata build: {line}" and "Traceback" not in stderr
         assert not (out / WORK_FOLDER).exists() and not (out / LOCK_NAME).exists()
-        assert not list(pool_tmp.glob("bertdata-workers-*"))
+        assert not list(pool_tmp.iterdir())  # nor Beam's beam-pipeline-temp* folder
     finally:
         shutil.rmtree(pool_tmp, ignore_errors=True)
     build(out, "--workers", "2")
@@ -361,16 +384,35 @@ def test_sigterm_and_sighup_stop_a_build_as_ctrl_c_does(sample_build, tmp_path, 
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_truncated_dump_is_one_clear_line(tmp_path, workers):
+def test_truncated_dump_is_one_clear_line(tmp_path, workers, short_tmpdir):
+    import os
+
     need_shared(WIKI_FRAGMENT)
     dump = tmp_path / "cut.xml.bz2"
     dump.write_bytes(WIKI_FRAGMENT.read_bytes()[:900_000])
     proc = run_cli("build", "--wiki-only", "--dump", dump, "--vocab", _sample_vocab(), "--output", tmp_path / "o",
-                   "--workers", workers, check=False)
+                   "--workers", workers, check=False, env={**os.environ, "TMPDIR": str(short_tmpdir)})
     assert proc.returncode == 2, proc.stderr
     assert f"error: {dump}: truncated bz2 data" in proc.stderr and "byte 900000" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not list((tmp_path / "o").rglob("*.txt")) and not list((tmp_path / "o").rglob("manifest.json"))
+    # Neither the pool's socket folder nor Beam's beam-pipeline-temp* folder is left behind.
+    assert not list(short_tmpdir.iterdir())
+
+
+def test_a_build_refused_before_its_pipeline_runs_leaves_nothing_in_tmpdir(tmp_path, short_tmpdir):
+    import bz2
+    import os
+
+    from bertdata.wikidump import sample_paths
+
+    index = tmp_path / "bad-index.txt.bz2"
+    index.write_bytes(bz2.compress(b"garbage\n"))
+    proc = run_cli("build", "--wiki-only", "--dump", sample_paths()[0], "--index", index, "--vocab",
+                   _sample_vocab(), "--output", tmp_path / "o", "--workers", "2", check=False,
+                   env={**os.environ, "TMPDIR": str(short_tmpdir)})
+    assert proc.returncode == 2 and f"error: {index}: line 1" in proc.stderr, proc.stderr
+    assert not list(short_tmpdir.iterdir())  # Beam's Pipeline made its folder before the refusal
 
 
 def test_xml_that_is_not_a_mediawiki_export(tmp_path):
@@ -453,7 +495,7 @@ def test_work_groups_are_contiguous_in_dump_order_and_of_equal_weight():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_full_disk_ends_in_one_line_not_a_hang(tmp_path, workers):
+def test_full_disk_is_refused_before_the_build_or_ends_it_in_one_line_not_a_hang(tmp_path, workers):
     import subprocess
 
     disk = tmp_path / "small"
@@ -464,7 +506,15 @@ def test_full_disk_ends_in_one_line_not_a_hang(tmp_path, workers):
                       capture_output=True).returncode != 0:
         pytest.skip("cannot mount a small tmpfs here")
     try:
+        # The preflight sees it coming: refused in one line, nothing written.
         proc = build(disk / "out", "--workers", workers, check=False)
+        assert proc.returncode == 2, proc.stderr
+        [line] = proc.stderr.splitlines()
+        assert line.startswith(f"bertdata build: error: {disk / 'out'}: not enough free disk for this build: it "
+                               "needs about ") and "; 0.2 MB free;" in line
+        assert not (disk / "out").exists()
+        # Past it, the disk fills during the build.
+        proc = build(disk / "out", "--workers", workers, "--ignore-disk-check", check=False)
         assert proc.returncode == 2, proc.stderr
         line = proc.stderr.strip().splitlines()[-1]
         assert "cannot write output: No space left on device" in line and "Traceback" not in proc.stderr
@@ -582,6 +632,62 @@ def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
     for p in alive:
         p.kill()
     assert not alive, f"{len(alive)} worker(s) still running 10 s after their launcher died"
+
+
+# (signal, the stage the worker is on when it gets it): the OOM killer's SIGKILL, or a SIGTERM.
+DEATHS = [("SIGKILL", "the text stage, work group 0 (all of " + WIKI_FRAGMENT.name + ")"),
+          ("SIGTERM", "the instance stage, text shard ")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame,task", DEATHS)
+def test_a_dead_worker_stops_the_build_in_one_line_and_a_rerun_resumes(fragment_build, tmp_path, short_tmpdir,
+                                                                         signame, task):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from bertdata.fsutil import LOCK_NAME
+    from bertdata.layout import WORK_FOLDER
+
+    args, whole = fragment_build
+    out = tmp_path / "out"
+    signum = getattr(signal, signame)
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", *args, "--workers", "2", "--output", str(out)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "TMPDIR": str(short_tmpdir)})
+        deadline = time.time() + 300
+        victim = None
+        while victim is None and proc.poll() is None:
+            assert time.time() < deadline, f"no worker got to {task}"
+            # What each forked worker notes it is on, in the pool's folder (bertdata.pipelines.pool).
+            for note in short_tmpdir.glob("bertdata-workers-*/task-*"):
+                try:
+                    if note.suffix != ".new" and note.read_text().startswith(task):
+                        victim = int(note.name.removeprefix("task-"))
+                except (OSError, ValueError):
+                    pass
+            time.sleep(0.005)
+        if victim is not None:
+            os.kill(victim, signum)
+        _, stderr = proc.communicate(timeout=120)
+        if proc.returncode != 0:
+            break
+    else:
+        pytest.fail(f"the build finished before a worker on {task} was killed")
+    assert proc.returncode == 1, stderr
+    last = stderr.splitlines()[-1]
+    cause = "SIGKILL, likely out of memory" if signum == signal.SIGKILL else "SIGTERM"
+    assert last.startswith(f"bertdata build: error: worker process {victim} was killed by {cause}"), stderr
+    assert f"while on {task}" in last and "run it again to resume" in last
+    assert "Traceback" not in stderr and len(stderr.splitlines()) < 10  # Beam's tracebacks are in build.log
+    assert not (out / WORK_FOLDER).exists() and not (out / LOCK_NAME).exists()
+    assert not list(short_tmpdir.iterdir())
+    run_cli(*args, "--workers", "2", "--output", out)
+    assert tree_digest(out) == tree_digest(whole)
 
 
 def _status(process) -> str | None:

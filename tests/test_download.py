@@ -480,3 +480,35 @@ def test_download_command_rejects_a_bad_date_before_any_request(server, tmp_path
     assert proc.returncode == 2
     assert "bertdata download: error: --date must be 'latest' or a dump run date YYYYMMDD" in proc.stderr
     assert server.mirror.log == []
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_download_command_stopped_by_a_signal_says_so_and_a_rerun_resumes(server, tmp_path, signame):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    files = fake_run(server, "enwiki", "20240101")
+    name = "enwiki-20240101-pages-articles-multistream.xml.bz2"
+    path = f"/enwiki/20240101/{name}"
+    server.mirror.stall.add(path)  # a few bytes, then silence: the signal lands mid-transfer
+    out = tmp_path / "download"
+    proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", "download", "--date", "20240101", "--mirror",
+                             server.base, "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    part = out / (name + ".part")
+    deadline = time.monotonic() + 60
+    while not (part.exists() and part.stat().st_size):
+        assert proc.poll() is None and time.monotonic() < deadline, "the download never started"
+        time.sleep(0.01)
+    signum = getattr(signal, signame)
+    os.kill(proc.pid, signum)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signum, stderr
+    assert stderr.splitlines()[-1] == f"bertdata download: stopped by {signame}" and "Traceback" not in stderr
+    assert part.stat().st_size == 16 and not (out / name).exists()  # kept for the next run
+    server.mirror.stall.discard(path)
+    run_cli("download", "--date", "20240101", "--mirror", server.base, "--output", out, timeout=60)
+    assert (out / name).read_bytes() == files[name] and not part.exists()
+    assert server.mirror.requests(path)[-1] == ("bytes=16-", 206)

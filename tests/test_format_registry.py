@@ -30,6 +30,7 @@ class NpzShards:
     cut: ClassVar[str] = PER_SHARD
     holds: ClassVar[str] = INSTANCES
     takes_any_file: ClassVar[bool] = False
+    disk_per_text_byte: ClassVar[dict] = {1: 3.0, 2: 3.0}
     rows_as_text: ClassVar[bool] = False
 
     def claims(self, path: str) -> bool:

@@ -103,3 +103,61 @@ def test_the_pool_starts_before_beam_is_loaded():
     code = "import sys, bertdata.pipelines.pool, bertdata.commands.build; print('apache_beam' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
+
+
+def test_the_server_reports_a_worker_that_ends_abnormally(tmp_path):
+    with worker_pool(RunnerConfig("local", 2)) as pool:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_SERVICE_DESCRIPTOR")}
+        assert attach(pool, env=env, cwd=tmp_path).returncode == 1
+        death = pool.first_death(timeout=30)
+    assert death is not None and death.status == 1 and death.signal is None and not death.server
+    assert death.describe() == f"worker process {death.pid} exited with status 1"
+
+
+def test_a_reported_death_interrupts_the_main_thread_at_once():
+    import threading
+
+    from bertdata.pipelines.pool import WorkerDeath, WorkerDied
+
+    pool = WorkerPool()
+    try:
+        death = WorkerDeath(4242, signal=signal.SIGKILL, task="the instance stage, text shard x_training_3")
+        started = time.monotonic()
+        with pytest.raises(WorkerDied) as caught, pool.stop_on_death():
+            threading.Timer(0.2, pool._died, (death,)).start()
+            threading.Event().wait(60)  # blocked, as the launcher is in Beam's wait for a bundle
+        assert time.monotonic() - started < 10
+        assert caught.value.death == death
+        # Outside stop_on_death a death interrupts nothing.
+        pool._died(death)
+        time.sleep(0.2)
+    finally:
+        pool.close()
+    assert death.describe() == ("worker process 4242 was killed by SIGKILL, likely out of memory (see dmesg; fewer "
+                                "--workers use less) while on the instance stage, text shard x_training_3")
+
+
+def test_a_killed_server_is_reported_and_a_closed_one_is_not():
+    pool = WorkerPool()
+    pool.server.kill()
+    death = pool.first_death(timeout=30)
+    pool.close()
+    assert death is not None and death.server and death.signal == signal.SIGKILL
+    pool = WorkerPool()
+    pool.close()
+    assert pool.first_death(timeout=1) is None
+
+
+def test_a_workers_note_of_what_it_is_on_is_read_once(tmp_path):
+    from bertdata.pipelines import pool as pool_module
+
+    pool_module.task_file = str(tmp_path / f"{pool_module.TASK_PREFIX}77")
+    try:
+        pool_module.working_on("the text stage, writing x_training_0.txt")
+        assert pool_module.read_task(str(tmp_path), 77) == "the text stage, writing x_training_0.txt"
+        assert pool_module.read_task(str(tmp_path), 77) is None
+        pool_module.working_on("the instance stage, text shard x_training_0")
+        pool_module.working_on(None)  # the bundle finished
+        assert pool_module.read_task(str(tmp_path), 77) is None
+    finally:
+        pool_module.task_file = None

@@ -529,7 +529,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGKILL, -9)])
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGKILL, -9)])
 def test_killed_run_leaves_nothing_a_loader_would_take_and_nothing_the_next_run_keeps(inputs, tmp_path, signum, code):
     out = tmp_path / "out"
     argv = ["shard", str(inputs[0].parent), "--output", str(out), "--parts", "2"]
@@ -545,8 +545,11 @@ def test_killed_run_leaves_nothing_a_loader_would_take_and_nothing_the_next_run_
     finally:
         proc.kill()
         proc.wait()
-    if signum == signal.SIGTERM:
-        assert "stopped by SIGTERM" in proc.stderr.read() and list(out.iterdir()) == []
+    if signum != signal.SIGKILL:
+        stderr = proc.stderr.read()
+        assert stderr.splitlines()[-1] == (f"bertdata shard: error: stopped by {signal.Signals(signum).name}; "
+                                           "temporary files removed, no parts written") and "Traceback" not in stderr
+        assert list(out.iterdir()) == []
     else:
         assert len(list(out.iterdir())) == 1
         again = subprocess.run([sys.executable, "-m", "bertdata.cli", *argv], capture_output=True, text=True)

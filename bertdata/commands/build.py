@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 
 from bertdata.commands.options import add_dump_options, add_instance_options, add_tokenizer_options, instance_fields
+from bertdata.commands.stops import stopped_by_signals
 from bertdata.config import (BOTH_FORMATS, FORMATS, PHASE1, PHASE2, SPLITTERS, BuildConfig, LddlConfig, RunnerConfig,
                              TextConfig)
-from bertdata.errors import BertdataError, Stopped
+from bertdata.errors import BertdataError
 
 HELP = """\
 Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
@@ -38,6 +38,13 @@ shard's sha256); Beam's own output goes to OUTPUT/build.log. Re-running the same
 command resumes: finished stages and shards are kept, missing ones are made;
 --force redoes everything. Outputs are byte-identical for the same inputs and
 seed whatever the runner or worker count.
+
+Before any work the free disk at OUTPUT is checked against an estimate of the
+output plus temporaries (from the dump's size, formats and phases); a build that
+would not fit is refused with the numbers (--ignore-disk-check goes on). --dry-run
+prints the plan -- stages to run or reuse, shard counts, workers, the disk and
+time estimates -- and writes nothing. A worker process that dies (killed, out of
+memory) stops the build with one line naming it and the cause; re-run to resume.
 
 Each shard's seed is derived from --random-seed and the shard's name;
 --same-seed-per-shard reproduces the reference, where every shard uses the seed.
@@ -136,6 +143,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help=f"output folder (default: ./{BuildConfig.output})")
     run_.add_argument("--stop-after", choices=("download", "text"), help="stop after this stage")
     run_.add_argument("--force", action="store_true", help="redo every stage and shard")
+    run_.add_argument("--dry-run", action="store_true",
+                      help="print the plan -- stages to run or reuse, shard counts, workers, the disk and time "
+                           "estimates -- and write nothing")
+    run_.add_argument("--ignore-disk-check", action="store_true",
+                      help="go on when the free disk at --output is less than the estimate of the output plus "
+                           "temporaries (checked before any work; --force is not it: that redoes every stage)")
     run_.add_argument("--runner", default=RunnerConfig.runner, metavar="NAME",
                       help=f"local, in-memory, dask, or a Beam runner (default: {RunnerConfig.runner})")
     run_.add_argument("--workers", type=int, metavar="N",
@@ -177,6 +190,7 @@ def config_from_args(args: argparse.Namespace):
         force=args.force, runner=RunnerConfig(args.runner, workers or 0, tuple(args.beam_args)),
         formats=_formats(args.format),
         lddl=LddlConfig(masking=args.masking, bin_size=args.bin_size or None, num_shards=args.num_shards),
+        check_disk=not args.ignore_disk_check,
     )
 
 
@@ -187,6 +201,13 @@ def _formats(given: list[str]) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    if args.dry_run:
+        from bertdata.pipelines.plan import dry_run
+        from bertdata.pipelines.runners import check_runner, runner_workers
+
+        check_runner(cfg.runner)
+        print("\n".join(dry_run(cfg, runner_workers(cfg.runner))))
+        return 0
     from bertdata.pipelines.pool import worker_pool
 
     # The pool's server imports Beam and our modules on another core while this process does.
@@ -195,34 +216,3 @@ def run(args: argparse.Namespace) -> int:
 
         run_build(cfg, pool)
     return 0
-
-
-@contextlib.contextmanager
-def stopped_by_signals(*signums: int):
-    """End the build on these signals as on Ctrl-C (KeyboardInterrupt, or Stopped for another
-    signal), cleaning up on the way out: by default SIGTERM and SIGHUP end the process at once,
-    leaving the output's lock and temporaries and the worker pool's socket folder behind."""
-    stopping: list[int] = []
-
-    def interruption(signum: int) -> BaseException:
-        return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
-
-    def stop(signum, frame) -> None:
-        if not stopping:  # a repeated signal must not break off the cleanup the first one started
-            stopping.append(signum)
-            raise interruption(signum)
-
-    # One that is ignored (SIGHUP under nohup, SIGINT in a background job) stays ignored.
-    previous = {s: signal.signal(s, stop) for s in signums
-                if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler)}
-    try:
-        yield
-    except Exception:
-        # With one local worker the DoFns run in this process, and Beam re-raises what one raised,
-        # the signal's exception too, as an error of its own: what follows the signal is its doing.
-        if stopping:
-            raise interruption(stopping[0]) from None
-        raise
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)

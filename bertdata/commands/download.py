@@ -21,8 +21,9 @@ file Wikimedia publishes beside them.
 newest run whose sums file lists both files), so the files always come from
 one run and carry that run's date in their names.
 
-Downloads are safe to interrupt: bytes go to NAME.part, and running the same
-command again resumes with an HTTP Range request. A file is renamed to its
+Downloads are safe to interrupt (Ctrl-C, SIGTERM, SIGHUP: exit 130, 143, 129):
+bytes go to NAME.part, and running the same command again resumes with an HTTP
+Range request. A file is renamed to its
 final name only after its sha1 matches. Files already present and verified
 are not downloaded again. enwiki's dump is over 20 GB; simplewiki's a few
 hundred MB.
@@ -60,17 +61,22 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    import signal
+
+    from bertdata.commands.stops import stopped_by_signals
     from bertdata.download import DumpSpec, download_dump
 
     spec = DumpSpec(wiki=args.wiki, date=args.date, mirror=args.mirror)
-    if "://" in args.output:
-        from bertdata.pipelines.inputs import download
-        from bertdata.pipelines.stores import use_stores
+    # What arrived stays in NAME.part for the next run to continue; a staging folder is removed.
+    with stopped_by_signals(signal.SIGTERM, signal.SIGHUP):
+        if "://" in args.output:
+            from bertdata.pipelines.inputs import download
+            from bertdata.pipelines.stores import use_stores
 
-        use_stores([args.output])
-        record = download(spec, args.output, force=args.force)
-    else:
-        record = download_dump(spec, args.output, force=args.force)
+            use_stores([args.output])
+            record = download(spec, args.output, force=args.force)
+        else:
+            record = download_dump(spec, args.output, force=args.force)
     print(f"{record['wiki']} dump run {record['date']} from {record['mirror']}")
     for role in ("dump", "index"):
         item = record[role]

@@ -26,7 +26,7 @@ random into temporary bucket files (at most ~48 MB each) in a hidden folder
 inside --output, then each bucket is shuffled in memory and streamed into the
 parts. That folder needs free disk of about the inputs' uncompressed size
 (roughly 3x their hdf5 size), checked before anything is written, and is
-removed at the end, also on error, Ctrl-C or SIGTERM; one left by a run killed
+removed at the end, also on error, Ctrl-C, SIGTERM or SIGHUP; one left by a run killed
 outright (SIGKILL) is removed by the next run here, once its process is gone.
 Inputs are checked as `bertdata inspect` checks them; an invalid one stops
 the run with its name and the reason. Parts appear only when all are

@@ -64,6 +64,8 @@ class Format(Protocol):
     cut: ClassVar[str]
     holds: ClassVar[str]
     takes_any_file: ClassVar[bool]
+    # Bytes written per byte of clean text, by phase number (None: once, whatever the phases).
+    disk_per_text_byte: ClassVar[dict]
 
     def claims(self, path: str) -> bool: ...
 

@@ -1,0 +1,43 @@
+"""SIGTERM (schedulers, `kill`, `timeout`, systemd) and SIGHUP (a closed terminal) end a command
+as Ctrl-C does: one line, the same cleanup, and the exit code a shell gives a process the signal
+ends (143, 129)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+
+from bertdata.errors import Stopped
+
+
+@contextlib.contextmanager
+def stopped_by_signals(*signums: int):
+    """End the command on these signals as on Ctrl-C (KeyboardInterrupt, or Stopped for another
+    signal), cleaning up on the way out: by default SIGTERM and SIGHUP end the process at once,
+    leaving temporaries behind (a build's lock, work folder and worker pool's socket folder, a
+    download's staging folder)."""
+    stopping: list[int] = []
+
+    def interruption(signum: int) -> BaseException:
+        return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
+
+    def stop(signum, frame) -> None:
+        if not stopping:  # a repeated signal must not break off the cleanup the first one started
+            stopping.append(signum)
+            raise interruption(signum)
+
+    # One that is ignored (SIGHUP under nohup, SIGINT in a background job) stays ignored.
+    previous = {s: signal.signal(s, stop) for s in signums
+                if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler)}
+    try:
+        yield
+    except Exception:
+        # A build with one local worker runs the DoFns in this process, and Beam re-raises what one
+        # raised, the signal's exception too, as an error of its own: what follows the signal is its
+        # doing.
+        if stopping:
+            raise interruption(stopping[0]) from None
+        raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

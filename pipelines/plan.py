@@ -1,0 +1,172 @@
+"""Before a build: its disk check, and `build --dry-run`'s plan. Neither writes anything.
+
+The disk check compares the free disk at the output with bertdata.estimate's figure for what
+the build writes and its temporaries; what the output folder already holds counts as room (a
+re-run reuses or replaces it). The plan says which stages a run would make or reuse, how many
+shards and workers, and the disk and time estimates.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from bertdata.config import BuildConfig, phase_number
+from bertdata.errors import BertdataError
+from bertdata.estimate import (DUMP_BYTES_PER_WORKER_SECOND, MARGIN, Estimate, duration_text, estimate_build,
+                               folder_bytes, free_bytes, size_text)
+from bertdata.formats import ACROSS_SHARDS, PER_SHARD, PER_SPLIT, lddl, megatron
+from bertdata.manifest import MANIFEST
+from bertdata.pipelines import fsio
+from bertdata.pipelines.formats import chosen_format
+from bertdata.pipelines.resume import read_manifest, text_stage_folders
+
+
+@dataclass(frozen=True)
+class DiskNeed:
+    """A build's estimate, and what it needs beyond what its output folder holds, against the free disk."""
+
+    estimate: Estimate
+    held: int  # bytes already in the output folder, outside its download folder
+    free: int
+
+    @property
+    def needed(self) -> int:
+        return max(0, int(self.estimate.total * MARGIN) - self.held)
+
+    @property
+    def fits(self) -> bool:
+        return self.needed <= self.free
+
+    def describe(self) -> str:
+        held = f", less {size_text(self.held)} already there" if self.held else ""
+        return (f"about {size_text(self.needed)} ({self.estimate.describe()}, with {MARGIN - 1:.0%} margin{held}); "
+                f"{size_text(self.free)} free")
+
+
+def local_dump(cfg: BuildConfig) -> str | None:
+    """The dump a build reads when it is a local file already (else it is still to be fetched)."""
+    if cfg.sample:
+        from bertdata.wikidump import sample_paths
+
+        return str(sample_paths()[0])
+    if cfg.dump is not None and fsio.is_local(cfg.dump) and os.path.isfile(cfg.dump):
+        return cfg.dump
+    return None
+
+
+def disk_need(cfg: BuildConfig, dump: str, workers: int = 1) -> DiskNeed:
+    books = sum(os.path.getsize(os.path.join(cfg.books, name)) for name in os.listdir(cfg.books)
+                if not name.startswith(".") and os.path.isfile(os.path.join(cfg.books, name))) \
+        if cfg.books and os.path.isdir(cfg.books) else 0
+    phases = () if cfg.stop_after == "text" else cfg.phases
+    estimate = estimate_build(os.path.getsize(dump), books, cfg.formats, phases, workers=workers)
+    held = folder_bytes(cfg.output) - folder_bytes(os.path.join(cfg.output, "download"))
+    return DiskNeed(estimate, held, free_bytes(cfg.output))
+
+
+def check_disk(cfg: BuildConfig, dump: str) -> None:
+    """Refuse, in one line with the numbers, a build whose output and temporaries would not fit."""
+    if not cfg.check_disk or not fsio.is_local(cfg.output) or cfg.stop_after == "download":
+        return
+    need = disk_need(cfg, dump)
+    if not need.fits:
+        raise BertdataError(f"{cfg.output}: not enough free disk for this build: it needs {need.describe()}; free "
+                            "some space, choose another --output, or pass --ignore-disk-check")
+
+
+def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
+    """The plan of the build `cfg` describes, as lines; reads the output folder, writes nothing."""
+    from bertdata.pipelines.stores import use_stores
+
+    use_stores((cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books), cfg.runner.beam_args)
+    t = cfg.text
+    dump = local_dump(cfg)
+    lines = ["dry run: nothing is written"]
+    if dump is None:
+        source = cfg.dump or f"{cfg.wiki} {cfg.date} from {cfg.mirror}"
+        lines.append(f"dump: {source}, downloaded into {fsio.join(cfg.output, 'download')} first; the disk and time "
+                     "estimates need its size, known once it is there")
+    else:
+        lines.append(f"dump: {dump} ({size_text(os.path.getsize(dump))} bz2)")
+    dataset = _dataset(dump, cfg)
+    text = _finished_text(cfg, dataset, dump)
+    if cfg.stop_after == "download":
+        lines.append("stages: download only (--stop-after download)")
+        return lines
+    if text is not None:
+        folder, manifest = text
+        shards = manifest["effective_shards"]
+        lines.append(f"text stage: reuse {shards['training']} training + {shards['test']} test shards in {folder}")
+        count = shards["training"] + shards["test"]
+        training = shards["training"]
+    else:
+        halved = "" if t.fixed_shards else f" (halved while a shard would hold fewer than {t.min_shard_documents} articles)"
+        lines.append(f"text stage: run: {t.training_shards} training + {t.test_shards} test shards{halved} -> "
+                     f"{fsio.join(cfg.output, 'sharded_*', dataset)}")
+        count, training = t.training_shards + t.test_shards, t.training_shards
+    chosen = () if cfg.stop_after == "text" else cfg.phases
+    per_shard, across = chosen_format(cfg, PER_SHARD), chosen_format(cfg, ACROSS_SHARDS)
+    for p in chosen:
+        n = phase_number(p)
+        if per_shard is not None:
+            folder = fsio.join(cfg.output, per_shard.folder(p, t.lowercase), dataset)
+            present = len(fsio.match(fsio.join(folder, per_shard.pattern()))) if fsio.exists(folder) else 0
+            if fsio.exists(fsio.join(folder, MANIFEST)) and text is not None and not cfg.force:
+                state = "reuse (complete)"
+            elif present and not cfg.force:
+                state = f"run, {present} shards already there kept where they match"
+            else:
+                state = "run"
+            lines.append(f"{per_shard.name} phase {n} (seq {p.max_seq_length}, dupe {p.dupe_factor}): {state}: "
+                         f"{count} shards, one per text shard -> {folder}")
+        if across is not None:
+            bin_size = cfg.lddl.bin_size_for(p)
+            folder = fsio.join(cfg.output, lddl.folder_name(n, bin_size))
+            done = fsio.exists(fsio.join(folder, MANIFEST)) and not cfg.force
+            bins = "unbinned" if bin_size is None else f"bins of {bin_size} tokens"
+            files = cfg.lddl.num_shards or training
+            lines.append(f"{across.name} phase {n}: {'reuse (complete)' if done else 'run'}: {files} files per bin, "
+                         f"{bins}, {cfg.lddl.masking} masking -> {folder}")
+    per_split = chosen_format(cfg, PER_SPLIT) if chosen else None
+    if per_split is not None:
+        folder = fsio.join(cfg.output, megatron.folder_name(t.lowercase))
+        done = fsio.exists(fsio.join(folder, MANIFEST)) and not cfg.force
+        lines.append(f"{per_split.name}: {'reuse (complete)' if done else 'run'}: one .bin/.idx pair per split, "
+                     f"whatever the phases -> {folder}")
+    lines.append(f"runner: {cfg.runner.runner}, {workers} worker(s)")
+    if dump is not None and fsio.is_local(cfg.output):
+        need = disk_need(cfg, dump, workers)
+        verdict = "fits" if need.fits else ("does not fit: the build would go on (--ignore-disk-check)"
+                                            if not cfg.check_disk else "does not fit: the build would refuse")
+        lines.append(f"disk at {cfg.output}: {need.describe()}: {verdict}")
+        lines.append(f"time: {duration_text(need.estimate.seconds)} with {workers} worker(s), at the measured "
+                     f"{DUMP_BYTES_PER_WORKER_SECOND / 1e6:.2f} MB of bz2 dump per second per worker (README, "
+                     "Performance); less for stages reused")
+    return lines
+
+
+def _dataset(dump: str | None, cfg: BuildConfig) -> str:
+    """The text folders' dataset name, as the build would choose it (books_wiki_... with books)."""
+    if dump is None:
+        return "*"
+    from bertdata.languages import ENGLISH_CODES
+    from bertdata.layout import BOOKS_WIKI_DATASET
+    from bertdata.wikidump import read_site
+
+    site = read_site(dump, cfg.lang)
+    if cfg.books:
+        return BOOKS_WIKI_DATASET if site.language in ENGLISH_CODES else f"books_wiki_{site.language}_corpus"
+    return site.dataset
+
+
+def _finished_text(cfg: BuildConfig, dataset: str, dump: str | None) -> tuple[str, dict] | None:
+    """A finished text stage made from this dump (by name and size) that a run would reuse."""
+    if cfg.force or dump is None:
+        return None
+    for folder in text_stage_folders(cfg.output, cfg.text, dataset):
+        manifest = read_manifest(folder)
+        recorded = (manifest or {}).get("dump", {})
+        if recorded.get("name") == os.path.basename(dump) and recorded.get("bytes") == os.path.getsize(dump):
+            return folder, manifest
+    return None
