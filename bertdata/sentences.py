@@ -33,9 +33,9 @@ from bertdata.languages import language, punkt_collocations
 _HAS_WORD = re.compile(r"\w")
 # NLTK's punkt_tab models; the package's extra `english_web` is not one of them.
 PUNKT_MODELS = tuple(m for m in _BUNDLED if m != "english_web")
-# Training text for `train_punkt`: a few seconds of training (1.1 MB of articles took
-# 1 s here), far more text than the 1 MB that matched a neighbour's model; the trainer
-# holds every word type in memory, so it is capped.
+# Training text for `train_punkt`: a few seconds of training, far more text than the 1 MB
+# that matched a neighbour's model; the trainer holds every word type in memory, so it is
+# capped.
 TRAIN_CHARS = 5_000_000
 
 

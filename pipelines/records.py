@@ -102,7 +102,7 @@ class Spread(beam.PTransform):
 
     def expand(self, pcoll):
         # A DaskRunner's module is imported by whoever made it; importing it here would load
-        # Dask (about 0.7 s) into every build.
+        # Dask, which takes a while, into every build.
         dask = sys.modules.get("apache_beam.runners.dask.dask_runner")
         if dask is None or not isinstance(pcoll.pipeline.runner, dask.DaskRunner):
             return pcoll | "Reshuffle" >> beam.Reshuffle()

@@ -60,7 +60,7 @@ def make_pipeline(cfg: RunnerConfig, pool: WorkerPool | None = None) -> beam.Pip
     when there is one; in this process when there is one worker), `in-memory` (FnApiRunner
     in this process), `dask` (DaskRunner; pass --dask_client_address=HOST:PORT after `--`),
     or any other Beam runner name with its options after `--`."""
-    # Construction-time type inference over every DoFn and lambda costs a fixed ~0.3 s a run;
+    # Construction-time type inference over every DoFn and lambda is a fixed cost every run;
     # the pipeline's types are fixed and covered by the tests.
     args = ["--no_pipeline_type_check", *cfg.beam_args]
     if "multi_threading" in " ".join(args):

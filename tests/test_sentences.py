@@ -89,7 +89,7 @@ def test_matches_the_reference_shard(splitter: SentenceSplitter) -> None:
     assert same / pairs > 0.998
 
 
-# -- other languages (issue 14) -------------------------------------------------------
+# -- other languages ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

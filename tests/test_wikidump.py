@@ -575,7 +575,7 @@ def test_a_directory_given_as_dump_or_index(tmp_path):
         stream_ranges(SAMPLE_DUMP, folder)
 
 
-# -- other languages and encodings (issue 14) -----------------------------------------
+# -- other languages and encodings ----------------------------------------------------
 
 _BG_XML = """<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" xml:lang="bg">
   <siteinfo>

@@ -290,7 +290,7 @@ def test_fragment_sentences_end_like_sentences(cleaned_fragment) -> None:
     assert len(unterminated) < 0.01 * len(sentences), unterminated[:20]
 
 
-# -- other languages (issue 14) -------------------------------------------------------
+# -- other languages ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

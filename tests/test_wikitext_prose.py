@@ -1,4 +1,4 @@
-"""bertdata.wikitext: prose only (issue 12), and the inline templates that carry words.
+"""bertdata.wikitext: prose only, and the inline templates that carry words.
 
 Snippets are copied from the real dump fragment in ../shared/data/wiki; the article each
 comes from is named beside it. Synthetic cases say so.

@@ -28,8 +28,8 @@ ArraySource = Mapping[str, np.ndarray] | Callable[[str], np.ndarray]
 
 
 def _compress(chunk: np.ndarray) -> bytes:
-    # libdeflate writes the same zlib stream format as HDF5's gzip filter, 2.4x faster at
-    # level 4; any reader inflates it. Its bytes differ from zlib's, but are the same every run.
+    # libdeflate writes the same zlib stream format as HDF5's gzip filter, faster at level 4
+    # (README, Performance); any reader inflates it. Its bytes differ from zlib's, but are the same every run.
     return deflate.zlib_compress(chunk, GZIP_LEVEL)
 
 
