@@ -58,13 +58,6 @@ class Unit(NamedTuple):
         return len(range(self.start, self.rows, self.stride))
 
 
-def default_workers() -> int:
-    """Loader workers per rank: 4, or fewer on a machine with fewer cores (torch warns when
-    workers outnumber the cores, and they would only compete with training for them)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(4, cores)
-
-
 def survey(data: str | os.PathLike, vocab_path: str | None = None,
            masking_scheme: str | None = None) -> tuple[list[ShardInfo], Reading]:
     """The training parts of the data at `data` and how to read them, whatever its format: one

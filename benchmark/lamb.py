@@ -15,9 +15,9 @@ import math
 import torch
 from torch import nn
 
+from bertdata.config import OPTIMIZERS
 from bertdata.errors import BertdataError
 
-OPTIMIZERS = ("lamb", "adamw")
 
 
 class Lamb(torch.optim.Optimizer):

@@ -31,61 +31,16 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from bertdata.benchmark import report
-from bertdata.benchmark.data import build_loader, default_workers, next_batch, rank_units, survey
-from bertdata.benchmark.lamb import OPTIMIZERS, build_optimizer
-from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, training_bytes, training_flops
+from bertdata.benchmark.data import build_loader, next_batch, rank_units, survey
+from bertdata.benchmark.lamb import build_optimizer
+from bertdata.benchmark.model import BertConfig, BertForPretraining, training_bytes, training_flops
 from bertdata.formats import Reading, ShardInfo
+from bertdata.config import BenchConfig
 from bertdata.errors import BertdataError
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "amp")
 # Warm-up steps added, at most, while one-time work is still pending (see _time_steps).
 MAX_EXTRA_WARMUP = 100
 AUTOCAST_DTYPE = {"fp16": torch.float16, "amp": torch.float16, "bf16": torch.bfloat16}
-
-
-@dataclass(frozen=True)
-class BenchConfig:
-    data: str
-    model: str = "base"
-    bert_config: str | None = None  # a reference bert_config.json; overrides `model`
-    batch_size: int = 96  # sequences per rank per micro-batch
-    precision: str | None = None  # None: amp on CUDA, fp32 on CPU
-    global_batch: int | None = None  # sequences per optimizer step, all ranks; sets accumulation
-    accumulation: int | None = None  # micro-batches per optimizer step (default 1)
-    steps: int = 30
-    warmup_steps: int = 10
-    gpus: int = 1
-    compile: bool = False
-    device: str | None = None  # None: cuda if available
-    loader_only: bool = False
-    workers: int = dataclasses.field(default_factory=default_workers)
-    lr: float = 6e-3
-    optimizer: str = "lamb"
-    seed: int = 12345
-    vocab: str | None = None  # an LDDL folder's vocab; None: the one its manifest records
-    masking_scheme: str | None = None  # an LDDL folder's dynamic masking; None: the one its manifest records
-
-    def __post_init__(self) -> None:
-        positive = {"--batch-size": self.batch_size, "--steps": self.steps, "--gpus": self.gpus,
-                    "--global-batch": self.global_batch, "--accumulation": self.accumulation}
-        for flag, value in positive.items():
-            if value is not None and value < 1:
-                raise BertdataError(f"{flag} must be at least 1 (got {value})")
-        for flag, value in {"--warmup-steps": self.warmup_steps, "--workers": self.workers}.items():
-            if value < 0:
-                raise BertdataError(f"{flag} must be >= 0 (got {value})")
-        if self.global_batch is not None and self.accumulation is not None:
-            raise BertdataError("give --global-batch or --accumulation, not both")
-        if self.precision is not None and self.precision not in PRECISIONS:
-            raise BertdataError(f"--precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
-        if self.optimizer not in OPTIMIZERS:
-            raise BertdataError(f"--optimizer must be one of {', '.join(OPTIMIZERS)} (got {self.optimizer!r})")
-        if self.device not in (None, "cuda", "cpu"):
-            raise BertdataError(f"--device must be cuda or cpu (got {self.device!r})")
-        if self.model not in PRESETS:
-            raise BertdataError(f"--model must be one of {', '.join(PRESETS)} (got {self.model!r})")
-        if not self.lr > 0:
-            raise BertdataError(f"--lr must be positive (got {self.lr})")
 
 
 @dataclass(frozen=True)
@@ -148,7 +103,7 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
         raise BertdataError(f"--batch-size {cfg.batch_size}{ranks} is more than the {instances:,} instances in "
                             f"{cfg.data}: every batch would hold some of them twice")
     if device.type == "cpu" and not cfg.loader_only:
-        check_memory(cfg, model, shards[0].seq_len, shards[0].max_predictions)
+        check_memory(cfg, model, shards[0].max_seq_length, shards[0].max_predictions_per_seq)
     return Plan(device, precision, rank, local_rank, world, accumulation, per_step * accumulation,
                 shards, reading, model)
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import os
+from dataclasses import asdict, dataclass, field
 
 from bertdata.errors import BertdataError
 
@@ -265,3 +266,62 @@ class ShardConfig:
             raise BertdataError(f"--max-instances must be at least 1 (got {self.max_instances})")
         if self.workers < 1:
             raise BertdataError(f"--workers must be at least 1 (got {self.workers})")
+
+
+# `bertdata bench`. The model presets (benchmark/model.py has one BertConfig for each), the
+# precisions and the update rules, named here so that the CLI's flags are made without torch.
+MODELS = ("base", "large", "tiny")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "amp")
+OPTIMIZERS = ("lamb", "adamw")
+
+
+def default_loader_workers() -> int:
+    """Loader workers per rank: 4, or fewer on a machine with fewer cores (torch warns when
+    workers outnumber the cores, and they would only compete with training for them)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(4, cores)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    data: str
+    model: str = "base"
+    bert_config: str | None = None  # a reference bert_config.json; overrides `model`
+    batch_size: int = 96  # sequences per rank per micro-batch
+    precision: str | None = None  # None: amp on CUDA, fp32 on CPU
+    global_batch: int | None = None  # sequences per optimizer step, all ranks; sets accumulation
+    accumulation: int | None = None  # micro-batches per optimizer step (default 1)
+    steps: int = 30
+    warmup_steps: int = 10
+    gpus: int = 1
+    compile: bool = False
+    device: str | None = None  # None: cuda if available
+    loader_only: bool = False
+    workers: int = field(default_factory=default_loader_workers)
+    lr: float = 6e-3
+    optimizer: str = "lamb"
+    seed: int = 12345
+    vocab: str | None = None  # an LDDL folder's vocab; None: the one its manifest records
+    masking_scheme: str | None = None  # an LDDL folder's dynamic masking; None: the one its manifest records
+
+    def __post_init__(self) -> None:
+        positive = {"--batch-size": self.batch_size, "--steps": self.steps, "--gpus": self.gpus,
+                    "--global-batch": self.global_batch, "--accumulation": self.accumulation}
+        for flag, value in positive.items():
+            if value is not None and value < 1:
+                raise BertdataError(f"{flag} must be at least 1 (got {value})")
+        for flag, value in {"--warmup-steps": self.warmup_steps, "--workers": self.workers}.items():
+            if value < 0:
+                raise BertdataError(f"{flag} must be >= 0 (got {value})")
+        if self.global_batch is not None and self.accumulation is not None:
+            raise BertdataError("give --global-batch or --accumulation, not both")
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise BertdataError(f"--precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
+        if self.optimizer not in OPTIMIZERS:
+            raise BertdataError(f"--optimizer must be one of {', '.join(OPTIMIZERS)} (got {self.optimizer!r})")
+        if self.device not in (None, "cuda", "cpu"):
+            raise BertdataError(f"--device must be cuda or cpu (got {self.device!r})")
+        if self.model not in MODELS:
+            raise BertdataError(f"--model must be one of {', '.join(MODELS)} (got {self.model!r})")
+        if not self.lr > 0:
+            raise BertdataError(f"--lr must be positive (got {self.lr})")

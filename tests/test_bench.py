@@ -21,7 +21,8 @@ from bertdata.benchmark.data import (  # noqa: E402
 )
 from bertdata.benchmark.lamb import Lamb, build_optimizer, param_groups  # noqa: E402
 from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops  # noqa: E402
-from bertdata.benchmark.train import BenchConfig, execute, make_plan, run  # noqa: E402
+from bertdata.benchmark.train import execute, make_plan, run  # noqa: E402
+from bertdata.config import MODELS, BenchConfig  # noqa: E402
 from bertdata.cli import main as cli_main  # noqa: E402
 from bertdata.errors import BertdataError  # noqa: E402
 from conftest import PARITY_128, PARITY_512, ROOT, needs_shared  # noqa: E402
@@ -60,6 +61,10 @@ def tiny_cfg(data: Path, **kw) -> BenchConfig:
 
 
 # ---------------------------------------------------------------- model
+
+def test_every_model_flag_value_is_a_preset():
+    assert tuple(PRESETS) == MODELS
+
 
 def test_base_has_bert_base_parameter_count():
     # HF BertForPreTraining(bert-base-uncased) has 110,106,428; padding the vocab 30522 -> 30528

@@ -220,7 +220,8 @@ def test_inspect_flags_broken_lddl_folders(phase1, tmp_path):
 torch = pytest.importorskip("torch", reason="the bench extra (torch) is not installed")
 
 from bertdata.benchmark.data import ShardStream, build_loader, mask_dynamic, rank_units, survey  # noqa: E402
-from bertdata.benchmark.train import BenchConfig, run  # noqa: E402
+from bertdata.benchmark.train import run  # noqa: E402
+from bertdata.config import BenchConfig  # noqa: E402
 
 
 def test_binned_batches_come_from_one_bin_padded_to_their_longest(phase1):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
 
-from bertdata.config import MASKING_SCHEMES
+from bertdata.commands.options import add_config_flag
+from bertdata.config import MASKING_SCHEMES, MODELS, OPTIMIZERS, PRECISIONS, BenchConfig
 
 HELP = """\
 Pretrain BERT (masked LM + next sentence, LAMB) on shards for a fixed number
@@ -64,9 +66,6 @@ Needs torch: pip install 'bertdata[bench]'.
 
 DEFAULT_MATRIX_BATCH = (96, 128)  # the published V100 and A100 batch sizes
 DEFAULT_MATRIX_PRECISION = ("fp32", "tf32", "amp", "bf16")
-# The flags that are BenchConfig fields of the same name, besides --batch-size and --precision.
-CONFIG_FLAGS = ("data", "model", "bert_config", "global_batch", "accumulation", "steps", "warmup_steps", "gpus",
-                "compile", "device", "loader_only", "workers", "lr", "optimizer", "seed", "vocab", "masking_scheme")
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -83,47 +82,45 @@ def _str_list(text: str) -> tuple[str, ...]:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="train BERT on shards and report sequences/s",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", required=True, metavar="DIR",
-                   help="local folder of shards (files named *training*), or an LDDL folder; shards on an "
-                        "object store are read from a local copy: `bertdata shard s3://... --output DIR` makes one")
-    p.add_argument("--model", help="base, large or tiny (default: base)")
-    p.add_argument("--bert-config", metavar="FILE", help="a reference bert_config.json (overrides --model)")
+    flag = functools.partial(add_config_flag, p, BenchConfig)
+    flag("data", "local folder of shards of one format that holds instances: hdf5 files named *training*, or "
+                 "an LDDL folder; shards on an object store are read from a local copy: `bertdata shard s3://... "
+                 "--output DIR` makes one", required=True, metavar="DIR")
+    flag("model", "the model preset", choices=MODELS)
+    flag("bert_config", "a reference bert_config.json (overrides --model)", metavar="FILE")
     p.add_argument("--batch-size", type=_int_list, metavar="N", help="sequences per GPU per micro-batch "
-                   "(default: 96; with --matrix a comma list, default "
+                   f"(default: {BenchConfig.batch_size}; with --matrix a comma list, default "
                    f"{','.join(map(str, DEFAULT_MATRIX_BATCH))})")
-    p.add_argument("--precision", type=_str_list, metavar="P", help="fp32, tf32, fp16, bf16 or amp "
-                   f"(with --matrix a comma list, default {','.join(DEFAULT_MATRIX_PRECISION)})")
+    p.add_argument("--precision", type=_str_list, metavar="P", help=f"{', '.join(PRECISIONS)} (default: amp on CUDA, "
+                   f"fp32 on CPU; with --matrix a comma list, default {','.join(DEFAULT_MATRIX_PRECISION)})")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--global-batch", type=int, metavar="N", help="sequences per optimizer step, all GPUs")
-    group.add_argument("--accumulation", type=int, metavar="K", help="micro-batches per optimizer step (default 1)")
-    p.add_argument("--steps", type=int, metavar="N", help="timed optimizer steps (default: 30)")
-    p.add_argument("--warmup-steps", type=int, metavar="N", help="untimed steps first (default: 10)")
-    p.add_argument("--gpus", type=int, metavar="N",
-                   help="GPUs on this machine; more than 1 relaunches under torchrun (default: 1)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda if available")
-    p.add_argument("--loader-only", action="store_true",
-                   help="time the input pipeline alone: disk to device, no model")
+    flag_in_group = functools.partial(add_config_flag, group, BenchConfig)
+    flag_in_group("global_batch", "sequences per optimizer step, all GPUs", type=int, metavar="N")
+    flag_in_group("accumulation", "micro-batches per optimizer step", "1", type=int, metavar="K")
+    flag("steps", "timed optimizer steps", metavar="N")
+    flag("warmup_steps", "untimed steps first", metavar="N")
+    flag("gpus", "GPUs on this machine; more than 1 relaunches under torchrun", metavar="N")
+    flag("compile", "torch.compile the model")
+    flag("device", "where to train", "cuda if available", choices=("cuda", "cpu"))
+    flag("loader_only", "time the input pipeline alone: disk to device, no model")
     p.add_argument("--matrix", action="store_true", help="one run per batch size x precision, like the table")
-    p.add_argument("--workers", type=int, metavar="N",
-                   help="loader worker processes per GPU (default: 4, or the number of cores if fewer)")
-    p.add_argument("--lr", type=float, help="learning rate, constant: throughput does not depend on the "
-                   "schedule (default: 0.006, NGC phase 1)")
-    p.add_argument("--optimizer", choices=("lamb", "adamw"), help="the update rule (default: lamb, NGC's)")
-    p.add_argument("--seed", type=int, metavar="N", help="seed of the initial weights, dropout, data order and "
-                   "dynamic masks (default: 12345)")
-    p.add_argument("--vocab", metavar="PATH",
-                   help="an LDDL folder's vocab (default: the one whose sha256 its manifest.json records)")
-    p.add_argument("--masking-scheme", choices=MASKING_SCHEMES,
-                   help="an LDDL folder with dynamic masking: mask word pieces one at a time (token) or whole "
-                        "words, a word being a piece and the '##' pieces after it (every character of text "
-                        "without spaces, such as Chinese) (default: the scheme its manifest.json records)")
+    flag("workers", "loader worker processes per GPU", "4, or the number of cores if fewer", type=int, metavar="N")
+    flag("lr", "learning rate, constant: throughput does not depend on the schedule (NGC phase 1's)")
+    flag("optimizer", "the update rule (lamb is NGC's)", choices=OPTIMIZERS)
+    flag("seed", "seed of the initial weights, dropout, data order and dynamic masks", metavar="N")
+    flag("vocab", "an LDDL folder's vocab", "the one whose sha256 its manifest.json records", metavar="PATH")
+    flag("masking_scheme", "an LDDL folder with dynamic masking: mask word pieces one at a time (token) or whole "
+                           "words, a word being a piece and the '##' pieces after it (every character of text "
+                           "without spaces, such as Chinese)", "the scheme its manifest.json records",
+         choices=MASKING_SCHEMES)
     p.add_argument("--json", metavar="PATH", help="write the run records as JSON")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.set_defaults(run=run)
 
 
 def configs_from_args(args: argparse.Namespace, config_cls) -> list:
+    import dataclasses
+
     from bertdata.errors import BertdataError
 
     # None: the flag was left out, so `config_cls`'s default holds -- the one source of them.
@@ -133,7 +130,8 @@ def configs_from_args(args: argparse.Namespace, config_cls) -> list:
         raise BertdataError("several --batch-size or --precision values need --matrix")
     if args.matrix and args.loader_only:
         raise BertdataError("--matrix and --loader-only do not combine")
-    given = {name: getattr(args, name) for name in CONFIG_FLAGS if getattr(args, name) is not None}
+    named = {f.name for f in dataclasses.fields(config_cls)} - {"batch_size", "precision"}
+    given = {name: getattr(args, name) for name in named if getattr(args, name, None) is not None}
     runs = ({k: v for k, v in (("batch_size", b), ("precision", p)) if v is not None}
             for b in batch_sizes for p in precisions)
     return [config_cls(**given, **run) for run in runs]
@@ -150,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         import torch  # noqa: F401
     except ImportError:
         raise BertdataError("needs torch: install the bench extra: pip install 'bertdata[bench]'") from None
-    from bertdata.benchmark.train import BenchConfig, execute
+    from bertdata.benchmark.train import execute
 
     configs = configs_from_args(args, BenchConfig)
     if args.json:

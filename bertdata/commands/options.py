@@ -63,3 +63,21 @@ def add_dump_options(parser) -> None:
                         help=f"dump run date, as in the run's directory name (default: {BuildConfig.date})")
     parser.add_argument("--mirror", default=BuildConfig.mirror, metavar="URL",
                         help=f"dumps site or a mirror with the same layout (default: {BuildConfig.mirror})")
+
+
+def add_config_flag(parser, cls, name: str, text: str, default_text: str | None = None, **options) -> None:
+    """`--name` for the field `name` of the config dataclass `cls`. The flag's own default is
+    None (left out), so the dataclass's default holds; the help states that default, read from
+    the field (or `default_text`, for a default computed at run time). A bool field is a switch."""
+    import dataclasses
+
+    spec = next(f for f in dataclasses.fields(cls) if f.name == name)
+    default = spec.default if spec.default is not dataclasses.MISSING else None
+    if isinstance(default, bool):
+        options.setdefault("action", "store_true")
+    elif default is not None:
+        options.setdefault("type", type(default))
+    shown = default_text if default_text is not None else (
+        None if default in (None, False) else default)
+    parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
+                        help=text + (f" (default: {shown})" if shown is not None else ""), **options)
