@@ -325,3 +325,19 @@ class BenchConfig:
             raise BertdataError(f"--model must be one of {', '.join(MODELS)} (got {self.model!r})")
         if not self.lr > 0:
             raise BertdataError(f"--lr must be positive (got {self.lr})")
+
+
+@dataclass(frozen=True)
+class InspectConfig:
+    """`bertdata inspect`: validate units of any format and print their figures."""
+
+    paths: tuple[str, ...]
+    show: int = 0  # instances decoded to text per file
+    vocab: str | None = None  # None: the vocab a unit records, where one is needed
+    ranks: int = 1  # LDDL: training ranks x loader workers that every bin's file count must divide by
+
+    def __post_init__(self) -> None:
+        if self.show < 0:
+            raise BertdataError("--show must be >= 0")
+        if self.ranks < 1:
+            raise BertdataError("--ranks must be at least 1")

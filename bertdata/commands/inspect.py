@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
+
+from bertdata.commands.options import add_config_flag
+from bertdata.config import InspectConfig
 
 HELP = """\
 Validate hdf5 shards against the reference layout, LDDL parquet folders as
@@ -48,15 +52,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="hdf5 files, LDDL folders, Megatron pairs, or folders searched recursively for all of them")
-    p.add_argument("--show", type=int, default=0, metavar="N",
-                   help="decode the first N instances of each file to text ([shown→original] marks predictions)")
-    p.add_argument("--vocab", metavar="PATH",
-                   help="vocab for --show and the id range check; refused if the shard records another "
-                        "(default for --show: the vocab whose sha256 the shard records -- the bundled "
-                        "sample vocab or one in the cache -- else the bert-base-uncased vocab)")
-    p.add_argument("--ranks", type=int, default=1, metavar="N",
-                   help="LDDL folders: training ranks x loader workers per rank that every bin's file "
-                        "count must divide by (default: 1)")
+    flag = functools.partial(add_config_flag, p, InspectConfig)
+    flag("show", "decode the first N instances of each file to text ([shown→original] marks predictions)",
+         metavar="N")
+    flag("vocab", "vocab for --show and the id range check; refused if the shard records another",
+         "for --show, the vocab whose sha256 the shard records -- the bundled sample vocab or one in the cache -- "
+         "else the bert-base-uncased vocab", metavar="PATH")
+    flag("ranks", "LDDL folders: training ranks x loader workers per rank that every bin's file count must divide "
+                  "by", metavar="N")
     p.set_defaults(run=run)
 
 
@@ -75,16 +78,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     from bertdata import formats
-    from bertdata.errors import BertdataError
     from bertdata.vocab import load_vocab
 
-    if args.show < 0:
-        raise BertdataError("--show must be >= 0")
-    if args.ranks < 1:
-        raise BertdataError("--ranks must be at least 1")
-    report = formats.Report(vocab=load_vocab(args.vocab) if args.vocab else None, show=args.show, ranks=args.ranks,
+    given = {name: value for name in ("show", "vocab", "ranks") if (value := getattr(args, name)) is not None}
+    cfg = InspectConfig(tuple(args.paths), **given)
+    report = formats.Report(vocab=load_vocab(cfg.vocab) if cfg.vocab else None, show=cfg.show, ranks=cfg.ranks,
                             out=lambda line: print(line, flush=True))
-    for fmt, units in formats.by_format(formats.find(args.paths)):
+    for fmt, units in formats.by_format(formats.find(cfg.paths)):
         fmt.inspect(units, report)
     for warning in report.warnings:
         print(f"bertdata inspect: warning: {warning}")

@@ -77,7 +77,6 @@ def add_config_flag(parser, cls, name: str, text: str, default_text: str | None 
         options.setdefault("action", "store_true")
     elif default is not None:
         options.setdefault("type", type(default))
-    shown = default_text if default_text is not None else (
-        None if default in (None, False) else default)
+    shown = default_text if default_text is not None else (None if default is None or default is False else default)
     parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
                         help=text + (f" (default: {shown})" if shown is not None else ""), **options)
