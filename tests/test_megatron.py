@@ -396,9 +396,12 @@ samples = []
 for i in range(len(bert)):
     s = bert[i]
     original = np.where(s["loss_mask"] == 1, s["labels"], s["text"])
-    real = int(s["padding_mask"].sum())
+    # padding_mask is 0 wherever text is [PAD], also where masking put a random [PAD] inside the
+    # sample; the sample ends with its last 1, the final [SEP] (never masked).
+    real = int(np.flatnonzero(s["padding_mask"])[-1]) + 1
     samples.append({"tokens": original[:real].tolist(), "types": s["types"][:real].tolist(),
-                    "length": len(s["text"]), "masked": int(s["loss_mask"].sum())})
+                    "length": len(s["text"]), "masked_at": np.flatnonzero(s["loss_mask"]).tolist(),
+                    "holes": np.flatnonzero(s["padding_mask"][:real] == 0).tolist()})
 report["bert"] = {"samples": samples, "cls": tokenizer.cls, "sep": tokenizer.sep}
 print(json.dumps(report))
 '''
@@ -454,6 +457,7 @@ def megatron_check(output: Path, folder: Path, vocab: Path, tmp_path: Path, sent
     for sample in bert["samples"]:
         tokens, types = sample["tokens"], sample["types"]
         assert sample["length"] == 128 and len(tokens) <= 128
+        assert set(sample["holes"]) <= set(sample["masked_at"]), sample  # a hole is a masked token, drawn as [PAD]
         assert tokens[0] == bert["cls"] and tokens[-1] == bert["sep"]
         first_end = types.index(1) - 1 if 1 in types else len(tokens) - 1
         assert tokens[first_end] == bert["sep"]
@@ -461,7 +465,7 @@ def megatron_check(output: Path, folder: Path, vocab: Path, tmp_path: Path, sent
             run = ",".join(map(str, segment))
             assert any(f",{run}," in f",{stream}," for stream in streams), segment
     # Megatron may mask nothing in a very short sample, never in all of them.
-    assert sum(sample["masked"] for sample in bert["samples"]) > len(bert["samples"])
+    assert sum(len(sample["masked_at"]) for sample in bert["samples"]) > len(bert["samples"])
     figures["bert_samples"] = len(bert["samples"])
     return figures
 
@@ -483,7 +487,10 @@ def test_megatron_core_reads_our_pairs(in_memory, tmp_path):
     - `BERTMaskedWordPieceDataset` draws samples from our training pair on CPU (its sample
       index is built on rank 0 of a torch.distributed group: one gloo process here; the number
       of samples must be given, as Megatron's dataset builder always does), and each sample's
-      segments, unmasked, are runs of one of our documents' tokens.
+      segments, unmasked, are runs of one of our documents' tokens. Its masking's random tokens
+      differ from run to run (it draws them from the Hugging Face tokenizer's vocab in hash-map
+      order, another order in every process), so a masked token may become [PAD], which the
+      sample's padding_mask marks 0 as it does the padding.
     Runs in a subprocess: megatron-core's import loads torch and warns about missing GPU kernels.
     """
     figures = megatron_check(in_memory, FOLDER, SAMPLE_VOCAB, tmp_path, sentences=10_000, samples=200)
