@@ -203,7 +203,7 @@ def test_whole_word_build_reads_in_both_loaders_and_masks_whole_words(tmp_path):
     assert folder_stats.split_words == 0 and lddl_rows(out / PHASE1, vocab.tokens, 128, 20) <= hdf5_rows(hdf5)
 
     for infos, fmt in (survey(hdf5), survey(out / PHASE1)):
-        assert fmt is None or fmt.masking_scheme == "whole-word"
+        assert fmt.masking_scheme == "whole-word"
         batch = next(iter(ShardStream(rank_units(infos, 0, 1), batch_size=16, seed=1, infos=infos, reading=fmt)))
         assert all(isinstance(t, torch.Tensor) for t in batch) and ((batch[3] != -1).sum(1) > 0).all()
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import h5py
 import numpy as np
 
-from bertdata.config import InstanceConfig
+from bertdata.config import MASKING_SCHEMES, InstanceConfig
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.checks import ShardStats, read_layout, validate_shard
 from bertdata.formats.contract import INSTANCES, PER_SHARD, PathLike, Reading, Report, ShardInfo, hidden
@@ -146,7 +146,8 @@ class Hdf5Shards:
         if masking_scheme is not None:
             raise BertdataError(f"{where}: --masking-scheme is for LDDL folders with dynamic masking; hdf5 "
                                 "shards hold their masks")
-        return Reading(self.name)
+        # Absent from a shard's attrs: token masking (InstanceConfig.record).
+        return Reading(self.name, masking_scheme=parts[0].attrs.get("masking_scheme", MASKING_SCHEMES[0]))
 
     def load(self, part: ShardInfo, reading: Reading) -> dict[str, np.ndarray]:
         # Opened here, inside a loader's worker: h5py handles must not cross a fork.
