@@ -209,6 +209,11 @@ def match(pattern: str) -> list[str]:
     return sorted(_files(pattern).match(pattern))
 
 
+def listing(folder: str) -> dict[str, str]:
+    """The folder's files, {name: path}."""
+    return {split(path)[1]: path for path in match(join(folder, "*"))}
+
+
 def size(path: str) -> int:
     return _files(path).size(path)
 

@@ -20,7 +20,7 @@ from bertdata.pipelines import fsio
 from bertdata.pipelines.lddl import LddlPhase, spill_shard
 from bertdata.pipelines.megatron import MegatronOutput, write_part
 from bertdata.pipelines.pool import working_on
-from bertdata.pipelines.records import Counts, Spread
+from bertdata.pipelines.records import Counts, Spread, StepDoFn
 
 
 # What each shard file records about itself, and a re-run reads back instead of redoing it.
@@ -50,7 +50,9 @@ class PhaseOutput:
     lddl: LddlPhase | None = None
 
 
-class _MakeInstances(fsio.FilesDoFn):
+class _MakeInstances(StepDoFn):
+    takes = (TextShard,)
+
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool, same_seed_per_shard: bool,
                  force: bool, megatron: MegatronOutput | None = None):
         super().__init__()
@@ -67,10 +69,7 @@ class _MakeInstances(fsio.FilesDoFn):
 
         self.tokenizer = WordPiece(self.vocab, self.lowercase)
 
-    def process(self, record):
-        if not isinstance(record, TextShard):
-            yield record  # counts travel on to the manifests
-            return
+    def work(self, record: TextShard):
         working_on(f"the instance stage, text shard {record.stem}")
         from bertdata.instances import create_instances, generation_attrs
 
@@ -168,7 +167,7 @@ def _reusable(fmt: PerShardFormat, paths: list[str], attrs: dict) -> dict | None
 class TextShardsToInstances(beam.PTransform):
     """TextShard records -> per phase, an HDF5Shard record (the shard's files, whatever their
     format) and/or the shard's LDDL runs (ShardRuns, training shards only); with `megatron`, once
-    per text shard, its Megatron pair (a MegatronPart); Counts records pass through."""
+    per text shard, its Megatron pair (a MegatronPart)."""
 
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool,
                  same_seed_per_shard: bool, force: bool = False, megatron: MegatronOutput | None = None):

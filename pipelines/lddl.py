@@ -24,10 +24,12 @@ from bertdata.formats import lddl
 from bertdata.articles import quality
 from bertdata.errors import BertdataError
 from bertdata.fsutil import TEMP_PREFIX
-from bertdata.manifest import MANIFEST, Run, write_manifest
+from bertdata.manifest import MANIFEST
 from bertdata.pipelines import fsio
+from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.pool import working_on
-from bertdata.pipelines.records import Counts, Spread, StageRecords
+from bertdata.pipelines.records import LddlFile, PhasePlan, PlannedFile, ShardRuns, Spread, StageRecords, StepDoFn
+
 
 def runs_folder(work_dir: str) -> str:
     return fsio.join(work_dir, "lddl")
@@ -51,41 +53,6 @@ class LddlPhase:
         return 1 if self.bin_size is None else self.seq_len // self.bin_size
 
 
-@dataclass(frozen=True)
-class ShardRuns:
-    """The runs of one text shard (by its index among the training shards) for one phase."""
-
-    folder: str
-    index: int
-    runs: tuple[lddl.Run, ...]
-
-
-@dataclass(frozen=True)
-class PhasePlan:
-    """How a phase's bins were cut (see `lddl.plan_files`), for its manifest."""
-
-    folder: str
-    bins: tuple[dict, ...]
-
-
-@dataclass(frozen=True)
-class PlannedFile:
-    folder: str
-    plan: lddl.FilePlan
-
-
-@dataclass(frozen=True)
-class LddlFile:
-    """A written LDDL file, as the manifest sees it."""
-
-    folder: str
-    file: str
-    bin: int | None
-    rows: int
-    bytes: int
-    sha256: str
-
-
 def spill_shard(phase: LddlPhase, index: int, batches: Iterable[Mapping[str, np.ndarray]],
                 tokens: tuple[str, ...]) -> ShardRuns:
     """One text shard's instances -> its runs under the phase's run folder."""
@@ -104,21 +71,17 @@ def spill_shard(phase: LddlPhase, index: int, batches: Iterable[Mapping[str, np.
         return ShardRuns(phase.folder, index, tuple(replace(r, path=target(r.bin)) for r in runs))
 
 
-def plan_phases(stage: StageRecords, phases: dict[str, LddlPhase]) -> Iterator:
-    """The instance stage's ShardRuns -> one PlannedFile per file to write (by phase, bin, file)
-    and each phase's PhasePlan; the text plan and counts pass on to the manifests."""
-    yield stage.plan
-    yield Counts(stage.counts)
-    for folder, phase in phases.items():
-        shards = sorted((s for s in stage.shards if isinstance(s, ShardRuns) and s.folder == folder),
-                        key=lambda s: s.index)
-        runs = [run for shard in shards for run in shard.runs]
-        num_shards = phase.num_shards or stage.plan.training_shards
-        plans, bins = lddl.plan_files(runs, num_bins=phase.num_bins, bin_size=phase.bin_size, num_shards=num_shards,
-                                      where=folder)
-        yield PhasePlan(folder, tuple(bins))
-        for plan in plans:
-            yield PlannedFile(folder, plan)
+def plan_phase(stage: StageRecords, phase: LddlPhase) -> Iterator:
+    """The instance stage's ShardRuns for the phase -> its PhasePlan, and a PlannedFile per file to
+    write (by bin, file)."""
+    shards = sorted((s for s in stage.of_kind(ShardRuns) if s.folder == phase.folder), key=lambda s: s.index)
+    runs = [run for shard in shards for run in shard.runs]
+    num_shards = phase.num_shards or stage.plan.training_shards
+    plans, bins = lddl.plan_files(runs, num_bins=phase.num_bins, bin_size=phase.bin_size, num_shards=num_shards,
+                                  where=phase.folder)
+    yield PhasePlan(phase.folder, tuple(bins))
+    for plan in plans:
+        yield PlannedFile(phase.folder, plan)
 
 
 @contextlib.contextmanager
@@ -133,21 +96,19 @@ def _local_pieces(plan: lddl.FilePlan) -> Iterator[lddl.FilePlan]:
         yield replace(plan, pieces=tuple((local.get(p, p), s, c) for p, s, c in plan.pieces))
 
 
-class _WriteFile(fsio.FilesDoFn):
-    def __init__(self, phases: dict[str, LddlPhase]):
-        super().__init__()
-        self.phases = phases
+class _WriteFile(StepDoFn):
+    takes = (PlannedFile,)
 
-    def process(self, record):
-        if not isinstance(record, PlannedFile):
-            yield record
-            return
+    def __init__(self, phase: LddlPhase):
+        super().__init__()
+        self.phase = phase
+
+    def work(self, record: PlannedFile):
         from bertdata.manifest import file_sha256
 
         working_on(f"the LDDL stage, {record.plan.name} of {record.folder}")
-        phase = self.phases[record.folder]
         path = fsio.join(record.folder, record.plan.name)
-        schema = lddl.schema_for(phase.masking, binned=phase.bin_size is not None)
+        schema = lddl.schema_for(self.phase.masking, binned=self.phase.bin_size is not None)
         with _local_pieces(record.plan) as plan, fsio.local_output(path) as local:
             size = lddl.write_file(plan, local, schema)
             with open(local, "rb") as f:  # here, not read back from a store
@@ -155,20 +116,19 @@ class _WriteFile(fsio.FilesDoFn):
         yield LddlFile(record.folder, record.plan.name, record.plan.bin, record.plan.rows, size, sha)
 
 
-class InstancesToLddl(beam.PTransform):
-    """The instance stage's StageRecords (its shards: ShardRuns) -> a written LddlFile record
-    per file, a PhasePlan per phase, the text plan and the counts."""
+class WriteLddlFiles(beam.PTransform):
+    """PlannedFile records (see `plan_phase`) -> a written LddlFile record per file, written by
+    whichever worker is free."""
 
-    def __init__(self, phases: dict[str, LddlPhase]):
+    def __init__(self, phase: LddlPhase):
         super().__init__()
-        self.phases = phases
+        self.phase = phase
 
-    def expand(self, gathered):
+    def expand(self, records):
         return (
-            gathered
-            | "PlanLddlFiles" >> beam.FlatMap(plan_phases, self.phases)
+            records
             | "SpreadLddlFiles" >> Spread()
-            | "WriteLddlFiles" >> beam.ParDo(_WriteFile(self.phases))
+            | "WriteLddlFiles" >> beam.ParDo(_WriteFile(self.phase))
         )
 
 
@@ -177,12 +137,11 @@ class InstancesToLddl(beam.PTransform):
 WRITING = ".bertdata-writing"
 
 
-def prepare_folder(phase: LddlPhase, options: dict, force: bool) -> bool:
-    """Decide what a build does with a phase folder: False when it already holds this build's
-    finished output (its manifest records the same options), else True after clearing what an
-    interrupted build of ours left there. Files that no bertdata build wrote stay: refused
-    unless `force`."""
-    listed = {fsio.split(path)[1]: path for path in fsio.match(fsio.join(phase.folder, "*"))}
+def needs_writing(phase: LddlPhase, options: dict, force: bool) -> bool:
+    """Whether a build writes a phase folder: not when it already holds this build's finished
+    output (its manifest records the same options). Reads only: files that no bertdata build
+    wrote, or made with other options, are refused unless `force`."""
+    listed = fsio.listing(phase.folder)
     if MANIFEST in listed and not force:
         try:
             manifest = json.loads(fsio.read_bytes(listed[MANIFEST]))
@@ -199,35 +158,30 @@ def prepare_folder(phase: LddlPhase, options: dict, force: bool) -> bool:
     if data and not (ours or force):
         raise BertdataError(f"{phase.folder}: holds parquet files that no bertdata build recorded ({data[0]}); "
                             "pass --force to replace them, or choose another --output")
-    fsio.write_bytes(fsio.join(phase.folder, WRITING), b"")
-    stale = [path for name, path in listed.items()
-             if name in data or name in (lddl.NUM_SAMPLES_JSON, MANIFEST) or name.startswith(TEMP_PREFIX)]
-    if stale:
-        fsio.delete(stale)
     return True
 
 
-class WriteLddlManifests(fsio.FilesDoFn):
-    """Each LDDL folder's .num_samples.json, then its manifest.json (written last, so a folder
-    with a manifest is complete); `phases`: each folder's manifest fields (options, lengths, attrs)."""
+def clear_folder(phase: LddlPhase) -> None:
+    """Mark the folder as being written, and clear what an earlier build of ours (or, with
+    --force, anyone) left there: `needs_writing` said it may."""
+    listed = fsio.listing(phase.folder)
+    fsio.write_bytes(fsio.join(phase.folder, WRITING), b"")
+    stale = [path for name, path in listed.items() if lddl.loader_visible(name)
+             or name in (lddl.NUM_SAMPLES_JSON, MANIFEST) or name.startswith(TEMP_PREFIX)]
+    if stale:
+        fsio.delete(stale)
 
-    def __init__(self, tool: dict, run: Run, dump: dict, phases: dict[str, dict]):
-        super().__init__()
-        self.tool, self.run, self.dump, self.phases = tool, run, dump, phases
 
-    def process(self, stage: StageRecords):
-        for folder, fields in self.phases.items():
-            files = sorted((r for r in stage.shards if isinstance(r, LddlFile) and r.folder == folder),
-                           key=lambda r: lddl.name_parts(r.file)[::-1])
-            bins = next(r.bins for r in stage.shards if isinstance(r, PhasePlan) and r.folder == folder)
-            counts = {**stage.counts, "lddl_files": len(files), "instances_in": sum(b["rows_in"] for b in bins),
-                      "instances": sum(f.rows for f in files), "dropped": sum(b["dropped"] for b in bins)}
-            fsio.write_bytes(fsio.join(folder, lddl.NUM_SAMPLES_JSON), lddl.num_samples_json({f.file: f.rows for f in files}))
-            write_manifest(fsio.join(folder, MANIFEST), {
-                "dump": self.dump, "format": "lddl", **fields, "counts": counts, "quality": quality(stage.counts),
-                "bins": list(bins),
-                "files": [{"file": f.file, "bin": f.bin, "rows": f.rows, "sha256": f.sha256, "bytes": f.bytes}
-                          for f in files]},
-                self.tool, self.run.record(), fsio.write_bytes)
-            fsio.delete([fsio.join(folder, WRITING)])
-        yield len(self.phases)
+def write_manifest(stage: StageRecords, provenance: Provenance, folder: str, fields: dict) -> None:
+    """The folder's .num_samples.json, then its manifest.json (written last, so a folder with a
+    manifest is complete); `fields`: the manifest's options, lengths and attrs."""
+    files = sorted((r for r in stage.of_kind(LddlFile) if r.folder == folder), key=lambda r: lddl.name_parts(r.file)[::-1])
+    bins = next(r.bins for r in stage.of_kind(PhasePlan) if r.folder == folder)
+    counts = {**stage.counts, "lddl_files": len(files), "instances_in": sum(b["rows_in"] for b in bins),
+              "instances": sum(f.rows for f in files), "dropped": sum(b["dropped"] for b in bins)}
+    fsio.write_bytes(fsio.join(folder, lddl.NUM_SAMPLES_JSON), lddl.num_samples_json({f.file: f.rows for f in files}))
+    provenance.write(folder, {
+        "format": "lddl", **fields, "counts": counts, "quality": quality(stage.counts), "bins": list(bins),
+        "files": [{"file": f.file, "bin": f.bin, "rows": f.rows, "sha256": f.sha256, "bytes": f.bytes}
+                  for f in files]})
+    fsio.delete([fsio.join(folder, WRITING)])

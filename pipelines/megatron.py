@@ -15,7 +15,7 @@ text shard. They are removed with the work folder; a killed build's are made aga
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import apache_beam as beam
 
@@ -23,12 +23,13 @@ from bertdata.formats import megatron
 from bertdata.errors import BertdataError
 from bertdata.fsutil import TEMP_PREFIX
 from bertdata.layout import SPLITS
-from bertdata.manifest import MANIFEST, Run, write_manifest
+from bertdata.manifest import MANIFEST
 from bertdata.sharding import TextShard
 from bertdata.textshard import Documents
 from bertdata.pipelines import fsio
 from bertdata.pipelines.lddl import WRITING
-from bertdata.pipelines.records import Gather, Spread, StageRecords
+from bertdata.pipelines.manifests import Provenance
+from bertdata.pipelines.records import MegatronPair, MegatronPart, MergeJob, Spread, StageRecords, StepDoFn
 
 
 def parts_folder(work_dir: str) -> str:
@@ -51,39 +52,6 @@ class MegatronOutput:
         return {fsio.split(path)[1] for split in SPLITS for path in megatron.pair_paths(self.prefix(split))}
 
 
-@dataclass(frozen=True)
-class MegatronPart:
-    """One text shard's pair under the parts folder (`prefix` None: the shard had no tokens)."""
-
-    split: str
-    index: int
-    source: str
-    source_sha256: str
-    prefix: str | None
-    documents: int
-    sentences: int
-    tokens: int
-
-    def source_entry(self) -> dict:
-        return {"split": self.split, "file": self.source, "sha256": self.source_sha256}
-
-
-@dataclass(frozen=True)
-class MergeJob:
-    split: str
-    prefix: str
-    parts: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class MegatronPair:
-    """A merged split, as the manifest sees it."""
-
-    split: str
-    prefix: str
-    merged: megatron.Merged
-
-
 def sources(shards: list[TextShard]) -> list[dict]:
     """The text shards a folder's pairs are made of, as its manifest records them."""
     return [{"split": s.split, "file": s.stem + ".txt", "sha256": s.sha256}
@@ -103,22 +71,19 @@ def write_part(out: MegatronOutput, record: TextShard, documents: Documents | No
 
 
 def plan_merges(stage: StageRecords, out: MegatronOutput):
-    """The instance stage's records -> a MergeJob per split with tokens (its parts in text shard
-    order), the parts for the manifest, and the stage without them for the stages after."""
-    parts = [s for s in stage.shards if isinstance(s, MegatronPart)]
-    yield replace(stage, shards=tuple(s for s in stage.shards if not isinstance(s, MegatronPart)))
-    yield from parts
+    """The instance stage's MegatronParts -> a MergeJob per split with tokens (its parts in text
+    shard order)."""
+    parts = stage.of_kind(MegatronPart)
     for split in SPLITS:
         mine = sorted((p for p in parts if p.split == split and p.prefix is not None), key=lambda p: p.index)
         if mine:
             yield MergeJob(split, out.prefix(split), tuple(p.prefix for p in mine))
 
 
-class _Merge(fsio.FilesDoFn):
-    def process(self, record):
-        if not isinstance(record, MergeJob):
-            yield record
-            return
+class _Merge(StepDoFn):
+    takes = (MergeJob,)
+
+    def work(self, record: MergeJob):
         bin_path, idx_path = megatron.pair_paths(record.prefix)
         # The .bin is renamed into place first (the inner writer), so an .idx never points into nothing.
         with fsio.atomic_writer(idx_path) as idx_out, fsio.atomic_writer(bin_path) as bin_out:
@@ -126,61 +91,43 @@ class _Merge(fsio.FilesDoFn):
         yield MegatronPair(record.split, record.prefix, merged)
 
 
-class _WriteManifest(fsio.FilesDoFn):
-    """The folder's manifest.json, written last: a folder with one is complete. Hands on the
-    instance stage's records."""
+class MergeParts(beam.PTransform):
+    """MergeJob records (see `plan_merges`) -> a MegatronPair per split, merged by whichever
+    worker is free."""
 
-    def __init__(self, out: MegatronOutput, tool: dict, run: Run, dump: dict, options: dict):
-        super().__init__()
-        self.out, self.tool, self.run, self.dump, self.options = out, tool, run, dump, options
-
-    def process(self, records: list):
-        parts = sorted((r for r in records if isinstance(r, MegatronPart)),
-                       key=lambda p: (SPLITS.index(p.split), p.index))
-        pairs = sorted((r for r in records if isinstance(r, MegatronPair)), key=lambda p: SPLITS.index(p.split))
-        entries = [{"split": p.split, "prefix": fsio.split(p.prefix)[1], "documents": p.merged.documents,
-                    "sentences": p.merged.sentences, "tokens": p.merged.tokens,
-                    "files": [{"file": fsio.split(path)[1], "bytes": size, "sha256": sha}
-                              for path, size, sha in zip(megatron.pair_paths(p.prefix),
-                                                         (p.merged.bin_bytes, p.merged.idx_bytes),
-                                                         (p.merged.bin_sha256, p.merged.idx_sha256))]}
-                   for p in pairs]
-        counts = {k: sum(e[k] for e in entries) for k in ("documents", "sentences", "tokens")}
-        write_manifest(fsio.join(self.out.folder, MANIFEST), {
-            "dump": self.dump, "format": "megatron", "options": self.options,
-            "counts": {**counts, "pairs": len(entries),
-                       "skipped_empty_text_shards": sum(p.prefix is None for p in parts)},
-            "pairs": entries, "sources": [p.source_entry() for p in parts]},
-            self.tool, self.run.record(), fsio.write_bytes)
-        fsio.delete([fsio.join(self.out.folder, WRITING)])
-        yield next(r for r in records if isinstance(r, StageRecords))
-
-
-class MergeMegatronParts(beam.PTransform):
-    """The instance stage's StageRecords (its shards: MegatronPart among others) -> the split's
-    pairs merged and the manifest written; the StageRecords without the parts go on."""
-
-    def __init__(self, out: MegatronOutput, tool: dict, run: Run, dump: dict, options: dict):
-        super().__init__()
-        self.out, self.manifest = out, _WriteManifest(out, tool, run, dump, options)
-
-    def expand(self, gathered):
+    def expand(self, records):
         return (
-            gathered
-            | "PlanMerges" >> beam.FlatMap(plan_merges, self.out)
+            records
             | "SpreadMerges" >> Spread()
             | "MergeParts" >> beam.ParDo(_Merge())
-            | "GatherPairs" >> Gather()
-            | "MegatronManifest" >> beam.ParDo(self.manifest)
         )
 
 
-def prepare_folder(out: MegatronOutput, options: dict, finished_sources: list[dict] | None, force: bool) -> bool:
-    """False when the folder already holds this build's pairs: its manifest records the same
-    options and the same text shards (`finished_sources`; None when the text is made anew, so
-    not known yet). Else True, once what an earlier build of ours left there is cleared. Pair
-    files that no bertdata build recorded are refused unless `force`; another vocab's too."""
-    listed = {fsio.split(path)[1]: path for path in fsio.match(fsio.join(out.folder, "*"))}
+def write_manifest(stage: StageRecords, provenance: Provenance, out: MegatronOutput, options: dict) -> None:
+    """The folder's manifest.json, written last: a folder with one is complete."""
+    parts = sorted(stage.of_kind(MegatronPart), key=lambda p: (SPLITS.index(p.split), p.index))
+    pairs = sorted(stage.of_kind(MegatronPair), key=lambda p: SPLITS.index(p.split))
+    entries = [{"split": p.split, "prefix": fsio.split(p.prefix)[1], "documents": p.merged.documents,
+                "sentences": p.merged.sentences, "tokens": p.merged.tokens,
+                "files": [{"file": fsio.split(path)[1], "bytes": size, "sha256": sha}
+                          for path, size, sha in zip(megatron.pair_paths(p.prefix),
+                                                     (p.merged.bin_bytes, p.merged.idx_bytes),
+                                                     (p.merged.bin_sha256, p.merged.idx_sha256))]}
+               for p in pairs]
+    counts = {k: sum(e[k] for e in entries) for k in ("documents", "sentences", "tokens")}
+    provenance.write(out.folder, {
+        "format": "megatron", "options": options,
+        "counts": {**counts, "pairs": len(entries), "skipped_empty_text_shards": sum(p.prefix is None for p in parts)},
+        "pairs": entries, "sources": [p.source_entry() for p in parts]})
+    fsio.delete([fsio.join(out.folder, WRITING)])
+
+
+def needs_writing(out: MegatronOutput, options: dict, finished_sources: list[dict] | None, force: bool) -> bool:
+    """Whether a build writes the folder: not when it already holds this build's pairs, its
+    manifest recording the same options and the same text shards (`finished_sources`; None when
+    the text is made anew, so not known yet). Reads only: pair files that no bertdata build
+    recorded are refused unless `force`; another vocab's too."""
+    listed = fsio.listing(out.folder)
     if MANIFEST in listed and not force:
         try:
             manifest = json.loads(fsio.read_bytes(listed[MANIFEST]))
@@ -198,8 +145,15 @@ def prepare_folder(out: MegatronOutput, options: dict, finished_sources: list[di
     if ours and not (WRITING in listed or MANIFEST in listed or force):
         raise BertdataError(f"{out.folder}: holds {ours[0]}, which no bertdata build recorded; pass --force to "
                             "replace it, or choose another --output")
+    return True
+
+
+def clear_folder(out: MegatronOutput) -> None:
+    """Mark the folder as being written, and clear what an earlier build of ours (or, with
+    --force, anyone) left there: `needs_writing` said it may."""
+    listed = fsio.listing(out.folder)
     fsio.write_bytes(fsio.join(out.folder, WRITING), b"")
-    stale = [listed[name] for name in listed if name in ours or name == MANIFEST or name.startswith(TEMP_PREFIX)]
+    stale = [path for name, path in listed.items()
+             if name in out.file_names() or name == MANIFEST or name.startswith(TEMP_PREFIX)]
     if stale:
         fsio.delete(stale)
-    return True

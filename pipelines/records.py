@@ -1,19 +1,25 @@
-"""The small records that travel between the stages as data, and the barrier that gathers them.
+"""Every record that travels down the build's chain, the barrier that gathers them, and the
+DoFn base that passes on what a step does not take.
 
 The DaskRunner computes only the last transform's ancestors, drops tagged outputs and
 finish_bundle output, and collects no metrics, so what a later stage or a manifest needs
-travels down the one chain beside the shards; a stage's end gathers it all in one element.
+travels down the one chain beside the shards; a stage's end gathers it all in one element
+(StageRecords), which bertdata.pipelines.stages hands to the next stage.
 """
 
 from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import apache_beam as beam
 
 from bertdata.articles import merge_counts
+from bertdata.formats import lddl, megatron
+from bertdata.sharding import TextShard
+from bertdata.pipelines import fsio
 
 
 @dataclass(frozen=True)
@@ -35,25 +41,132 @@ class TextPlan:
 
 @dataclass(frozen=True)
 class StageRecords:
-    """What a finished stage handed on, by kind: the text stage's plan, the shards the stage
-    wrote (TextShard or HDF5Shard records), and the counts summed so far."""
+    """What the stages so far handed on: the text stage's plan, every other record (text shards,
+    LDDL runs, Megatron parts, ...), and the counts summed so far."""
 
-    plan: TextPlan
+    plan: TextPlan | None
     shards: tuple
     counts: dict
 
     @classmethod
-    def of(cls, records: list, shard_type: type) -> StageRecords:
-        return cls(next(r for r in records if isinstance(r, TextPlan)),
-                   tuple(r for r in records if isinstance(r, shard_type)),
+    def of(cls, records: list) -> StageRecords:
+        return cls(next((r for r in records if isinstance(r, TextPlan)), None),
+                   tuple(r for r in records if not isinstance(r, (TextPlan, Counts))),
                    merge_counts(r.values for r in records if isinstance(r, Counts)))
+
+    def of_kind(self, kinds: type | tuple[type, ...]) -> list:
+        return [r for r in self.shards if isinstance(r, kinds)]
+
+    def without(self, kinds: tuple[type, ...]) -> StageRecords:
+        return StageRecords(self.plan, tuple(r for r in self.shards if not isinstance(r, kinds)), self.counts)
 
     def records(self) -> list:
         """The records again, one element each, for the next stage to spread over workers: the
         largest text shards first, so that the last to finish, on whichever worker, are small
         (and the local runner, which deals elements out in turn, gives workers near-equal work)."""
-        largest_first = sorted(self.shards, key=lambda r: -r.bytes)
-        return [self.plan, *largest_first, Counts(self.counts)]
+        largest_first = sorted(self.shards, key=lambda r: -r.bytes if isinstance(r, TextShard) else 0)
+        return [*([self.plan] if self.plan is not None else []), *largest_first, Counts(self.counts)]
+
+
+class StepDoFn(fsio.FilesDoFn):
+    """A step of a stage: works on the records of the kinds it `takes` and passes every other
+    record on as it is, so counts and other stages' records reach the stage's end whatever the
+    step does with its own."""
+
+    takes: tuple[type, ...] = ()
+
+    def process(self, record):
+        if isinstance(record, self.takes):
+            yield from self.work(record)
+        else:
+            yield record
+
+    def work(self, record) -> Iterator:
+        raise NotImplementedError
+
+
+# The text stage's.
+
+@dataclass(frozen=True)
+class ShardJob:
+    """One text shard to write from its blocks, in run (dump) order."""
+
+    folder: str
+    split: str
+    index: int
+    blocks: tuple  # (run path, offset, length), ...
+
+
+# The LDDL stage's (ShardRuns are made by the instance stage).
+
+@dataclass(frozen=True)
+class ShardRuns:
+    """The runs of one text shard (by its index among the training shards) for one phase."""
+
+    folder: str
+    index: int
+    runs: tuple[lddl.Run, ...]
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """How a phase's bins were cut (see `lddl.plan_files`), for its manifest."""
+
+    folder: str
+    bins: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    folder: str
+    plan: lddl.FilePlan
+
+
+@dataclass(frozen=True)
+class LddlFile:
+    """A written LDDL file, as the manifest sees it."""
+
+    folder: str
+    file: str
+    bin: int | None
+    rows: int
+    bytes: int
+    sha256: str
+
+
+# The Megatron stage's (MegatronParts are made by the instance stage).
+
+@dataclass(frozen=True)
+class MegatronPart:
+    """One text shard's pair under the parts folder (`prefix` None: the shard had no tokens)."""
+
+    split: str
+    index: int
+    source: str
+    source_sha256: str
+    prefix: str | None
+    documents: int
+    sentences: int
+    tokens: int
+
+    def source_entry(self) -> dict:
+        return {"split": self.split, "file": self.source, "sha256": self.source_sha256}
+
+
+@dataclass(frozen=True)
+class MergeJob:
+    split: str
+    prefix: str
+    parts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MegatronPair:
+    """A merged split, as the manifest sees it."""
+
+    split: str
+    prefix: str
+    merged: megatron.Merged
 
 
 class Gather(beam.PTransform):
@@ -65,19 +178,6 @@ class Gather(beam.PTransform):
                 | "OneKey" >> beam.Map(lambda r: (None, r))
                 | "GroupAll" >> beam.GroupByKey()
                 | "Values" >> beam.Map(lambda kv: list(kv[1])))
-
-
-class GatherStage(beam.PTransform):
-    """The records that end a stage as one StageRecords element; `shard_type`: the stage's shards."""
-
-    def __init__(self, shard_type: type):
-        super().__init__()
-        self.shard_type = shard_type
-
-    def expand(self, records):
-        return (records
-                | "Gather" >> Gather()
-                | "ByKind" >> beam.Map(StageRecords.of, self.shard_type))
 
 
 class _Number(beam.DoFn):

@@ -1,4 +1,5 @@
-"""What a re-run of a build may reuse, what it must refuse, and what it clears away first.
+"""The text stage's and the per-shard files' resume rules, which their stages
+(bertdata.pipelines.stages) decide with, and what every stage clears away.
 
 A finished text stage is reused when its manifest records the same dump and text options;
 finished shard files are reused one by one (see bertdata.pipelines.instances). The manifests
@@ -119,17 +120,13 @@ def check_vocab_unchanged(fmt: PerShardFormat, phase_dirs: list[str], vocab: Voc
                     "pass --force to rebuild every shard with the new vocab")
 
 
-def remove_leftovers(phase_dirs: list[str], text_dirs: list[str], work_dir: str, redo_text: bool) -> None:
-    """Temporary files of a killed run, and, when the text stage is redone, the old text
-    shards (a dump or option change could leave shards this run would not write)."""
-    doomed = []
-    for folder in [*text_dirs, *phase_dirs]:
-        doomed += fsio.match(fsio.join(folder, TEMP_PREFIX + "*"))
-        if redo_text and folder in text_dirs:
-            doomed += fsio.match(fsio.join(folder, "*.txt")) + fsio.match(fsio.join(folder, MANIFEST))
+def remove_leftovers(folders: list[str], also: tuple[str, ...] = ()) -> None:
+    """The temporary files a killed run left in `folders`, and their files matching `also`
+    (what a stage made anew replaces)."""
+    doomed = [path for folder in folders for pattern in (TEMP_PREFIX + "*", *also)
+              for path in fsio.match(fsio.join(folder, pattern))]
     if doomed:
         fsio.delete(doomed)
-    remove_temporaries(work_dir)
 
 
 def remove_temporaries(work_dir: str) -> None:

@@ -23,22 +23,12 @@ from bertdata.spill import Run, RunBuffer, merge_blocks, run_name
 from bertdata.wikidump import iter_pages, iter_pages_in_range
 from bertdata.pipelines import fsio, progress
 from bertdata.pipelines.pool import working_on
-from bertdata.pipelines.records import Counts, Gather, Spread, TextPlan
+from bertdata.pipelines.records import Counts, Gather, ShardJob, Spread, StepDoFn, TextPlan
 
 RUNS = "runs"
 # Counts of pages skipped for their namespace, by number: "skipped_namespace" says how many,
 # these say which, so the summary can name them as the dump does.
 NAMESPACE_PREFIX = "outside_namespace_"
-
-
-@dataclass(frozen=True)
-class ShardJob:
-    """One text shard to write from its blocks, in run (dump) order."""
-
-    folder: str
-    split: str
-    index: int
-    blocks: tuple  # (run path, offset, length), ...
 
 
 @dataclass(frozen=True)
@@ -155,19 +145,17 @@ def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str) -> li
             *(ShardJob(folder, split, index, tuple(b)) for (split, index), b in sorted(blocks.items()))]
 
 
-class _WriteTextShard(fsio.FilesDoFn):
+class _WriteTextShard(StepDoFn):
     """A ShardJob -> the text shard, written; yields its TextShard record, and a Counts
-    record correcting the totals when a page id occurred more than once. Other records
-    pass through."""
+    record correcting the totals when a page id occurred more than once."""
+
+    takes = (ShardJob,)
 
     def __init__(self, dataset: str):
         super().__init__()
         self.dataset = dataset
 
-    def process(self, job):
-        if not isinstance(job, ShardJob):
-            yield job
-            return
+    def work(self, job: ShardJob):
         stem = shard_stem(self.dataset, job.split, job.index)
         working_on(f"the text stage, writing {stem}.txt")
         documents, repeated = merge_blocks(fsio.read_range(*block) for block in job.blocks)

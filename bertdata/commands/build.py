@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+from collections import Counter
 
 from bertdata.commands.options import add_dump_options, add_instance_options, add_tokenizer_options, instance_fields
 from bertdata.commands.stops import stopped_by_signals
@@ -214,5 +215,64 @@ def run(args: argparse.Namespace) -> int:
     with stopped_by_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP), worker_pool(cfg.runner) as pool:
         from bertdata.pipelines.build import run_build
 
-        run_build(cfg, pool)
+        summary = run_build(cfg, pool)
+    if "text" in summary:  # not after --stop-after download
+        print_summary(summary)
     return 0
+
+
+def print_shard_choice(text: dict, requested: TextConfig) -> None:
+    """Say when default shard counts were lowered, and warn when chosen ones are too many."""
+    effective = text["effective_shards"]
+    asked = {"training": requested.training_shards, "test": requested.test_shards}
+    if effective != asked:
+        print(f"text shards: {effective['training']} training + {effective['test']} test instead of "
+              f"{asked['training']} + {asked['test']}, so that shards hold {requested.min_shard_documents}+ "
+              f"articles for next-sentence pairs (--training-shards/--test-shards choose the counts)")
+    small = Counter(e["split"] for e in text["shards"] if e["documents"] < requested.min_shard_documents)
+    if requested.fixed_shards and small:
+        print("warning: " + ", ".join(f"{n} of {effective[split]} {split} shards" for split, n in sorted(small.items()))
+              + f" hold fewer than {requested.min_shard_documents} documents: their next-sentence pairs rarely "
+              "come from another document; choose fewer shards")
+
+
+def print_summary(summary: dict) -> None:
+    """What a build made, read back from its manifests (see bertdata.pipelines.build)."""
+    from bertdata.languages import describe_skipped_namespaces
+    from bertdata.manifest import RUN_KEY
+    from bertdata.pipelines.text import NAMESPACE_PREFIX
+
+    text = summary["text"]
+    c = Counter(text["counts"]) if text else Counter()
+    q = text.get("quality", {}) if text else {}
+    skipped = [f"{k.removeprefix('skipped_')} {v:,}" for k, v in sorted(c.items())
+               if k.startswith("skipped_") and k != "skipped_namespace"]
+    outside = {int(k.removeprefix(NAMESPACE_PREFIX)): v for k, v in c.items() if k.startswith(NAMESPACE_PREFIX)}
+    if outside:
+        skipped.insert(0, describe_skipped_namespaces(outside, summary["siteinfo"]))
+    print(f"pages {c['pages']:,} -> articles {c['articles']:,} (skipped: {', '.join(skipped) or 'none'})"
+          + (f", books {c['books']:,}" if c["books"] else ""))
+    print(f"text: {c['sentences'] + c['book_sentences']:,} sentences in {c['text_shards']} shards"
+          + (f"; {q['sentences_per_article']} sentences per article, {q['words_per_sentence']} words per sentence, "
+             f"{100 * q['unterminated_share']:.1f}% without end punctuation" if q else ""))
+    if text:
+        print_shard_choice(text, summary["requested"])
+    for folder, manifest in summary["phases"].items():
+        pc = manifest["counts"]
+        reused = manifest[RUN_KEY].get("reused_shards", 0)
+        print(f"hdf5: {pc['instances']:,} instances ({100 * manifest['quality']['random_next_share']:.1f}% random "
+              f"next), {pc['tokens']:,} tokens in {pc['hdf5_shards']} shards"
+              + (f" ({reused} reused)" if reused else "") + f" -> {folder}")
+    for folder, manifest in summary["lddl"].items():
+        lc, bins = manifest["counts"], len(manifest["bins"])
+        print(f"lddl: {lc['instances']:,} training instances ({lc['dropped']} dropped to balance) in {lc['lddl_files']} "
+              f"files ({bins} bin{'s' if bins > 1 else ''}, {manifest['options']['lddl']['masking']} masking) -> {folder}")
+    for folder, manifest in summary["megatron"].items():
+        mc = manifest["counts"]
+        print(f"megatron: {mc['documents']:,} documents, {mc['sentences']:,} sentences, {mc['tokens']:,} tokens in "
+              f"{mc['pairs']} pair{'s' if mc['pairs'] != 1 else ''} -> {folder}")
+    print(f"done in {summary['seconds']:.1f} s")
+    first = next(iter({**summary["phases"], **summary["lddl"]}), None)
+    if first is not None:
+        print(f"next:\n  bertdata inspect {first}\n  bertdata shard {first} --parts 100 --output PARTS\n"
+              f"  bertdata bench --data {first}")

@@ -1,0 +1,157 @@
+"""The stage contract (bertdata.pipelines.stages): the runner, not each stage, carries counts and
+other stages' records, writes every stage's manifests and hands on what later stages read; a
+stage's decision reads its folders and writes nothing, and a refusal names the folder."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import apache_beam as beam
+import pytest
+
+from bertdata.config import RunnerConfig
+from bertdata.errors import BertdataError
+from bertdata.manifest import Run, tool_record
+from bertdata.pipelines.manifests import Provenance
+from bertdata.pipelines.records import StageRecords, StepDoFn, TextPlan
+from bertdata.pipelines.runners import make_pipeline
+from bertdata.pipelines.stages import Decision, PlannedStage, Stage, chain_stages
+
+
+@dataclass(frozen=True)
+class Item:
+    n: int
+
+
+@dataclass(frozen=True)
+class Made:
+    n: int
+
+
+@dataclass(frozen=True)
+class Passenger:
+    """A record of an earlier stage that the toy stages never take."""
+
+    name: str
+
+
+class _Double(StepDoFn):
+    """Takes Items only; says nothing of the other records, which must go on all the same."""
+
+    takes = (Item,)
+
+    def work(self, record: Item):
+        from bertdata.pipelines.records import Counts
+
+        yield Made(2 * record.n)
+        yield Counts({"made": 1})
+
+
+class _Steps(beam.PTransform):
+    def expand(self, records):
+        return records | "Double" >> beam.ParDo(_Double())
+
+
+@dataclass
+class ToyStage(Stage):
+    """Makes a Made per Item; its manifest lists what its end received."""
+
+    folder: str
+    name = "Toy"
+    summary = "toy"
+    ends = (Made,)
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return (self.folder,)
+
+    def decide(self, force: bool) -> Decision:
+        return Decision(True)
+
+    def steps(self) -> beam.PTransform:
+        return _Steps()
+
+    def counts(self, stage: StageRecords) -> dict:
+        return {"toy_files": len(stage.of_kind(Made))}
+
+    def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
+        provenance.write(self.folder, {"counts": stage.counts, "plan": stage.plan.folder,
+                                       "made": sorted(r.n for r in stage.of_kind(Made)),
+                                       "passengers": sorted(r.name for r in stage.of_kind(Passenger)),
+                                       "items": len(stage.of_kind(Item))})
+
+
+@dataclass
+class AfterStage(ToyStage):
+    """A later stage, to see what the toy stage handed on."""
+
+    name = "After"
+    ends = (Passenger,)
+
+    def counts(self, stage: StageRecords) -> dict:
+        return {}
+
+
+def _manifest(folder) -> dict:
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def test_the_runner_writes_each_stages_manifest_and_carries_counts_and_records(tmp_path):
+    first, second = tmp_path / "toy", tmp_path / "after"
+    handed = StageRecords(TextPlan("text-folder", 2, 1), (Item(1), Item(2), Item(5), Passenger("runs")),
+                          {"pages": 7})
+    planned = [PlannedStage(ToyStage(str(tmp_path / "unused")), Decision(False, "reused", handed)),
+               PlannedStage(ToyStage(str(first)), Decision(True)),
+               PlannedStage(AfterStage(str(second)), Decision(True))]
+    provenance = Provenance(tool_record("test"), Run(0.0, "in-memory", 1), {"name": "dump"})
+    pipeline = make_pipeline(RunnerConfig("in-memory", 1))
+    chain_stages(pipeline, planned, provenance)
+    pipeline.run().wait_until_finish()
+
+    toy = _manifest(first)
+    # The stage's own counts summed with the ones handed in, and the one it adds at its end.
+    assert toy["counts"] == {"pages": 7, "made": 3, "toy_files": 3}
+    assert toy["made"] == [2, 4, 10] and toy["passengers"] == ["runs"] and toy["items"] == 0
+    assert toy["plan"] == "text-folder" and toy["dump"] == {"name": "dump"}
+    after = _manifest(second)
+    # Made records end with the toy stage; the passenger, which no step took, reaches the next.
+    assert after["made"] == [] and after["passengers"] == ["runs"]
+    assert after["counts"] == {"pages": 7, "made": 3, "toy_files": 3}
+    assert not (tmp_path / "unused").exists()  # a reused stage is not run again
+
+
+def _lddl_stage(folder):
+    from bertdata.pipelines.lddl import LddlPhase
+    from bertdata.pipelines.stages import LddlStage
+
+    phase = LddlPhase(str(folder), str(folder.parent / "runs"), "phase1", 128, "static", None, None)
+    return LddlStage(phase, {"options": {"seed": 1}})
+
+
+def test_a_refusal_names_the_folder_and_deciding_writes_nothing(tmp_path):
+    folder = tmp_path / "pretrain"
+    folder.mkdir()
+    (folder / "shard-0.parquet").write_bytes(b"someone else's")
+    before = sorted(p.name for p in folder.iterdir())
+    with pytest.raises(BertdataError, match=f"^{folder}: holds parquet files that no bertdata build recorded"):
+        _lddl_stage(folder).decide(force=False)
+    assert sorted(p.name for p in folder.iterdir()) == before
+    stage = _lddl_stage(folder)
+    assert stage.decide(force=True).run
+    assert sorted(p.name for p in folder.iterdir()) == before  # cleared only once every stage is decided
+    stage.clear()
+    assert sorted(p.name for p in folder.iterdir()) == [".bertdata-writing"]
+
+
+def test_a_finished_folder_is_reused_with_one_line(tmp_path):
+    folder = tmp_path / "pretrain"
+    folder.mkdir()
+    (folder / "shard-0.parquet").write_bytes(b"rows")
+    (folder / "manifest.json").write_text(json.dumps({"options": {"seed": 1}, "files": [{"file": "shard-0.parquet"}]}))
+    decision = _lddl_stage(folder).decide(force=False)
+    assert not decision.run and decision.line == f"{folder}: already complete, kept"
+    with pytest.raises(BertdataError, match=f"^{folder}: holds LDDL files made with other options"):
+        stage = _lddl_stage(folder)
+        stage.fields = {"options": {"seed": 2}}
+        stage.decide(force=False)
