@@ -1,5 +1,6 @@
 """Before a build: its disk check, and `build --dry-run`'s plan. Neither writes anything.
 
+The folders are the stages' (bertdata.pipelines.stages), where the build takes them from.
 The disk check compares the free disk at the output with bertdata.estimate's figure for what
 the build writes and its temporaries; what the output folder already holds counts as room (a
 re-run reuses or replaces it). The plan says which stages a run would make or reuse, how many
@@ -15,11 +16,12 @@ from bertdata.config import BuildConfig, phase_number
 from bertdata.errors import BertdataError
 from bertdata.estimate import (DUMP_BYTES_PER_WORKER_SECOND, MARGIN, Estimate, duration_text, estimate_build,
                                folder_bytes, free_bytes, size_text)
-from bertdata.formats import ACROSS_SHARDS, PER_SHARD, PER_SPLIT, lddl, megatron
+from bertdata.formats import ACROSS_SHARDS, PER_SHARD, PER_SPLIT
 from bertdata.manifest import MANIFEST
 from bertdata.pipelines import fsio
 from bertdata.pipelines.formats import chosen_format
 from bertdata.pipelines.resume import read_manifest, text_stage_folders
+from bertdata.pipelines.stages import chosen_phases, lddl_folder, megatron_output_folder, shard_folder
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,7 @@ def disk_need(cfg: BuildConfig, dump: str, workers: int = 1) -> DiskNeed:
     books = sum(os.path.getsize(os.path.join(cfg.books, name)) for name in os.listdir(cfg.books)
                 if not name.startswith(".") and os.path.isfile(os.path.join(cfg.books, name))) \
         if cfg.books and os.path.isdir(cfg.books) else 0
-    phases = () if cfg.stop_after == "text" else cfg.phases
-    estimate = estimate_build(os.path.getsize(dump), books, cfg.formats, phases, workers=workers)
+    estimate = estimate_build(os.path.getsize(dump), books, cfg.formats, chosen_phases(cfg), workers=workers)
     held = folder_bytes(cfg.output) - folder_bytes(os.path.join(cfg.output, "download"))
     return DiskNeed(estimate, held, free_bytes(cfg.output))
 
@@ -105,12 +106,12 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
         lines.append(f"text stage: run: {t.training_shards} training + {t.test_shards} test shards{halved} -> "
                      f"{fsio.join(cfg.output, 'sharded_*', dataset)}")
         count, training = t.training_shards + t.test_shards, t.training_shards
-    chosen = () if cfg.stop_after == "text" else cfg.phases
+    chosen = chosen_phases(cfg)
     per_shard, across = chosen_format(cfg, PER_SHARD), chosen_format(cfg, ACROSS_SHARDS)
     for p in chosen:
         n = phase_number(p)
         if per_shard is not None:
-            folder = fsio.join(cfg.output, per_shard.folder(p, t.lowercase), dataset)
+            folder = shard_folder(cfg, per_shard, p, t.lowercase, dataset)
             present = len(fsio.match(fsio.join(folder, per_shard.pattern()))) if fsio.exists(folder) else 0
             if fsio.exists(fsio.join(folder, MANIFEST)) and text is not None and not cfg.force:
                 state = "reuse (complete)"
@@ -122,7 +123,7 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
                          f"{count} shards, one per text shard -> {folder}")
         if across is not None:
             bin_size = cfg.lddl.bin_size_for(p)
-            folder = fsio.join(cfg.output, lddl.folder_name(n, bin_size))
+            folder = lddl_folder(cfg, p)
             done = fsio.exists(fsio.join(folder, MANIFEST)) and not cfg.force
             bins = "unbinned" if bin_size is None else f"bins of {bin_size} tokens"
             files = cfg.lddl.num_shards or training
@@ -130,7 +131,7 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
                          f"{bins}, {cfg.lddl.masking} masking -> {folder}")
     per_split = chosen_format(cfg, PER_SPLIT) if chosen else None
     if per_split is not None:
-        folder = fsio.join(cfg.output, megatron.folder_name(t.lowercase))
+        folder = megatron_output_folder(cfg, t.lowercase)
         done = fsio.exists(fsio.join(folder, MANIFEST)) and not cfg.force
         lines.append(f"{per_split.name}: {'reuse (complete)' if done else 'run'}: one .bin/.idx pair per split, "
                      f"whatever the phases -> {folder}")

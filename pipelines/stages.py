@@ -323,11 +323,28 @@ class LddlStage(Stage):
         write_lddl_manifest(stage, provenance, self.phase.folder, self.fields)
 
 
+def chosen_phases(cfg: BuildConfig) -> tuple[InstanceConfig, ...]:
+    return () if cfg.stop_after == "text" else cfg.phases
+
+
+def shard_folder(cfg: BuildConfig, fmt: PerShardFormat, p: InstanceConfig, lowercase: bool, dataset: str) -> str:
+    """Where a phase's files cut per text shard go."""
+    return fsio.join(cfg.output, fmt.folder(p, lowercase), dataset)
+
+
+def lddl_folder(cfg: BuildConfig, p: InstanceConfig) -> str:
+    return fsio.join(cfg.output, lddl.folder_name(phase_number(p), cfg.lddl.bin_size_for(p)))
+
+
+def megatron_output_folder(cfg: BuildConfig, lowercase: bool) -> str:
+    return fsio.join(cfg.output, megatron_folder(lowercase))
+
+
 def plan_stages(inputs: BuildInputs) -> list[PlannedStage]:
     """The build's stages in chain order, each with its decision, once every stage has been
     decided (a refusal comes before anything is cleared) and those that run are cleared."""
     cfg, lowercase = inputs.cfg, inputs.text.lowercase
-    chosen = () if cfg.stop_after == "text" else cfg.phases
+    chosen = chosen_phases(cfg)
     # The stages follow from how each chosen format is cut (bertdata.formats): files per text shard
     # are written where the shard's instances are made; the other cuts have stages of their own.
     per_shard = chosen_format(cfg, PER_SHARD)
@@ -340,7 +357,7 @@ def plan_stages(inputs: BuildInputs) -> list[PlannedStage]:
     if chosen:
         instances = InstancesStage(
             inputs, per_shard,
-            {p: fsio.join(cfg.output, per_shard.folder(p, lowercase), inputs.dataset) for p in chosen}
+            {p: shard_folder(cfg, per_shard, p, lowercase, inputs.dataset) for p in chosen}
             if per_shard else {},
             {p: ps.stage.phase for p, ps in zip(chosen, lddl_planned) if ps.decision.run},
             next((ps.stage.out for ps in megatron_planned if ps.decision.run), None))
@@ -372,7 +389,7 @@ def _lddl_phases(inputs: BuildInputs, chosen) -> list[tuple[LddlPhase, dict]]:
     phases = []
     for p in chosen:
         n = phase_number(p)
-        phase = LddlPhase(fsio.join(cfg.output, lddl.folder_name(n, cfg.lddl.bin_size_for(p))),
+        phase = LddlPhase(lddl_folder(cfg, p),
                           lddl_runs_folder(inputs.work_dir), f"phase{n}", p.max_seq_length, cfg.lddl.masking,
                           cfg.lddl.bin_size_for(p), cfg.lddl.num_shards)
         options = {**inputs.instance_options(p), "lddl": {"masking": phase.masking, "bin_size": phase.bin_size,
@@ -389,7 +406,7 @@ def _megatron_stage(inputs: BuildInputs, chosen, reused_text: StageRecords | Non
     vocab, lowercase = inputs.vocab, inputs.text.lowercase
     options = {"dataset": inputs.dataset, "vocab_sha256": vocab.sha256, "vocab_size": len(vocab),
                "lowercase": lowercase, "dtype": token_dtype(len(vocab)).name}
-    out = MegatronOutput(fsio.join(inputs.cfg.output, megatron_folder(lowercase)),
+    out = MegatronOutput(megatron_output_folder(inputs.cfg, lowercase),
                          megatron_parts_folder(inputs.work_dir), inputs.dataset, len(vocab))
     finished = None if reused_text is None else megatron_sources(reused_text.of_kind(TextShard))
     return MegatronStage(out, options, finished)
