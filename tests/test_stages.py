@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import apache_beam as beam
 import pytest
@@ -155,3 +156,40 @@ def test_a_finished_folder_is_reused_with_one_line(tmp_path):
         stage = _lddl_stage(folder)
         stage.fields = {"options": {"seed": 2}}
         stage.decide(force=False)
+
+
+def _inputs(output, **changes):
+    from types import SimpleNamespace
+
+    from bertdata.config import BuildConfig
+    from bertdata.pipelines.stages import BuildInputs
+    from bertdata.vocab import load_vocab
+    from conftest import SAMPLE_VOCAB
+
+    cfg = BuildConfig(output=str(output), wiki_only=True, formats=("lddl",), runner=RunnerConfig("in-memory", 1),
+                      **changes)
+    site = SimpleNamespace(language="en", markup=None, siteinfo=None)
+    return BuildInputs(cfg, "dump.xml.bz2", None, {"name": "dump.xml.bz2", "sha1": "0" * 40}, load_vocab(SAMPLE_VOCAB),
+                       site, cfg.text, "wikicorpus_en", [], None, "english")
+
+
+def test_every_stage_is_decided_before_any_is_cleared(tmp_path):
+    from bertdata.pipelines.stages import lddl_folder, plan_stages
+
+    inputs = _inputs(tmp_path)
+    phase1, phase2 = (Path(lddl_folder(inputs.cfg, p)) for p in inputs.cfg.phases)
+    phase1.mkdir(parents=True)
+    phase2.mkdir(parents=True)
+    (phase1 / ".bertdata-writing").write_bytes(b"")  # a killed build of ours: cleared when this one runs
+    (phase1 / "shard-0.parquet").write_bytes(b"half of it")
+    (phase2 / "shard-0.parquet_0").write_bytes(b"someone else's")
+    with pytest.raises(BertdataError, match=f"^{phase2}: holds parquet files that no bertdata build recorded"):
+        plan_stages(inputs)
+    assert sorted(p.name for p in phase1.iterdir()) == [".bertdata-writing", "shard-0.parquet"]
+
+    (phase2 / "shard-0.parquet_0").unlink()
+    planned = plan_stages(inputs)
+    assert [(p.stage.name, p.decision.run) for p in planned] == [
+        ("Text", True), ("Instances", True), ("LddlPhase1", True), ("LddlPhase2", True)]
+    assert sorted(p.name for p in phase1.iterdir()) == [".bertdata-writing"]
+    assert planned[1].stage.folders == ()  # LDDL alone: no files cut per text shard
