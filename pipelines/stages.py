@@ -66,6 +66,8 @@ class Stage:
     name: str  # the Beam steps' label
     summary: str  # the summary's heading for the stage's folders
     folders: tuple[str, ...] = ()
+    reads: tuple[type, ...] = ()  # the kinds of record it needs of what the stages before hand on
+    makes: tuple[type, ...] = ()  # the kinds of record its steps (or, reused, its manifest) hand on
     ends: tuple[type, ...] = ()  # the kinds of record no stage after this one reads
 
     def decide(self, force: bool) -> Decision:
@@ -115,9 +117,9 @@ class _EndStage(fsio.FilesDoFn):
                            gathered.counts)
 
 
-def chain_stages(pipeline: beam.Pipeline, planned: list[PlannedStage], provenance: Provenance):
-    """The stages that run, chained in `pipeline` after what the reused ones hand on; returns the
-    last stage's end (None when nothing runs)."""
+def chain_stages(pipeline: beam.Pipeline, planned: list[PlannedStage], provenance: Provenance) -> None:
+    """The stages that run, chained in `pipeline` after what the reused ones hand on."""
+    check_chain(planned)
     records = None
     for p in planned:
         stage = p.stage
@@ -130,7 +132,19 @@ def chain_stages(pipeline: beam.Pipeline, planned: list[PlannedStage], provenanc
                    | stage.name >> stage.steps()
                    | f"Gather{stage.name}" >> Gather()
                    | f"{stage.name}Manifests" >> beam.ParDo(_EndStage(stage, provenance)))
-    return records
+
+
+def check_chain(planned: list[PlannedStage]) -> None:
+    """Refuse a chain in which a stage that runs reads a kind of record that no stage before it
+    hands on: its steps would find nothing, and its manifests would say so as if it were true."""
+    handed: set[type] = set()
+    for p in planned:
+        missing = [kind.__name__ for kind in p.stage.reads if kind not in handed]
+        if p.decision.run and missing:
+            raise ValueError(f"the {p.stage.name} stage reads {', '.join(missing)}, which no stage before it "
+                             "hands on")
+        if p.decision.run or p.decision.handed_on is not None:
+            handed = (handed | set(p.stage.makes)) - set(p.stage.ends)
 
 
 @dataclass(frozen=True)
@@ -174,6 +188,7 @@ class TextStage(Stage):
     inputs: BuildInputs
     name = "Text"
     summary = "text"
+    makes = (TextShard,)
 
     @property
     def folders(self) -> tuple[str, ...]:
@@ -225,7 +240,9 @@ class InstancesStage(Stage):
     megatron: MegatronOutput | None = None
     name = "Instances"
     summary = "phases"
-    ends = (HDF5Shard,)
+    reads = (TextShard,)
+    makes = (HDF5Shard, ShardRuns, MegatronPart)
+    ends = (TextShard, HDF5Shard)  # its steps take the text shards
 
     @property
     def folders(self) -> tuple[str, ...]:
@@ -261,6 +278,8 @@ class MegatronStage(Stage):
     finished_sources: list[dict] | None  # the reused text stage's shards; None: text made anew
     name = "Megatron"
     summary = "megatron"
+    reads = (MegatronPart,)
+    makes = (MegatronPair,)
     ends = (MegatronPart, MegatronPair)
 
     @property
@@ -297,6 +316,8 @@ class LddlStage(Stage):
         return f"Lddl{self.phase.tag.capitalize()}"
 
     summary = "lddl"
+    reads = (ShardRuns,)
+    makes = (PhasePlan, LddlFile)  # what it ends is its own folder's: see `ended`
 
     @property
     def folders(self) -> tuple[str, ...]:

@@ -61,7 +61,9 @@ class ToyStage(Stage):
     folder: str
     name = "Toy"
     summary = "toy"
-    ends = (Made,)
+    reads = (Item,)
+    makes = (Made,)
+    ends = (Item, Made)
 
     @property
     def folders(self) -> tuple[str, ...]:
@@ -84,10 +86,21 @@ class ToyStage(Stage):
 
 
 @dataclass
+class SourceStage(ToyStage):
+    """A finished stage that hands on Items and a Passenger."""
+
+    name = "Source"
+    reads = ()
+    makes = (Item, Passenger)
+    ends = ()
+
+
+@dataclass
 class AfterStage(ToyStage):
     """A later stage, to see what the toy stage handed on."""
 
     name = "After"
+    reads = (Passenger,)
     ends = (Passenger,)
 
     def counts(self, stage: StageRecords) -> dict:
@@ -102,7 +115,7 @@ def test_the_runner_writes_each_stages_manifest_and_carries_counts_and_records(t
     first, second = tmp_path / "toy", tmp_path / "after"
     handed = StageRecords(TextPlan("text-folder", 2, 1), (Item(1), Item(2), Item(5), Passenger("runs")),
                           {"pages": 7})
-    planned = [PlannedStage(ToyStage(str(tmp_path / "unused")), Decision(False, "reused", handed)),
+    planned = [PlannedStage(SourceStage(str(tmp_path / "unused")), Decision(False, "reused", handed)),
                PlannedStage(ToyStage(str(first)), Decision(True)),
                PlannedStage(AfterStage(str(second)), Decision(True))]
     provenance = Provenance(tool_record("test"), Run(0.0, "in-memory", 1), {"name": "dump"})
@@ -120,6 +133,23 @@ def test_the_runner_writes_each_stages_manifest_and_carries_counts_and_records(t
     assert after["made"] == [] and after["passengers"] == ["runs"]
     assert after["counts"] == {"pages": 7, "made": 3, "toy_files": 3}
     assert not (tmp_path / "unused").exists()  # a reused stage is not run again
+
+
+def test_a_stage_whose_records_no_stage_before_it_hands_on_is_refused(tmp_path):
+    from bertdata.pipelines.stages import check_chain
+
+    toy, source = ToyStage(str(tmp_path / "toy")), SourceStage(str(tmp_path / "source"))
+    with pytest.raises(ValueError, match="^the Toy stage reads Item, which no stage before it hands on$"):
+        check_chain([PlannedStage(toy, Decision(True))])
+    # A source that is neither run nor reused with records to hand on hands nothing on.
+    with pytest.raises(ValueError, match="reads Item"):
+        check_chain([PlannedStage(source, Decision(False)), PlannedStage(toy, Decision(True))])
+    # The toy stage ends the Items: a second one after it would find none.
+    with pytest.raises(ValueError, match="reads Item"):
+        check_chain([PlannedStage(source, Decision(True)), PlannedStage(toy, Decision(True)),
+                     PlannedStage(ToyStage(str(tmp_path / "again")), Decision(True))])
+    check_chain([PlannedStage(source, Decision(True)), PlannedStage(toy, Decision(True)),
+                 PlannedStage(AfterStage(str(tmp_path / "after")), Decision(True))])
 
 
 def _lddl_stage(folder):
