@@ -20,11 +20,11 @@ import apache_beam as beam
 from bertdata.config import BuildConfig
 from bertdata.errors import BertdataError, WorkerLost
 from bertdata.fsutil import folder_lock
-from bertdata.languages import ENGLISH_CODES
-from bertdata.layout import BOOKS_WIKI_DATASET
+from bertdata.text.languages import ENGLISH_CODES
+from bertdata.text.shards import BOOKS_WIKI_DATASET
 from bertdata.manifest import MANIFEST, Run, tool_record
-from bertdata.sentences import choose_punkt
-from bertdata.vocab import is_cased
+from bertdata.text.sentences import choose_punkt
+from bertdata.instances.vocab import is_cased
 from bertdata.pipelines import fsio, progress
 from bertdata.pipelines.failures import user_error
 from bertdata.pipelines.inputs import Inputs, list_books, resolve_inputs, sentence_splitter

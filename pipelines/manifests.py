@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bertdata.articles import quality
+from bertdata.text.articles import quality
 from bertdata.manifest import MANIFEST, HDF5Shard, Run, write_manifest
-from bertdata.sharding import TextShard
+from bertdata.text.shards import TextShard
 from bertdata.pipelines import fsio
 from bertdata.pipelines.records import StageRecords
 

@@ -22,10 +22,10 @@ import apache_beam as beam
 from bertdata.formats import megatron
 from bertdata.errors import BertdataError
 from bertdata.fsutil import TEMP_PREFIX
-from bertdata.layout import SPLITS
+from bertdata.text.shards import SPLITS
 from bertdata.manifest import MANIFEST
-from bertdata.sharding import TextShard
-from bertdata.textshard import Documents
+from bertdata.text.shards import TextShard
+from bertdata.instances.documents import Documents
 from bertdata.pipelines import fsio
 from bertdata.pipelines.lddl import WRITING
 from bertdata.pipelines.manifests import Provenance

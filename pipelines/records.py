@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from bertdata.articles import merge_counts
+from bertdata.text.articles import merge_counts
 from bertdata.formats import lddl, megatron
-from bertdata.sharding import TextShard
+from bertdata.text.shards import TextShard
 from bertdata.pipelines import fsio
 
 

@@ -25,11 +25,11 @@ from bertdata.config import BuildConfig, InstanceConfig, TextConfig, phase_numbe
 from bertdata.errors import BertdataError
 from bertdata.formats import ACROSS_SHARDS, PER_SHARD, PER_SPLIT, PerShardFormat, lddl
 from bertdata.formats.megatron import folder_name as megatron_folder, token_dtype
-from bertdata.instances import generation_attrs
+from bertdata.instances.create import generation_attrs
 from bertdata.manifest import MANIFEST, HDF5Shard
-from bertdata.sharding import TextShard
-from bertdata.vocab import Vocab
-from bertdata.wikitext import RULES_VERSION
+from bertdata.text.shards import TextShard
+from bertdata.instances.vocab import Vocab
+from bertdata.text.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
 from bertdata.pipelines.formats import chosen_format
 from bertdata.pipelines.instances import PhaseOutput, ShardOutput, TextShardsToInstances
@@ -156,7 +156,7 @@ class BuildInputs:
     index: str | None
     dump_record: dict
     vocab: Vocab
-    site: object  # bertdata.wikidump.SiteInfo
+    site: object  # bertdata.text.wikidump.SiteInfo
     text: TextConfig  # lowercase settled against the vocab
     dataset: str
     books: list[str]
@@ -165,7 +165,7 @@ class BuildInputs:
 
     @property
     def work_dir(self) -> str:
-        from bertdata.layout import WORK_FOLDER
+        from bertdata.text.shards import WORK_FOLDER
 
         return fsio.join(self.cfg.output, WORK_FOLDER)
 

@@ -193,7 +193,7 @@ def _inputs(output, **changes):
 
     from bertdata.config import BuildConfig
     from bertdata.pipelines.stages import BuildInputs
-    from bertdata.vocab import load_vocab
+    from bertdata.instances.vocab import load_vocab
     from conftest import SAMPLE_VOCAB
 
     cfg = BuildConfig(output=str(output), wiki_only=True, formats=("lddl",), runner=RunnerConfig("in-memory", 1),

@@ -238,7 +238,7 @@ def print_shard_choice(text: dict, requested: TextConfig) -> None:
 
 def print_summary(summary: dict) -> None:
     """What a build made, read back from its manifests (see bertdata.pipelines.build)."""
-    from bertdata.languages import describe_skipped_namespaces
+    from bertdata.text.languages import describe_skipped_namespaces
     from bertdata.manifest import RUN_KEY
     from bertdata.pipelines.text import NAMESPACE_PREFIX
 
