@@ -20,16 +20,15 @@ import apache_beam as beam
 from bertdata.config import BuildConfig, TextConfig, phase_number
 from bertdata.errors import BertdataError, WorkerLost
 from bertdata.fsutil import folder_lock
-from bertdata.languages import ENGLISH_CODES, describe_skipped_namespaces
+from bertdata.text.languages import ENGLISH_CODES, describe_skipped_namespaces
 from bertdata.formats import ACROSS_SHARDS, PER_SHARD, PER_SPLIT, lddl
 from bertdata.formats.megatron import folder_name as megatron_folder
-from bertdata.instances import generation_attrs
-from bertdata.layout import BOOKS_WIKI_DATASET, WORK_FOLDER
+from bertdata.instances.create import generation_attrs
+from bertdata.text.shards import BOOKS_WIKI_DATASET, TextShard, WORK_FOLDER
 from bertdata.manifest import MANIFEST, RUN_KEY, HDF5Shard, Run, tool_record
-from bertdata.sentences import choose_punkt
-from bertdata.sharding import TextShard
-from bertdata.vocab import is_cased
-from bertdata.wikitext import RULES_VERSION
+from bertdata.text.sentences import choose_punkt
+from bertdata.instances.vocab import is_cased
+from bertdata.text.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio, progress
 from bertdata.pipelines.formats import chosen_format
 from bertdata.pipelines.failures import user_error

@@ -13,9 +13,9 @@ import apache_beam as beam
 from bertdata.config import InstanceConfig
 from bertdata.formats import PerShardFormat
 from bertdata.manifest import HDF5Shard, file_sha256
-from bertdata.sharding import TextShard, derive_seed
-from bertdata.vocab import Vocab
-from bertdata.wikitext import RULES_VERSION
+from bertdata.text.shards import TextShard, derive_seed
+from bertdata.instances.vocab import Vocab
+from bertdata.text.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
 from bertdata.pipelines.lddl import LddlPhase, spill_shard
 from bertdata.pipelines.megatron import MegatronOutput, write_part
@@ -59,7 +59,7 @@ class _MakeInstances(fsio.FilesDoFn):
 
     def setup(self):
         super().setup()
-        from bertdata.tokenize import WordPiece
+        from bertdata.instances.tokenize import WordPiece
 
         # Workers are the parallelism: the tokenizer's own thread pool only spins on busy
         # cores (a 32x build was slower with it).
@@ -72,7 +72,7 @@ class _MakeInstances(fsio.FilesDoFn):
             yield record  # counts travel on to the manifests
             return
         working_on(f"the instance stage, text shard {record.stem}")
-        from bertdata.instances import create_instances, generation_attrs
+        from bertdata.instances.create import create_instances, generation_attrs
 
         documents = None
         if self.megatron is not None:  # whatever the phases: Megatron's pairs hold sentences, not instances
@@ -126,7 +126,7 @@ class _MakeInstances(fsio.FilesDoFn):
     def _tokenize(self, record: TextShard):
         """The text shard's Documents, or None when every sentence tokenized to nothing (e.g. only
         symbols out of vocab)."""
-        from bertdata.textshard import EmptyShard, read_documents
+        from bertdata.instances.documents import EmptyShard, read_documents
 
         with fsio.local_input(record.path) as local:
             try:
@@ -138,7 +138,7 @@ class _MakeInstances(fsio.FilesDoFn):
 def _batches(instances, out: ShardOutput | None, paths: list[str]):
     """The shard's instances as batches of the six arrays: made now, or read back from the shard
     files an earlier run wrote."""
-    from bertdata.schema import FIELDS
+    from bertdata.instances.schema import FIELDS
 
     if instances is not None:
         for start in range(0, len(instances), SPILL_ROWS):

@@ -21,7 +21,7 @@ import apache_beam as beam
 import numpy as np
 
 from bertdata.formats import lddl
-from bertdata.articles import quality
+from bertdata.text.articles import quality
 from bertdata.errors import BertdataError
 from bertdata.fsutil import TEMP_PREFIX
 from bertdata.manifest import MANIFEST, Run, write_manifest

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from bertdata.articles import quality
+from bertdata.text.articles import quality
 from bertdata.manifest import MANIFEST, HDF5Shard, Run, write_manifest
 from bertdata.pipelines import fsio
 from bertdata.pipelines.records import StageRecords

@@ -22,10 +22,9 @@ import apache_beam as beam
 from bertdata.formats import megatron
 from bertdata.errors import BertdataError
 from bertdata.fsutil import TEMP_PREFIX
-from bertdata.layout import SPLITS
+from bertdata.text.shards import SPLITS, TextShard
 from bertdata.manifest import MANIFEST, Run, write_manifest
-from bertdata.sharding import TextShard
-from bertdata.textshard import Documents
+from bertdata.instances.documents import Documents
 from bertdata.pipelines import fsio
 from bertdata.pipelines.lddl import WRITING
 from bertdata.pipelines.records import Gather, Spread, StageRecords

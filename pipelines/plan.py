@@ -47,7 +47,7 @@ class DiskNeed:
 def local_dump(cfg: BuildConfig) -> str | None:
     """The dump a build reads when it is a local file already (else it is still to be fetched)."""
     if cfg.sample:
-        from bertdata.wikidump import sample_paths
+        from bertdata.text.wikidump import sample_paths
 
         return str(sample_paths()[0])
     if cfg.dump is not None and fsio.is_local(cfg.dump) and os.path.isfile(cfg.dump):
@@ -150,9 +150,9 @@ def _dataset(dump: str | None, cfg: BuildConfig) -> str:
     """The text folders' dataset name, as the build would choose it (books_wiki_... with books)."""
     if dump is None:
         return "*"
-    from bertdata.languages import ENGLISH_CODES
-    from bertdata.layout import BOOKS_WIKI_DATASET
-    from bertdata.wikidump import read_site
+    from bertdata.text.languages import ENGLISH_CODES
+    from bertdata.text.shards import BOOKS_WIKI_DATASET
+    from bertdata.text.wikidump import read_site
 
     site = read_site(dump, cfg.lang)
     if cfg.books:

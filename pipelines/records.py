@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from bertdata.articles import merge_counts
+from bertdata.text.articles import merge_counts
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,9 @@ from bertdata.config import TextConfig
 from bertdata.errors import BertdataError
 from bertdata.formats import PerShardFormat
 from bertdata.fsutil import TEMP_PREFIX
-from bertdata.layout import text_folder
+from bertdata.text.shards import TextShard, text_folder
 from bertdata.manifest import MANIFEST, RUN_KEY
-from bertdata.sharding import TextShard
-from bertdata.vocab import Vocab
+from bertdata.instances.vocab import Vocab
 from bertdata.pipelines import fsio, progress
 from bertdata.pipelines.log import note
 from bertdata.pipelines.records import StageRecords, TextPlan
@@ -49,7 +48,7 @@ def read_manifest(folder: str) -> dict | None:
 
 def text_stage_folders(output: str, t: TextConfig, dataset: str) -> list[str]:
     """Every text shard folder this build may write: default shard counts may be halved
-    (see bertdata.sharding.fewer_shards), and the folder is named after the counts."""
+    (see bertdata.text.shards.fewer_shards), and the folder is named after the counts."""
     def halvings(n: int) -> list[int]:
         counts = [n]
         while not t.fixed_shards and counts[-1] > 1 and counts[-1] % 2 == 0:

@@ -1,6 +1,6 @@
 """Dump (and books) -> clean sentence text shards, as composite transforms.
 
-Documents reach their shard through run files (bertdata.spill), not through the
+Documents reach their shard through run files (bertdata.text.spill), not through the
 runner's shuffle: Beam's local runner keeps shuffled data in the launcher's memory,
 and every byte of it would also cross the launcher's data plane, one process for all
 workers. Only small records (where a run's blocks lie, counts) travel through Beam, down
@@ -14,13 +14,12 @@ from dataclasses import dataclass
 
 import apache_beam as beam
 
-from bertdata.articles import count_dict, merge_counts, page_document, sentence_counts
-from bertdata.books import book_document
+from bertdata.text.articles import count_dict, merge_counts, page_document, sentence_counts
+from bertdata.text.books import book_document
 from bertdata.config import TextConfig
-from bertdata.layout import shard_stem, text_folder
-from bertdata.sharding import assign, fewer_shards, render_shard
-from bertdata.spill import Run, RunBuffer, merge_blocks, run_name
-from bertdata.wikidump import iter_pages, iter_pages_in_range
+from bertdata.text.shards import assign, fewer_shards, render_shard, shard_stem, text_folder
+from bertdata.text.spill import Run, RunBuffer, merge_blocks, run_name
+from bertdata.text.wikidump import iter_pages, iter_pages_in_range
 from bertdata.pipelines import fsio, progress
 from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import Counts, Gather, Spread, TextPlan

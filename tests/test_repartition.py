@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 import pytest
 
-from bertdata import repartition as rp
+from bertdata.reshard import repartition as rp
 from bertdata.cli import main
 from bertdata.config import ShardConfig
 from bertdata.fsutil import this_process
@@ -515,7 +515,7 @@ def test_next_run_removes_only_temp_folders_of_dead_runs(inputs, tmp_path):
 
 _STALLED_RUN = """
 import sys, time
-from bertdata import repartition as rp
+from bertdata.reshard import repartition as rp
 real = rp.write_part
 def stalled(plan, part, progress):
     real(plan, part, progress)

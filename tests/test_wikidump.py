@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bertdata import wikidump
+from bertdata.text import wikidump
 from bertdata.errors import BertdataError
-from bertdata.wikidump import Page, classify, iter_pages, iter_pages_in_range, plan_ranges, stream_ranges
+from bertdata.text.wikidump import Page, classify, iter_pages, iter_pages_in_range, plan_ranges, stream_ranges
 from conftest import ROOT, WIKI_FRAGMENT, need_shared
 
 SAMPLE_DUMP, SAMPLE_INDEX, SAMPLE_VOCAB = wikidump.sample_paths()
@@ -411,8 +411,8 @@ def test_sample_has_wikitext_feature(sample_pages, feature):
 
 
 def test_sample_articles_are_long_enough(sample_pages):
-    from bertdata.sentences import split_article
-    from bertdata.wikitext import clean
+    from bertdata.text.sentences import split_article
+    from bertdata.text.wikitext import clean
 
     counts = {p.title: len(split_article(clean(p.text, p.title))) for p in sample_pages if classify(p) is None}
     assert min(counts.values()) >= 15, counts
@@ -425,7 +425,7 @@ def test_sample_matches_its_sources():
 
 
 def test_sample_vocab_is_valid():
-    from bertdata.vocab import SPECIAL_TOKENS, load_vocab
+    from bertdata.instances.vocab import SPECIAL_TOKENS, load_vocab
 
     vocab = load_vocab(SAMPLE_VOCAB)
     assert vocab.tokens[: len(SPECIAL_TOKENS)] == SPECIAL_TOKENS

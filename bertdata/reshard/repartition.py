@@ -47,11 +47,11 @@ from bertdata.errors import BertdataError, ValidationError
 from bertdata.fsutil import owner_gone, this_process
 from bertdata.formats import ShardInfo
 from bertdata.formats.hdf5io import ShardWriter, chunk_rows
-from bertdata.layout import shard_stem
+from bertdata.text.shards import shard_stem
 from bertdata.manifest import MANIFEST, file_sha256, tool_record, write_manifest
-from bertdata.schema import DTYPES, FIELDS, record_dtype
+from bertdata.instances.schema import DTYPES, FIELDS, record_dtype
 from bertdata.formats.checks import check_batch
-from bertdata.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
+from bertdata.instances.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 
 # Largest bucket we aim for: a part may map all of one bucket, so this bounds memory (per worker).
 BUCKET_BYTES = 48 << 20

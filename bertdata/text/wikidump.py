@@ -44,8 +44,8 @@ except ImportError:  # a platform without its wheel: libbz2 does it all
 
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path, check_output_path, input_errors
-from bertdata.languages import dataset_name, dump_language
-from bertdata.wikitext import DEFAULT_MAX_CHARS, ENGLISH, Markup, PageTooLarge, markup_for
+from bertdata.text.languages import dataset_name, dump_language
+from bertdata.text.wikitext import DEFAULT_MAX_CHARS, ENGLISH, Markup, PageTooLarge, markup_for
 
 Opener = Callable[[str], BinaryIO]
 

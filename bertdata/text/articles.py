@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from bertdata import wikitext
-from bertdata.wikidump import Page, classify
+from bertdata.text import wikitext
+from bertdata.text.wikidump import Page, classify
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from bertdata import languages
-from bertdata._fast import squeeze_spaces
+from bertdata.text import languages
+from bertdata.text._scan import squeeze_spaces
 from bertdata.config import TextConfig
 from bertdata.errors import BertdataError
 
