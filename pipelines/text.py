@@ -19,7 +19,8 @@ from bertdata.text.books import book_document
 from bertdata.config import TextConfig
 from bertdata.text.shards import assign, fewer_shards, render_shard, shard_stem, text_folder
 from bertdata.text.spill import Run, RunBuffer, merge_blocks, run_name
-from bertdata.text.wikidump import iter_pages, iter_pages_in_range
+from bertdata.text.wikidump import iter_pages
+from bertdata.text.multistream import iter_pages_in_range
 from bertdata.pipelines import fsio, progress
 from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import Counts, Gather, Spread, TextPlan

@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from bertdata.config import VocabConfig  # noqa: E402
 from bertdata.errors import BertdataError  # noqa: E402
-from bertdata.text.wikidump import Page, write_multistream  # noqa: E402
+from bertdata.text.wikidump import Page  # noqa: E402
+from bertdata.text.multistream import write_multistream  # noqa: E402
 
 SAMPLE = ROOT / "bertdata" / "sample"
 DUMP_NAME = "enwiki-sample-pages-articles-multistream.xml.bz2"

@@ -18,7 +18,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from bertdata.text.sentences import SentenceSplitter
-from bertdata.text.wikitext import SkippedPage, clean
+from bertdata.text.wikitext import clean
+
+from bertdata.text.skipped import SkippedPage
 
 DEFAULT_DUMP = (
     Path(__file__).resolve().parents[1].parent

@@ -449,7 +449,10 @@ def test_full_disk_inside_a_worker_reads_as_one_line():
 def test_repeated_page_ids_keep_the_first_copy_whatever_the_workers(tmp_path):
     import dataclasses
 
-    from bertdata.text.wikidump import iter_pages, read_siteinfo, sample_paths, write_multistream
+    from bertdata.text.wikidump import iter_pages, read_siteinfo, sample_paths
+
+
+    from bertdata.text.multistream import write_multistream
 
     dump, _, vocab = sample_paths()
     pages = list(iter_pages(dump))

@@ -20,7 +20,8 @@ from bertdata.text.languages import dataset_name, describe_skipped_namespaces, d
 from bertdata.text.sentences import (PUNKT_MODELS, SentenceSplitter, choose_punkt, punkt_parameters, splitter_for,
                                 train_punkt)
 from bertdata.text.wikidump import classify, iter_pages, read_site
-from bertdata.text.wikitext import DEFAULT_MAX_CHARS, ENGLISH, clean
+from bertdata.text.wikitext import ENGLISH, clean
+from bertdata.text.skipped import DEFAULT_MAX_CHARS
 from conftest import VOCAB, WIKI_FRAGMENT, need_shared
 
 

@@ -10,7 +10,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from bertdata.errors import BertdataError
-from bertdata.text.wikitext import DisambiguationPage, ListPage, MalformedPage, PageTooLarge, SkippedPage, clean
+from bertdata.text.wikitext import clean
+from bertdata.text.skipped import DisambiguationPage, ListPage, MalformedPage, PageTooLarge, SkippedPage
 from conftest import WIKI_FRAGMENT, need_shared
 
 # Markup that must never reach a training sentence.

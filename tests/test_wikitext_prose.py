@@ -11,7 +11,10 @@ import time
 import pytest
 
 from bertdata.text import wikitext
-from bertdata.text.wikitext import DisambiguationPage, ListPage, clean
+from bertdata.text.wikitext import clean
+
+
+from bertdata.text.skipped import DisambiguationPage, ListPage
 
 
 @pytest.mark.parametrize(

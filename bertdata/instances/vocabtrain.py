@@ -147,7 +147,7 @@ def dump_sentences(dump: str, counts: Counter) -> Iterator[tuple[str, ...]]:
     from bertdata.text.articles import page_document
     from bertdata.text.sentences import default_splitter
     from bertdata.text.wikidump import iter_pages
-    from bertdata.text.wikitext import DEFAULT_MAX_CHARS
+    from bertdata.text.skipped import DEFAULT_MAX_CHARS
 
     splitter = default_splitter()
     for page in tqdm(iter_pages(dump), desc=f"cleaning {os.path.basename(dump)}", unit=" pages", leave=False,
