@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertdata.instances import _engine, _wordpiece
+from bertdata.instances import _engine, _rows, _wordpiece
 from bertdata.text import _scan
 
 from bertdata.instances import kernel
@@ -186,25 +186,25 @@ def fill_arrays():
 def test_fill_input_ids_writes_a_row_and_refuses_what_does_not_fit():
     tokens, spans, positions, shown = fill_arrays()
     out = np.zeros((1, 8), np.int32)
-    _engine.fill_input_ids(out, np.array([0]), tokens, spans, positions, shown, CLS, SEP)
+    _rows.fill_input_ids(out, np.array([0]), tokens, spans, positions, shown, CLS, SEP)
     assert out.tolist() == [[CLS, MASK, 600, SEP, 40000, 800, 900, SEP]]
     with pytest.raises(OverflowError, match="out: 500 does not fit its int8"):
-        _engine.fill_input_ids(np.zeros((1, 8), np.int8), np.array([0]), tokens, spans, positions, shown, 1, 2)
+        _rows.fill_input_ids(np.zeros((1, 8), np.int8), np.array([0]), tokens, spans, positions, shown, 1, 2)
     with pytest.raises(OverflowError, match="out: 40000 does not fit its int16"):
-        _engine.fill_input_ids(np.zeros((1, 8), np.int16), np.array([0]), tokens, spans, positions, shown, 1, 2)
+        _rows.fill_input_ids(np.zeros((1, 8), np.int16), np.array([0]), tokens, spans, positions, shown, 1, 2)
     with pytest.raises(OverflowError, match="out: 4294967296 does not fit its int32"):
-        _engine.fill_input_ids(np.zeros((0, 8), np.int32), np.array([], np.int64), tokens, spans, positions,
+        _rows.fill_input_ids(np.zeros((0, 8), np.int32), np.array([], np.int64), tokens, spans, positions,
                              shown, 1 << 32, SEP)
     with pytest.raises(IndexError, match="rows: 1 is out of range"):
-        _engine.fill_input_ids(out, np.array([1]), tokens, spans, positions, shown, CLS, SEP)
+        _rows.fill_input_ids(out, np.array([1]), tokens, spans, positions, shown, CLS, SEP)
     with pytest.raises(ValueError, match="span does not fit"):
-        _engine.fill_input_ids(out, np.array([0]), tokens[:4].copy(), spans, positions, shown, CLS, SEP)
+        _rows.fill_input_ids(out, np.array([0]), tokens[:4].copy(), spans, positions, shown, CLS, SEP)
     with pytest.raises(ValueError, match="masked position is outside the row"):
-        _engine.fill_input_ids(out, np.array([0]), tokens, spans, positions + 8, shown, CLS, SEP)
+        _rows.fill_input_ids(out, np.array([0]), tokens, spans, positions + 8, shown, CLS, SEP)
     with pytest.raises(ValueError, match="out must have 2 dimensions"):
-        _engine.fill_input_mask(np.zeros(8, np.int8), np.array([0]), spans)
+        _rows.fill_input_mask(np.zeros(8, np.int8), np.array([0]), spans)
     mask = np.zeros((1, 8), np.bool_)
-    _engine.fill_segment_ids(mask, np.array([0]), spans)
+    _rows.fill_segment_ids(mask, np.array([0]), spans)
     assert mask.tolist() == [[False] * 4 + [True] * 4]
 
 
@@ -357,7 +357,7 @@ def test_generate_refuses_to_run_on_a_drifted_random(fresh_self_check, monkeypat
 
 # --- the stub -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("module", [_engine, _wordpiece, _scan], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [_engine, _rows, _wordpiece, _scan], ids=lambda m: m.__name__)
 def test_the_stub_lists_every_function_with_its_signature(module):
     stub = ast.parse(Path(module.__file__).with_name(module.__name__.rsplit(".", 1)[1] + ".pyi").read_text())
     stubbed = {node.name: node for node in stub.body if isinstance(node, ast.FunctionDef)}

@@ -25,13 +25,3 @@ def shuffle(state: Array, x: Array) -> None:
 
 def replay(state: Array, bounds: Array) -> list[float | int]:
     """For each bound: random() if it is 0, else randrange(bound) (bound < 2**32)."""
-
-def fill_input_ids(out: Array, rows: Array, tokens: Array, spans: Array, positions: Array, shown: Array,
-                   cls_id: int, sep_id: int) -> None:
-    """out[r] = [CLS] A [SEP] B [SEP] of instance rows[r], with the shown ids at its positions."""
-
-def fill_input_mask(out: Array, rows: Array, spans: Array) -> None:
-    """out[r] = 1 over instance rows[r]'s tokens."""
-
-def fill_segment_ids(out: Array, rows: Array, spans: Array) -> None:
-    """out[r] = 1 over instance rows[r]'s segment B and its [SEP]."""

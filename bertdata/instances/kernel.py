@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bertdata.instances import _engine
-from bertdata.instances._engine import fill_input_ids, fill_input_mask, fill_segment_ids
+from bertdata.instances._rows import fill_input_ids, fill_input_mask, fill_segment_ids
 from bertdata.errors import BertdataError
 
 if TYPE_CHECKING:
