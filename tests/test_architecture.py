@@ -7,6 +7,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("bertdata", "pipelines", "benchmark")
 SOURCES = (".py", ".c", ".h")
@@ -47,3 +49,17 @@ def test_no_core_module_outgrows_one_job():
     long = {p.relative_to(ROOT).as_posix(): n for p in (ROOT / "bertdata").rglob("*")
             if p.suffix in SOURCES and (n := len(p.read_text().splitlines())) > MAX_CORE_LINES}
     assert not long, f"split these by job: {long}"
+
+
+def test_the_wheel_lists_every_package():
+    """pyproject's explicit package list: a package left out installs in editable mode but is
+    missing from a wheel."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    where = {folder: package for package, folder in config["package-dir"].items()}
+    packages = set()
+    for name in tree():
+        if name.endswith("/"):
+            top, _, rest = name.rstrip("/").partition("/")
+            packages.add(".".join([where[top], *rest.split("/")]) if rest else where[top])
+    assert set(config["packages"]) == packages
