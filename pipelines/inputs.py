@@ -44,7 +44,7 @@ def resolve_inputs(cfg: BuildConfig) -> Inputs:
         return _inputs(dump, index, None, wikidump.read_site(dump, cfg.lang, open_raw),
                        _vocab(cfg.vocab, "en") if cfg.vocab else load_vocab(sample_vocab))
     if cfg.dump is None:
-        from bertdata.download.fetch import DumpSpec
+        from bertdata.download.dumps import DumpSpec
 
         # The vocab first: offline without one, fail before a download of hours.
         vocab = _vocab(cfg.vocab, dump_language(f"{cfg.wiki}-", None, cfg.lang))
@@ -77,10 +77,10 @@ def _vocab(path: str | None, language: str) -> Vocab:
 
 
 def download(spec, folder: str, force: bool = False) -> dict:
-    """`bertdata.download.fetch.download_dump` into `folder`, local or on an object store. To a store,
+    """`bertdata.download.dumps.download_dump` into `folder`, local or on an object store. To a store,
     each file is fetched into a local temporary folder, verified, then copied up; one already
     there is kept once its bytes match the published sha1 (read back to check)."""
-    from bertdata.download.fetch import download_dump
+    from bertdata.download.dumps import download_dump
 
     if fsio.is_local(folder):
         return download_dump(spec, folder, force=force)
