@@ -4,6 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # The CPU wheel: an unpinned torch would pull a CUDA build of several GB.
 TORCH  ?= torch==2.13.0
+# The compiled loops: a change to one rebuilds the install.
+CSRC   := $(wildcard bertdata/*/_*.c bertdata/*/_*.h)
 
 .PHONY: demo test test-fast perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk clean
 
@@ -11,11 +13,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml bertdata/_fast.c | $(BIN)/python
+$(VENV)/.installed: pyproject.toml $(CSRC) | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml bertdata/_fast.c | $(BIN)/python
+$(VENV)/.installed-dev: pyproject.toml $(CSRC) | $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q -e ".[dev,bench,megatron]"
 	touch $(VENV)/.installed $@
@@ -27,7 +29,7 @@ demo: $(VENV)/.installed
 
 # Beam's gcp extra slows every Beam import, so the gs:// tests get a virtualenv of their own.
 VENV_GCS := .venv-gcs
-$(VENV_GCS)/.installed: pyproject.toml bertdata/_fast.c
+$(VENV_GCS)/.installed: pyproject.toml $(CSRC)
 	$(PYTHON) -m venv $(VENV_GCS)
 	$(VENV_GCS)/bin/pip install -q --upgrade pip
 	$(VENV_GCS)/bin/pip install -q -e ".[dev-gcs]"

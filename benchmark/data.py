@@ -38,7 +38,7 @@ from bertdata import formats
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats import INSTANCES, Reading, ShardInfo
 from bertdata.formats.checks import check_batch, word_continuations
-from bertdata.schema import BY_NAME, DTYPES, SEQ
+from bertdata.instances.schema import BY_NAME, DTYPES, SEQ
 
 # LDDL's loader pads a batch to its longest sequence rounded up to this (sequence_length_alignment).
 LDDL_ALIGNMENT = 8

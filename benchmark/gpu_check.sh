@@ -74,7 +74,7 @@ import sys
 import numpy as np
 
 from bertdata.formats.hdf5io import write_shard
-from bertdata.schema import zeros
+from bertdata.instances.schema import zeros
 
 # Reference statistics: [CLS] A [SEP] B [SEP], 10% short sequences, 15% of tokens (at most 20)
 # predicted, positions sorted and 0-padded; write_shard lays them out as the reference does.

@@ -115,7 +115,7 @@ def phase_number(cfg: InstanceConfig) -> int:
 FORMATS = ("hdf5", "lddl", "megatron")
 # What `--format both` stood for before Megatron's format came: the two instance formats.
 BOTH_FORMATS = ("hdf5", "lddl")
-# How punkt's sentence boundaries are found: `fast` (bertdata.fastpunkt), or NLTK's own code,
+# How punkt's sentence boundaries are found: `fast` (bertdata.text.fastpunkt), or NLTK's own code,
 # the reference, which gives the same sentences slower.
 SPLITTERS = ("fast", "nltk")
 

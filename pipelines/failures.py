@@ -11,7 +11,7 @@ import re
 from bertdata.errors import BertdataError
 
 # How a BertdataError raised in a worker reads once Beam has wrapped it, in this process or
-# as the text of a remote traceback: "bertdata.wikidump.BertdataError: MESSAGE [while running ...]".
+# as the text of a remote traceback: "bertdata.text.wikidump.BertdataError: MESSAGE [while running ...]".
 _REMOTE_ERROR = re.compile(r"^(bertdata(?:\.\w+)*)\.(\w+): (.+?)(?: \[while running '[^']*'\])*$", re.M)
 
 

@@ -10,15 +10,15 @@ import re
 import tempfile
 from dataclasses import dataclass, replace
 
-from bertdata.books import SNIFF_BYTES, check_text_file
+from bertdata.text.books import SNIFF_BYTES, check_text_file
 from bertdata.config import BuildConfig
-from bertdata.digests import file_identity, known_sha1, remember_sha1
+from bertdata.download.digests import file_identity, known_sha1, remember_sha1
 from bertdata.errors import BertdataError
 from bertdata.fsutil import input_errors
-from bertdata.languages import dump_language
-from bertdata.sentences import splitter_for
-from bertdata.vocab import Vocab, load_vocab, resolve_vocab
-from bertdata.wikidump import Site
+from bertdata.text.languages import dump_language
+from bertdata.text.sentences import splitter_for
+from bertdata.instances.vocab import Vocab, load_vocab, resolve_vocab
+from bertdata.text.wikidump import Site
 from bertdata.pipelines import fsio
 from bertdata.pipelines.text import open_raw
 
@@ -37,14 +37,14 @@ class Inputs:
 
 
 def resolve_inputs(cfg: BuildConfig) -> Inputs:
-    from bertdata import wikidump
+    from bertdata.text import wikidump
 
     if cfg.sample:
         dump, index, sample_vocab = (str(p) for p in wikidump.sample_paths())
         return _inputs(dump, index, None, wikidump.read_site(dump, cfg.lang, open_raw),
                        _vocab(cfg.vocab, "en") if cfg.vocab else load_vocab(sample_vocab))
     if cfg.dump is None:
-        from bertdata.download import DumpSpec
+        from bertdata.download.dumps import DumpSpec
 
         # The vocab first: offline without one, fail before a download of hours.
         vocab = _vocab(cfg.vocab, dump_language(f"{cfg.wiki}-", None, cfg.lang))
@@ -77,10 +77,10 @@ def _vocab(path: str | None, language: str) -> Vocab:
 
 
 def download(spec, folder: str, force: bool = False) -> dict:
-    """`bertdata.download.download_dump` into `folder`, local or on an object store. To a store,
+    """`bertdata.download.dumps.download_dump` into `folder`, local or on an object store. To a store,
     each file is fetched into a local temporary folder, verified, then copied up; one already
     there is kept once its bytes match the published sha1 (read back to check)."""
-    from bertdata.download import download_dump
+    from bertdata.download.dumps import download_dump
 
     if fsio.is_local(folder):
         return download_dump(spec, folder, force=force)
@@ -110,7 +110,7 @@ def download(spec, folder: str, force: bool = False) -> dict:
 
 def _fetched(url: str, folder: str) -> str:
     """Where the file at `url` is kept in `folder` (local or on a store), fetched unless there."""
-    from bertdata.download import fetch
+    from bertdata.download.fetch import fetch
 
     path = fsio.join(folder, url.rstrip("/").rsplit("/", 1)[-1])
     if fsio.is_local(path):
@@ -184,8 +184,8 @@ def list_books(folder: str | None) -> list[str]:
 def sentence_splitter(punkt, dump: str, site: Site, kind: str):
     """The sentence splitter `punkt` names, of `kind` (config.SPLITTERS); punkt trained on the
     dump's first articles for a language without a model of its own."""
-    from bertdata.articles import article_texts
-    from bertdata.wikidump import iter_pages
+    from bertdata.text.articles import article_texts
+    from bertdata.text.wikidump import iter_pages
 
     if punkt.model is not None:
         return splitter_for(punkt, kind=kind)

@@ -22,9 +22,8 @@ import apache_beam as beam
 from bertdata.formats import megatron
 from bertdata.errors import BertdataError
 from bertdata.fsutil import TEMP_PREFIX
-from bertdata.text.shards import SPLITS
+from bertdata.text.shards import SPLITS, TextShard
 from bertdata.manifest import MANIFEST
-from bertdata.text.shards import TextShard
 from bertdata.instances.documents import Documents
 from bertdata.pipelines import fsio
 from bertdata.pipelines.lddl import WRITING

@@ -15,9 +15,8 @@ from bertdata.config import TextConfig
 from bertdata.errors import BertdataError
 from bertdata.formats import PerShardFormat
 from bertdata.fsutil import TEMP_PREFIX
-from bertdata.text.shards import text_folder
+from bertdata.text.shards import text_folder, TextShard
 from bertdata.manifest import MANIFEST, RUN_KEY
-from bertdata.text.shards import TextShard
 from bertdata.instances.vocab import Vocab
 from bertdata.pipelines import fsio, progress
 from bertdata.pipelines.log import note

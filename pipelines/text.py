@@ -17,10 +17,10 @@ import apache_beam as beam
 from bertdata.text.articles import count_dict, merge_counts, page_document, sentence_counts
 from bertdata.text.books import book_document
 from bertdata.config import TextConfig
-from bertdata.text.shards import shard_stem, text_folder
-from bertdata.text.shards import assign, fewer_shards, render_shard
+from bertdata.text.shards import shard_stem, text_folder, assign, fewer_shards, render_shard
 from bertdata.text.spill import Run, RunBuffer, merge_blocks, run_name
-from bertdata.text.wikidump import iter_pages, iter_pages_in_range
+from bertdata.text.wikidump import iter_pages
+from bertdata.text.multistream import iter_pages_in_range
 from bertdata.pipelines import fsio, progress
 from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import Counts, Gather, ShardJob, Spread, StepDoFn, TextPlan

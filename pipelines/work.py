@@ -21,7 +21,7 @@ BOOK_BYTE_WEIGHT = 1 / 3
 def work_items(dump: str, index: str | None, workers: int) -> list[WorkItem]:
     """Byte ranges of a multistream dump, or the whole file as one item (a single bz2
     stream cannot be cut: one worker reads it all)."""
-    from bertdata.wikidump import plan_ranges, stream_ranges
+    from bertdata.text.multistream import plan_ranges, stream_ranges
 
     if index is None:
         return [WorkItem("dump", dump)]

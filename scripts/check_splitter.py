@@ -19,10 +19,10 @@ from pathlib import Path
 
 from nltk.tokenize.punkt import PunktSentenceTokenizer
 
-from bertdata.articles import article_texts
-from bertdata.fastpunkt import FastPunkt
-from bertdata.sentences import PUNKT_MODELS, SentenceSplitter, choose_punkt, punkt_parameters
-from bertdata.wikidump import iter_pages, read_site
+from bertdata.text.articles import article_texts
+from bertdata.text.fastpunkt import FastPunkt
+from bertdata.text.sentences import PUNKT_MODELS, SentenceSplitter, choose_punkt, punkt_parameters
+from bertdata.text.wikidump import iter_pages, read_site
 
 ROOT = Path(__file__).resolve().parents[1]
 FRAGMENT = ROOT.parent / "shared/data/wiki/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"

@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from bertdata.config import VocabConfig  # noqa: E402
 from bertdata.errors import BertdataError  # noqa: E402
-from bertdata.wikidump import Page, write_multistream  # noqa: E402
+from bertdata.text.wikidump import Page  # noqa: E402
+from bertdata.text.multistream import write_multistream  # noqa: E402
 
 SAMPLE = ROOT / "bertdata" / "sample"
 DUMP_NAME = "enwiki-sample-pages-articles-multistream.xml.bz2"
@@ -88,7 +89,7 @@ def build(folder: Path, with_vocab: bool) -> None:
     count = write_multistream(sample_pages(), SITEINFO, dump, index, PAGES_PER_STREAM, overwrite=True)
     print(f"wrote {dump} ({dump.stat().st_size:,} bytes, {count} pages) and {index.name}")
     if with_vocab:
-        from bertdata.vocabtrain import build_vocab
+        from bertdata.instances.vocabtrain import build_vocab
 
         summary = build_vocab([], folder / VOCAB_NAME, VOCAB, dumps=[dump], force=True)
         print(f"wrote {folder / VOCAB_NAME}: {summary.tokens:,} tokens from {summary.lines:,} sentences "

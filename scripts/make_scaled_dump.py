@@ -23,7 +23,8 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bertdata.errors import BertdataError  # noqa: E402
-from bertdata.wikidump import Page, iter_pages, read_siteinfo, write_multistream  # noqa: E402
+from bertdata.text.wikidump import Page, iter_pages, read_siteinfo  # noqa: E402
+from bertdata.text.multistream import write_multistream  # noqa: E402
 
 
 def default_index(dest: str) -> str:

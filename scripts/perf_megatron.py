@@ -1,4 +1,4 @@
-"""Memory and throughput of the Megatron merge (bertdata.megatron.merge_pairs).
+"""Memory and throughput of the Megatron merge (bertdata.formats.megatron.merge_pairs).
 
 (a) Peak RSS of a child process merging parts of 1x and 8x the data: the merge streams, so the
     8x run should peak about as high as the 1x run (a ratio near 1), not 8 times higher.
@@ -26,12 +26,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bertdata.megatron import pair_paths, write_pair  # noqa: E402
-from bertdata.textshard import Documents  # noqa: E402
+from bertdata.formats.megatron import pair_paths, write_pair  # noqa: E402
+from bertdata.instances.documents import Documents  # noqa: E402
 
 OURS = """
 import sys
-from bertdata.megatron import merge_pairs
+from bertdata.formats.megatron import merge_pairs
 merge_pairs(sys.argv[2:], sys.argv[1])
 print(next(line for line in open("/proc/self/status") if line.startswith("VmHWM")))
 """

@@ -124,16 +124,16 @@ def timed_build(python: str, dump: Path, workers: int, out: Path) -> dict:
 # sample of the main thread's stack counts for the stage of the innermost of them on it.
 # What they leave is Beam, the manifests and start-up.
 STAGES = (
-    ("decode: the main thread's share (hand-off from the bz2 thread)", (("wikidump.py", "_prefetched"),)),
+    ("decode: the main thread's share (hand-off from the bz2 thread)", (("decode.py", "prefetched"),)),
     ("XML parse (expat, pages)", (("wikidump.py", "feed"),)),
     ("clean wikitext", (("wikitext.py", "clean"),)),
     ("sentence split", (("sentences.py", "split_article"),)),
     ("documents: compress, spill runs", (("articles.py", "of"), ("spill.py", "write_to"))),
-    ("text shards: merge, write", (("spill.py", "merge_blocks"), ("sharding.py", "render_shard"))),
-    ("tokenize (WordPiece)", (("textshard.py", "read_documents"),)),
-    ("instances", (("instances.py", "create_instances"),)),
+    ("text shards: merge, write", (("spill.py", "merge_blocks"), ("shards.py", "render_shard"))),
+    ("tokenize (WordPiece)", (("documents.py", "read_documents"),)),
+    ("instances", (("create.py", "create_instances"),)),
     ("hdf5: deflate compression", (("hdf5io.py", "_compress"),)),
-    ("hdf5: the rest of writing", (("formats.py", "write"),)),
+    ("hdf5: the rest of writing", (("hdf5.py", "write_instances"),)),
 )
 REST = "rest: Beam, manifests, start-up"
 SAMPLE_S = 0.001

@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bertdata.formats.hdf5io import FIELDS, read_shard, write_shard  # noqa: E402
-from bertdata.repartition import BUCKET_BYTES, record_dtype  # noqa: E402
+from bertdata.instances.schema import record_dtype  # noqa: E402
+from bertdata.reshard.shuffle import BUCKET_BYTES  # noqa: E402
 
 PARITY = ROOT.parent / "shared" / "data" / "parity" / "A_s12345_128_20_p15_d5.hdf5"
 VOCAB_SIZE = 30522

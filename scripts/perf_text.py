@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/perf_text.py [--dump PATH] [--repeats N]
 
-Prints articles/s and MB/s of wikitext for `bertdata.wikitext.clean`, and MB/s of
-cleaned text for `bertdata.sentences.split_article`. Rates use this process's CPU time,
+Prints articles/s and MB/s of wikitext for `bertdata.text.wikitext.clean`, and MB/s of
+cleaned text for `bertdata.text.sentences.split_article`. Rates use this process's CPU time,
 the best of N runs, so other work on a shared machine disturbs them little; the wall
 time of that run is printed alongside.
 """
@@ -17,8 +17,10 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from bertdata.sentences import SentenceSplitter
-from bertdata.wikitext import SkippedPage, clean
+from bertdata.text.sentences import SentenceSplitter
+from bertdata.text.wikitext import clean
+
+from bertdata.text.skipped import SkippedPage
 
 DEFAULT_DUMP = (
     Path(__file__).resolve().parents[1].parent

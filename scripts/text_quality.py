@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/text_quality.py [--dump PATH] [--keep-lists] [--save FILE] [--baseline FILE]
 
-Reads the dump's pages with `bertdata.wikidump`, cleans and splits each one with
-`bertdata.articles.page_document` (the text stage's own function) and prints the page
+Reads the dump's pages with `bertdata.text.wikidump`, cleans and splits each one with
+`bertdata.text.articles.page_document` (the text stage's own function) and prints the page
 counts, the share of sentences that do not end like a sentence, and empty brackets.
 
 `--save FILE` writes every article's sentences as JSON, so that the output of one
@@ -24,9 +24,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from bertdata.articles import is_terminated, page_document
-from bertdata.sentences import SentenceSplitter
-from bertdata.wikidump import iter_pages
+from bertdata.text.articles import is_terminated, page_document
+from bertdata.text.sentences import SentenceSplitter
+from bertdata.text.wikidump import iter_pages
 
 DEFAULT_DUMP = (
     Path(__file__).resolve().parents[1].parent

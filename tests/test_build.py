@@ -176,7 +176,7 @@ def test_seeds_derived_per_shard_unless_asked(sample_build, tmp_path):
 
 
 def test_vocab_change_needs_force(sample_build, tmp_path):
-    from bertdata.wikidump import sample_paths
+    from bertdata.text.wikidump import sample_paths
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text(Path(sample_paths()[2]).read_text() + "extraword\n")
@@ -216,7 +216,7 @@ def test_dump_without_articles_is_an_error(tmp_path):
 
 
 def _sample_vocab() -> str:
-    from bertdata.wikidump import sample_paths
+    from bertdata.text.wikidump import sample_paths
 
     return str(sample_paths()[2])
 
@@ -347,7 +347,7 @@ def test_sigterm_and_sighup_stop_a_build_as_ctrl_c_does(sample_build, tmp_path, 
     import time
 
     from bertdata.fsutil import LOCK_NAME
-    from bertdata.layout import WORK_FOLDER
+    from bertdata.text.shards import WORK_FOLDER
 
     out = tmp_path / "out"
     signum = getattr(signal, signame)
@@ -404,7 +404,7 @@ def test_a_build_refused_before_its_pipeline_runs_leaves_nothing_in_tmpdir(tmp_p
     import bz2
     import os
 
-    from bertdata.wikidump import sample_paths
+    from bertdata.text.wikidump import sample_paths
 
     index = tmp_path / "bad-index.txt.bz2"
     index.write_bytes(bz2.compress(b"garbage\n"))
@@ -449,7 +449,10 @@ def test_full_disk_inside_a_worker_reads_as_one_line():
 def test_repeated_page_ids_keep_the_first_copy_whatever_the_workers(tmp_path):
     import dataclasses
 
-    from bertdata.wikidump import iter_pages, read_siteinfo, sample_paths, write_multistream
+    from bertdata.text.wikidump import iter_pages, read_siteinfo, sample_paths
+
+
+    from bertdata.text.multistream import write_multistream
 
     dump, _, vocab = sample_paths()
     pages = list(iter_pages(dump))
@@ -650,7 +653,7 @@ def test_a_dead_worker_stops_the_build_in_one_line_and_a_rerun_resumes(fragment_
     import time
 
     from bertdata.fsutil import LOCK_NAME
-    from bertdata.layout import WORK_FOLDER
+    from bertdata.text.shards import WORK_FOLDER
 
     args, whole = fragment_build
     out = tmp_path / "out"

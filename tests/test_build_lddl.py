@@ -16,8 +16,8 @@ import pytest
 from bertdata.formats import lddl
 from bertdata.manifest import MANIFEST
 from bertdata.formats.hdf5io import iter_slices
-from bertdata.schema import FIELDS
-from bertdata.vocab import load_vocab
+from bertdata.instances.schema import FIELDS
+from bertdata.instances.vocab import load_vocab
 from conftest import VOCAB, WIKI_FRAGMENT, need_shared, run_cli
 
 PHASE1 = Path("pretrain/phase1/unbinned/parquet")
@@ -165,7 +165,7 @@ def test_interrupted_folder_is_redone_foreign_files_are_refused(tmp_path):
 
 
 def test_a_folder_in_ngc_layout_finds_the_vocab_the_build_left_above_it(tmp_path):
-    from bertdata.vocab import vocab_for_shard
+    from bertdata.instances.vocab import vocab_for_shard
 
     need_shared(VOCAB)
     (tmp_path / "vocab").mkdir()

@@ -1,4 +1,4 @@
-"""The remembered sha1 of dump files (bertdata.digests) and the build's use of it."""
+"""The remembered sha1 of dump files (bertdata.download.digests) and the build's use of it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from bertdata import digests
+from bertdata.download import digests
 from conftest import run_cli
 
 
@@ -47,7 +47,7 @@ def test_a_damaged_or_full_cache_is_only_a_cache(tmp_path, cache):
 
 
 def test_a_rerun_does_not_hash_the_dump_again_and_a_changed_dump_is_hashed(tmp_path, cache):
-    from bertdata.wikidump import sample_paths
+    from bertdata.text.wikidump import sample_paths
 
     dump, index, vocab = sample_paths()
     local = tmp_path / dump.name

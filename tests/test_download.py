@@ -1,4 +1,4 @@
-"""`bertdata.download` against a real HTTP server on 127.0.0.1 that can misbehave on purpose."""
+"""`bertdata.download.fetch` and `.dumps` against a real HTTP server on 127.0.0.1 that can misbehave on purpose."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import run_cli
 
-from bertdata import download
-from bertdata.download import DumpSpec, download_dump, dump_files, fetch, fetch_text, parse_sums
+from bertdata.download import fetch as download
+from bertdata.download.dumps import DumpSpec, download_dump, dump_files, parse_sums
+from bertdata.download.fetch import fetch, fetch_text
 from bertdata.errors import BertdataError
 
 STALL_S = 5.0  # a stalled handler gives up after this, or at teardown, whichever comes first

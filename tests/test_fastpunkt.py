@@ -1,4 +1,4 @@
-"""bertdata.fastpunkt gives NLTK punkt's sentences: compared with NLTK itself (the reference)
+"""bertdata.text.fastpunkt gives NLTK punkt's sentences: compared with NLTK itself (the reference)
 on real text of several languages, on NLTK's tricky cases and on generated token soup."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from nltk.tokenize.punkt import PunktSentenceTokenizer
 
-from bertdata.articles import article_texts
+from bertdata.text.articles import article_texts
 from bertdata.config import BuildConfig
 from bertdata.errors import BertdataError
-from bertdata.fastpunkt import FastPunkt
-from bertdata.sentences import PUNKT_MODELS, SentenceSplitter, punkt_parameters, train_punkt
-from bertdata.wikidump import iter_pages
+from bertdata.text.fastpunkt import FastPunkt
+from bertdata.text.sentences import PUNKT_MODELS, SentenceSplitter, punkt_parameters, train_punkt
+from bertdata.text.wikidump import iter_pages
 from conftest import WIKI_FRAGMENT, need_shared
 
 TEXTS = Path(__file__).parent / "punkt_texts"

@@ -18,7 +18,7 @@ from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats import INSTANCES, PER_SHARD, Reading, Report, ShardInfo
 from bertdata.formats.checks import ShardStats, check_batch
 from bertdata.formats.report import print_row
-from bertdata.schema import DTYPES, FIELDS
+from bertdata.instances.schema import DTYPES, FIELDS
 from shards import valid_rows
 
 

@@ -13,11 +13,11 @@ import pytest
 from bertdata.config import InstanceConfig
 from bertdata.errors import BertdataError
 from bertdata.formats.hdf5 import Hdf5Shards
-from bertdata.instances import create_instances
-from bertdata.schema import FIELDS
-from bertdata.textshard import read_documents
-from bertdata.tokenize import WordPiece
-from bertdata.vocab import load_vocab
+from bertdata.instances.create import create_instances
+from bertdata.instances.schema import FIELDS
+from bertdata.instances.documents import read_documents
+from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.vocab import load_vocab
 from conftest import PARITY, VOCAB, need_shared
 
 CFG = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2)

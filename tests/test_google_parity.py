@@ -10,10 +10,10 @@ import pytest
 
 from bertdata.config import InstanceConfig
 from bertdata.formats.hdf5io import read_shard
-from bertdata.instances import create_instances
-from bertdata.textshard import read_documents
-from bertdata.tokenize import WordPiece
-from bertdata.vocab import load_vocab
+from bertdata.instances.create import create_instances
+from bertdata.instances.documents import read_documents
+from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.vocab import load_vocab
 from conftest import PARITY_128, PARITY_512, SHARD_A, VOCAB, WIKI_FRAGMENT, need_shared, run_cli
 from google_bert import checkout, instances
 from test_parity import assert_identical

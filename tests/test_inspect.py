@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bertdata.formats.hdf5io import read_shard, write_shard
-from bertdata.vocab import load_vocab
-from bertdata.wikidump import sample_paths
+from bertdata.instances.vocab import load_vocab
+from bertdata.text.wikidump import sample_paths
 from conftest import PARITY, PARITY_128, VOCAB, need_shared, run_cli
 from shards import hostile_files, valid_rows
 

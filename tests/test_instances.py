@@ -16,10 +16,10 @@ from bertdata.config import InstanceConfig
 from bertdata.errors import BertdataError
 from bertdata.formats.hdf5io import FIELDS, read_shard, shard_attrs
 from bertdata.formats.hdf5 import write_instances
-from bertdata.instances import create_instances, make_shard
-from bertdata.textshard import Documents, read_documents
-from bertdata.tokenize import WordPiece
-from bertdata.vocab import Vocab, load_vocab
+from bertdata.instances.create import create_instances, make_shard
+from bertdata.instances.documents import Documents, read_documents
+from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.vocab import Vocab, load_vocab
 from conftest import SAMPLE_VOCAB, SHARD_A, VOCAB, needs_shared
 
 
@@ -358,7 +358,7 @@ def test_documents_continue_across_files(tmp_path, wordpiece):
 
 
 def test_small_blocks_give_the_same_documents(tmp_path, wordpiece, monkeypatch):
-    from bertdata import textshard
+    from bertdata.instances import documents as textshard
 
     path = tmp_path / "shard.txt"
     path.write_text("".join(f"sentence number {i} here\r\n" + ("\n" if i % 5 == 4 else "") for i in range(60)))
@@ -472,7 +472,8 @@ def test_cli_errors_replace(tmp_path):
 
 
 def test_kernel_regrows_its_arrays(monkeypatch):
-    from bertdata import instances, kernel
+    from bertdata.instances import create as instances
+    from bertdata.instances import kernel
 
     vocab = small_vocab()
     docs = documents_from_ids(random_docs(random.Random(6), 12, 10, 25, len(vocab)))
@@ -552,7 +553,7 @@ def test_a_line_longer_than_many_blocks_is_read_in_linear_time(tmp_path, monkeyp
     """Each block of a long line once copied all of the line before it: quadratic time."""
     import time
 
-    from bertdata import textshard
+    from bertdata.instances import documents as textshard
 
     monkeypatch.setattr(textshard, "BLOCK_BYTES", 64)
     path = tmp_path / "long.txt"

@@ -13,10 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertdata import _fast, kernel
-from bertdata.textshard import Documents
+from bertdata.instances import _engine, _rows, _wordpiece
+from bertdata.text import _scan
 
-# --- a small valid run of _fast.generate, for the negative tests to break one thing at a time ------
+from bertdata.instances import kernel
+from bertdata.instances.documents import Documents
+
+# --- a small valid run of _engine.generate, for the negative tests to break one thing at a time ------
 
 SEQ, PRED, VOCAB_SIZE, CLS, SEP, MASK = 32, 5, 300, 101, 102, 103
 
@@ -51,7 +54,7 @@ def generate_kwargs(rows: int = 100) -> dict:
 def test_a_valid_call_writes_rows_and_advances_the_state():
     kwargs = generate_kwargs()
     start = kwargs["state"].copy()
-    count = _fast.generate(**kwargs)
+    count = _engine.generate(**kwargs)
     assert 0 < count <= 100
     assert not np.array_equal(kwargs["state"], start)
     assert kwargs["spans"][:count, 1].min() > 0 and not kwargs["spans"][count:].any()
@@ -61,7 +64,7 @@ def test_generate_takes_all_but_the_state_by_keyword():
     kwargs = generate_kwargs()
     state, tokens = kwargs.pop("state"), kwargs.pop("tokens")
     with pytest.raises(TypeError, match="positional"):
-        _fast.generate(state, tokens, **kwargs)
+        _engine.generate(state, tokens, **kwargs)
 
 
 def _read_only(a):
@@ -140,7 +143,7 @@ def test_generate_refuses_malformed_input_cleanly(case):
     start = kwargs["state"].copy()
     kwargs[name] = breaks(kwargs[name])
     with pytest.raises(error, match=message):
-        _fast.generate(**kwargs)
+        _engine.generate(**kwargs)
     if name != "state":
         assert np.array_equal(kwargs["state"], start), "a failed run must not advance the state"
 
@@ -161,14 +164,14 @@ def test_the_capacity_guess_costs_only_a_rerun():
 def test_shuffle_and_replay_refuse_malformed_input():
     state = kernel._state(random.Random(2))
     with pytest.raises(ValueError, match="625 words"):
-        _fast.shuffle(state[:-1].copy(), np.arange(5))
+        _engine.shuffle(state[:-1].copy(), np.arange(5))
     with pytest.raises(TypeError, match="x must be int64"):
-        _fast.shuffle(state, np.arange(5, dtype=np.int32))
+        _engine.shuffle(state, np.arange(5, dtype=np.int32))
     with pytest.raises(TypeError, match="x must be a C-contiguous"):
-        _fast.shuffle(state, np.arange(10)[::2])
+        _engine.shuffle(state, np.arange(10)[::2])
     for bound in (-1, 1 << 32):
         with pytest.raises(ValueError, match="not in 0..2\\*\\*32-1"):
-            _fast.replay(state, np.array([0, bound]))
+            _engine.replay(state, np.array([0, bound]))
     assert np.array_equal(state, kernel._state(random.Random(2)))
 
 
@@ -183,25 +186,25 @@ def fill_arrays():
 def test_fill_input_ids_writes_a_row_and_refuses_what_does_not_fit():
     tokens, spans, positions, shown = fill_arrays()
     out = np.zeros((1, 8), np.int32)
-    _fast.fill_input_ids(out, np.array([0]), tokens, spans, positions, shown, CLS, SEP)
+    _rows.fill_input_ids(out, np.array([0]), tokens, spans, positions, shown, CLS, SEP)
     assert out.tolist() == [[CLS, MASK, 600, SEP, 40000, 800, 900, SEP]]
     with pytest.raises(OverflowError, match="out: 500 does not fit its int8"):
-        _fast.fill_input_ids(np.zeros((1, 8), np.int8), np.array([0]), tokens, spans, positions, shown, 1, 2)
+        _rows.fill_input_ids(np.zeros((1, 8), np.int8), np.array([0]), tokens, spans, positions, shown, 1, 2)
     with pytest.raises(OverflowError, match="out: 40000 does not fit its int16"):
-        _fast.fill_input_ids(np.zeros((1, 8), np.int16), np.array([0]), tokens, spans, positions, shown, 1, 2)
+        _rows.fill_input_ids(np.zeros((1, 8), np.int16), np.array([0]), tokens, spans, positions, shown, 1, 2)
     with pytest.raises(OverflowError, match="out: 4294967296 does not fit its int32"):
-        _fast.fill_input_ids(np.zeros((0, 8), np.int32), np.array([], np.int64), tokens, spans, positions,
+        _rows.fill_input_ids(np.zeros((0, 8), np.int32), np.array([], np.int64), tokens, spans, positions,
                              shown, 1 << 32, SEP)
     with pytest.raises(IndexError, match="rows: 1 is out of range"):
-        _fast.fill_input_ids(out, np.array([1]), tokens, spans, positions, shown, CLS, SEP)
+        _rows.fill_input_ids(out, np.array([1]), tokens, spans, positions, shown, CLS, SEP)
     with pytest.raises(ValueError, match="span does not fit"):
-        _fast.fill_input_ids(out, np.array([0]), tokens[:4].copy(), spans, positions, shown, CLS, SEP)
+        _rows.fill_input_ids(out, np.array([0]), tokens[:4].copy(), spans, positions, shown, CLS, SEP)
     with pytest.raises(ValueError, match="masked position is outside the row"):
-        _fast.fill_input_ids(out, np.array([0]), tokens, spans, positions + 8, shown, CLS, SEP)
+        _rows.fill_input_ids(out, np.array([0]), tokens, spans, positions + 8, shown, CLS, SEP)
     with pytest.raises(ValueError, match="out must have 2 dimensions"):
-        _fast.fill_input_mask(np.zeros(8, np.int8), np.array([0]), spans)
+        _rows.fill_input_mask(np.zeros(8, np.int8), np.array([0]), spans)
     mask = np.zeros((1, 8), np.bool_)
-    _fast.fill_segment_ids(mask, np.array([0]), spans)
+    _rows.fill_segment_ids(mask, np.array([0]), spans)
     assert mask.tolist() == [[False] * 4 + [True] * 4]
 
 
@@ -215,7 +218,7 @@ def empty_table(slots: int = 8, room: int = 4, key_bytes: int = 64) -> dict:
 
 def scan(text: bytes, table: dict) -> int:
     lines = text.count(b"\n") + 1
-    return _fast.scan(np.frombuffer(text, np.uint8), **table, word_entry=np.zeros(len(text), np.int32),
+    return _wordpiece.scan(np.frombuffer(text, np.uint8), **table, word_entry=np.zeros(len(text), np.int32),
                       line_words=np.zeros(lines, np.int32), whole_line=np.zeros(lines, np.bool_))
 
 
@@ -253,13 +256,13 @@ def test_scan_refuses_key_bytes_past_its_int32_offsets():
 
 def test_rehash_refuses_counts_past_int32_and_full_slots():
     with pytest.raises(OverflowError, match="do not fit the int32 slots"):
-        _fast.rehash(np.full(8, -1, np.int32), np.zeros(4, np.uint64), 1 << 31)
+        _wordpiece.rehash(np.full(8, -1, np.int32), np.zeros(4, np.uint64), 1 << 31)
     with pytest.raises(ValueError, match="power of two"):
-        _fast.rehash(np.full(6, -1, np.int32), np.zeros(4, np.uint64), 2)
+        _wordpiece.rehash(np.full(6, -1, np.int32), np.zeros(4, np.uint64), 2)
     with pytest.raises(ValueError, match="no free slot"):
-        _fast.rehash(np.zeros(4, np.int32), np.zeros(4, np.uint64), 1)
+        _wordpiece.rehash(np.zeros(4, np.int32), np.zeros(4, np.uint64), 1)
     slots = np.full(4, -1, np.int32)
-    _fast.rehash(slots, np.array([1, 1], np.uint64), 2)
+    _wordpiece.rehash(slots, np.array([1, 1], np.uint64), 2)
     assert slots.tolist() == [-1, 0, 1, -1]
 
 
@@ -273,18 +276,18 @@ def assemble_arrays(whole_offsets):
 
 def test_assemble_refuses_lines_past_int32_and_entries_outside_the_table():
     arrays = assemble_arrays([0, 3])
-    assert _fast.assemble(np.zeros(0, np.int32), **arrays) == 3 and arrays["lengths"].tolist() == [3]
+    assert _wordpiece.assemble(np.zeros(0, np.int32), **arrays) == 3 and arrays["lengths"].tolist() == [3]
     with pytest.raises(OverflowError, match="more ids than its int32 length"):
-        _fast.assemble(np.zeros(0, np.int32), **assemble_arrays([0, 1 << 31]))
+        _wordpiece.assemble(np.zeros(0, np.int32), **assemble_arrays([0, 1 << 31]))
     with pytest.raises(ValueError, match="points outside"):
-        _fast.assemble(np.zeros(0, np.int32), **assemble_arrays([0, 5]))
+        _wordpiece.assemble(np.zeros(0, np.int32), **assemble_arrays([0, 5]))
     arrays = assemble_arrays([0, 0])
     arrays.update(whole_line=np.zeros(1, np.bool_), line_words=np.ones(1, np.int32))
     with pytest.raises(ValueError, match="points outside"):
-        _fast.assemble(np.array([7], np.int32), **arrays)
+        _wordpiece.assemble(np.array([7], np.int32), **arrays)
     arrays["out"] = np.zeros(4, np.int32)
     with pytest.raises(TypeError, match="out must be uint16"):
-        _fast.assemble(np.array([0], np.int32), **arrays)
+        _wordpiece.assemble(np.array([0], np.int32), **arrays)
 
 
 # --- the replay self-check ----------------------------------------------------------------------------
@@ -354,14 +357,15 @@ def test_generate_refuses_to_run_on_a_drifted_random(fresh_self_check, monkeypat
 
 # --- the stub -----------------------------------------------------------------------------------------
 
-def test_the_stub_lists_every_function_with_its_signature():
-    stub = ast.parse((Path(kernel.__file__).parent / "_fast.pyi").read_text())
+@pytest.mark.parametrize("module", [_engine, _rows, _wordpiece, _scan], ids=lambda m: m.__name__)
+def test_the_stub_lists_every_function_with_its_signature(module):
+    stub = ast.parse(Path(module.__file__).with_name(module.__name__.rsplit(".", 1)[1] + ".pyi").read_text())
     stubbed = {node.name: node for node in stub.body if isinstance(node, ast.FunctionDef)}
-    compiled = {name for name, f in vars(_fast).items() if callable(f) and not name.startswith("_")}
+    compiled = {name for name, f in vars(module).items() if callable(f) and not name.startswith("_")}
     assert set(stubbed) == compiled
     for name, node in stubbed.items():
         args = node.args
         expected = ([(a.arg, "POSITIONAL_OR_KEYWORD") for a in args.args]
                     + [(a.arg, "KEYWORD_ONLY") for a in args.kwonlyargs])
-        actual = [(p.name, p.kind.name) for p in inspect.signature(getattr(_fast, name)).parameters.values()]
+        actual = [(p.name, p.kind.name) for p in inspect.signature(getattr(module, name)).parameters.values()]
         assert actual == expected, name

@@ -13,14 +13,15 @@ from xml.sax.saxutils import escape
 
 import pytest
 
-from bertdata import vocab as vocab_mod
-from bertdata.articles import article_texts, page_document
+from bertdata.instances import vocab as vocab_mod
+from bertdata.text.articles import article_texts, page_document
 from bertdata.errors import BertdataError
-from bertdata.languages import dataset_name, describe_skipped_namespaces, dump_language, namespace_names
-from bertdata.sentences import (PUNKT_MODELS, SentenceSplitter, choose_punkt, punkt_parameters, splitter_for,
+from bertdata.text.languages import dataset_name, describe_skipped_namespaces, dump_language, namespace_names
+from bertdata.text.sentences import (PUNKT_MODELS, SentenceSplitter, choose_punkt, punkt_parameters, splitter_for,
                                 train_punkt)
-from bertdata.wikidump import classify, iter_pages, read_site
-from bertdata.wikitext import DEFAULT_MAX_CHARS, ENGLISH, clean
+from bertdata.text.wikidump import classify, iter_pages, read_site
+from bertdata.text.wikitext import ENGLISH, clean
+from bertdata.text.skipped import DEFAULT_MAX_CHARS
 from conftest import VOCAB, WIKI_FRAGMENT, need_shared
 
 
@@ -103,7 +104,7 @@ RU_PAGES = [
     ("Шаблон:Город", 10, "{{{Название}}}", None),
     ("Шаблон:Примечания", 10, "<references />", None),
 ]
-# Ukrainian has no row in bertdata.languages and no punkt model: its namespace names come
+# Ukrainian has no row in bertdata.text.languages and no punkt model: its namespace names come
 # from the siteinfo alone.
 UK_NAMESPACES = {-2: "Медіа", 0: "", 4: "Вікіпедія", 6: "Файл", 10: "Шаблон", 14: "Категорія"}
 UK_KYIV = """[[Файл:Kyiv skyline.jpg|міні|Центр [[Київ|Києва]]]]
@@ -297,7 +298,7 @@ def test_dump_language_refuses_other_projects_and_bad_codes():
 
 
 def test_every_punkt_model_has_a_row():
-    from bertdata.languages import LANGUAGES
+    from bertdata.text.languages import LANGUAGES
 
     covered = {row.punkt for row in LANGUAGES.values()}
     assert set(PUNKT_MODELS) <= covered, set(PUNKT_MODELS) - covered
@@ -448,7 +449,7 @@ def test_english_vocab_is_uncased():
 def test_build_of_a_german_dump_names_its_language_everywhere(de_dump, tmp_path):
     import json
 
-    from bertdata.wikidump import sample_paths
+    from bertdata.text.wikidump import sample_paths
     from conftest import run_cli
 
     out = tmp_path / "out"
@@ -470,7 +471,7 @@ def test_instances_lang_picks_the_multilingual_vocab_and_keeps_case(cache, tmp_p
 
     import h5py
 
-    from bertdata.schema import ATTRS_KEY
+    from bertdata.instances.schema import ATTRS_KEY
     from conftest import run_cli
 
     data = fake_multilingual_vocab()

@@ -18,7 +18,7 @@ import pytest
 from bertdata.formats import lddl
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.hdf5io import iter_slices, read_shard
-from bertdata.vocab import load_vocab
+from bertdata.instances.vocab import load_vocab
 from conftest import PARITY, VOCAB, need_shared
 
 SHARDS = {  # name: (seq_len, max_predictions)

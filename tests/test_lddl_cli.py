@@ -18,7 +18,7 @@ import pytest
 
 from bertdata.formats import lddl
 from bertdata.formats.hdf5io import read_shard
-from bertdata.vocab import load_vocab
+from bertdata.instances.vocab import load_vocab
 from conftest import PARITY_128, PARITY_512, VOCAB, need_shared, run_cli
 
 
@@ -265,7 +265,7 @@ def test_dynamic_masking_follows_the_reference_rule(phase1, tokens, tmp_path):
 def test_dynamic_whole_word_masking_takes_whole_words_while_they_fit(phase1, tokens, tmp_path):
     from bertdata.errors import BertdataError
     from bertdata.formats.checks import ShardStats, word_masking
-    from bertdata.vocab import load_vocab
+    from bertdata.instances.vocab import load_vocab
 
     folder, _ = phase1
     dynamic = tmp_path / "dyn"

@@ -19,9 +19,9 @@ from bertdata.cli import build_parser
 from bertdata.commands.build import config_from_args
 from bertdata.config import BuildConfig
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.textshard import Documents
-from bertdata.tokenize import WordPiece
-from bertdata.vocab import load_vocab
+from bertdata.instances.documents import Documents
+from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.vocab import load_vocab
 from conftest import SAMPLE_VOCAB, VOCAB, WIKI_FRAGMENT, need_shared, run_cli
 from servers import digest
 

@@ -8,7 +8,7 @@ from bertdata.cli import build_parser
 from bertdata.commands.build import config_from_args
 from bertdata.commands.options import instance_fields
 from bertdata.config import PHASE2, BuildConfig, InstanceConfig, LddlConfig, ShardConfig
-from bertdata.download import DumpSpec
+from bertdata.download.dumps import DumpSpec
 from bertdata.errors import BertdataError
 
 

@@ -10,10 +10,10 @@ import pytest
 from bertdata import cli
 from bertdata.config import InstanceConfig
 from bertdata.formats.hdf5io import DTYPES, FIELDS, read_shard, shard_attrs
-from bertdata.instances import create_instances
-from bertdata.textshard import read_documents
-from bertdata.tokenize import WordPiece
-from bertdata.vocab import load_vocab
+from bertdata.instances.create import create_instances
+from bertdata.instances.documents import read_documents
+from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.vocab import load_vocab
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PARITY = SHARED / "data" / "parity"

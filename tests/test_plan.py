@@ -44,7 +44,7 @@ def test_a_build_that_would_not_fit_is_refused_in_one_line_before_anything_is_wr
 def test_the_disk_check_is_skipped_when_asked_and_counts_what_the_output_holds(tmp_path, monkeypatch):
     from bertdata.errors import BertdataError
     from bertdata.pipelines import plan
-    from bertdata.wikidump import sample_paths
+    from bertdata.text.wikidump import sample_paths
 
     dump = str(sample_paths()[0])
     cfg = BuildConfig(output=str(tmp_path / "out"), sample=True, wiki_only=True)

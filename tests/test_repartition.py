@@ -16,11 +16,16 @@ import h5py
 import numpy as np
 import pytest
 
-from bertdata import repartition as rp
+from bertdata import estimate
+from bertdata.reshard import publish, shuffle
+from bertdata.reshard import repartition as rp
+from bertdata.reshard.publish import OWNER, TEMP_PREFIX
+from bertdata.reshard.workers import Terminated
 from bertdata.cli import main
 from bertdata.config import ShardConfig
 from bertdata.fsutil import this_process
 from bertdata.errors import BertdataError
+from bertdata.instances.schema import record_dtype
 from bertdata.formats.hdf5io import DTYPES, FIELDS, file_attrs, shard_info, write_shard
 from conftest import PARITY_128, PARITY_512, needs_shared
 from shards import hostile_files, valid_rows
@@ -130,8 +135,8 @@ def test_same_inputs_and_seed_give_byte_identical_parts(inputs, tmp_path):
 
 def test_order_does_not_depend_on_slice_or_flush_sizes(inputs, tmp_path, monkeypatch):
     reference = shard(*inputs, output=tmp_path / "a", parts=3)
-    monkeypatch.setattr(rp, "SLICE_BYTES", 97 * rp.record_dtype(16, 4).itemsize)
-    monkeypatch.setattr(rp, "FLUSH_BYTES", 1)
+    monkeypatch.setattr(shuffle, "SLICE_BYTES", 97 * record_dtype(16, 4).itemsize)
+    monkeypatch.setattr(shuffle, "FLUSH_BYTES", 1)
     again = shard(*inputs, output=tmp_path / "b", parts=3)
     assert file_bytes(reference.parts) == file_bytes(again.parts)
 
@@ -140,8 +145,8 @@ def test_order_does_not_depend_on_slice_or_flush_sizes(inputs, tmp_path, monkeyp
 def test_many_buckets_and_blocks_same_bytes_with_any_worker_count(inputs, tmp_path, monkeypatch):
     # Small buckets and blocks make parts span buckets and slices span blocks. Both constants
     # are used by the main process only, so the spawned workers need not see the patch.
-    monkeypatch.setattr(rp, "BUCKET_BYTES", 300 * rp.record_dtype(16, 4).itemsize)
-    monkeypatch.setattr(rp, "BLOCK", 256)
+    monkeypatch.setattr(shuffle, "BUCKET_BYTES", 300 * record_dtype(16, 4).itemsize)
+    monkeypatch.setattr(shuffle, "BLOCK", 256)
     one = shard(*inputs, output=tmp_path / "w1", parts=5)
     manifest = json.loads((tmp_path / "w1" / "manifest.json").read_text())
     assert manifest["buckets"] == 10
@@ -451,10 +456,10 @@ def test_float_ids_are_refused_before_anything_is_written(tmp_path):
 
 
 def test_too_little_free_disk_is_refused_saying_how_much_is_needed(inputs, tmp_path, monkeypatch):
-    monkeypatch.setattr(rp.shutil, "disk_usage", lambda path: __import__("shutil")._ntuple_diskusage(1, 1, 1000))
+    monkeypatch.setattr(estimate.shutil, "disk_usage", lambda path: __import__("shutil")._ntuple_diskusage(1, 1, 1000))
     # 2,701 rows of 101 bytes uncompressed, plus the parts about as large as the inputs.
-    needed = 2701 * rp.record_dtype(16, 4).itemsize + sum(p.stat().st_size for p in inputs)
-    with pytest.raises(BertdataError, match=rf"need about {needed / 1e6:.1f} MB, but only 0\.0 MB is free"):
+    needed = 2701 * record_dtype(16, 4).itemsize + sum(p.stat().st_size for p in inputs)
+    with pytest.raises(BertdataError, match=rf"need about {needed / 1e6:.1f} MB, but only 1 kB is free"):
         shard(*inputs, output=tmp_path / "out", parts=2)
     assert not (tmp_path / "out").exists()
 
@@ -466,7 +471,7 @@ def test_read_only_output_is_one_line(inputs, tmp_path, monkeypatch, capsys):
     if os.geteuid() == 0:  # root writes anyway: fail as the kernel does for everyone else
         def refuse(*args, **kwargs):
             raise PermissionError(13, "Permission denied")
-        monkeypatch.setattr(rp.tempfile, "mkdtemp", refuse)
+        monkeypatch.setattr(publish.tempfile, "mkdtemp", refuse)
     assert main(["shard", str(inputs[0]), "--output", str(out), "--parts", "1"]) == 2
     err = capsys.readouterr().err
     assert err == f"bertdata shard: error: {out}: cannot write the parts there (Permission denied)\n"
@@ -478,7 +483,7 @@ def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(inputs, tmp_path, monkeypat
         progress(1)
 
     monkeypatch.setattr(rp, "write_part", terminated)
-    with pytest.raises(rp.Terminated) as caught:
+    with pytest.raises(Terminated) as caught:
         shard(*inputs, output=tmp_path / "out", parts=2)
     assert caught.value.exit_code == 143
     assert list((tmp_path / "out").iterdir()) == []
@@ -486,11 +491,11 @@ def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(inputs, tmp_path, monkeypat
 
 
 def _temp_folder(output: Path, owner) -> Path:
-    folder = output / f"{rp.TEMP_PREFIX}{len(list(output.iterdir()))}"
+    folder = output / f"{TEMP_PREFIX}{len(list(output.iterdir()))}"
     folder.mkdir(parents=True)
     (folder / "bucket_000000.bin").write_bytes(bytes(100))
     if owner is not None:
-        (folder / rp.OWNER).write_text(json.dumps(owner))
+        (folder / OWNER).write_text(json.dumps(owner))
     return folder
 
 
@@ -509,13 +514,13 @@ def test_next_run_removes_only_temp_folders_of_dead_runs(inputs, tmp_path):
     assert live.exists() and elsewhere.exists() and unknown.exists()
     assert sum(note.startswith("removed") for note in result.notes) == 2
     assert sum(note.startswith("left") for note in result.notes) == 3
-    assert sorted(p.name for p in out.iterdir() if p.name.startswith(rp.TEMP_PREFIX)) == \
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(TEMP_PREFIX)) == \
         sorted(p.name for p in (live, elsewhere, unknown))
 
 
 _STALLED_RUN = """
 import sys, time
-from bertdata import repartition as rp
+from bertdata.reshard import repartition as rp
 real = rp.write_part
 def stalled(plan, part, progress):
     real(plan, part, progress)
@@ -538,7 +543,7 @@ def test_killed_run_leaves_nothing_a_loader_would_take_and_nothing_the_next_run_
     try:
         assert proc.stdout.readline() == "stalled\n"
         temp = [p for p in out.rglob("*") if p.is_file()]
-        assert any(p.name.endswith(".hdf5") for p in temp) and any(p.name == rp.OWNER for p in temp)
+        assert any(p.name.endswith(".hdf5") for p in temp) and any(p.name == OWNER for p in temp)
         assert not [p for p in temp if "train" in str(p.relative_to(out))]
         proc.send_signal(signum)
         assert proc.wait(timeout=60) == code

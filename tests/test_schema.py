@@ -5,7 +5,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 
-from bertdata.schema import ARRAYS, DTYPES, FIELDS, record_dtype, shapes, zeros
+from bertdata.instances.schema import ARRAYS, DTYPES, FIELDS, record_dtype, shapes, zeros
 from conftest import PARITY, need_shared
 
 # docs/reference-algorithm.md, "Output: one hdf5 file per shard", in its order.

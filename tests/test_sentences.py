@@ -1,4 +1,4 @@
-"""bertdata.sentences: NLTK punkt English from bundled parameters, no nltk_data needed."""
+"""bertdata.text.sentences: NLTK punkt English from bundled parameters, no nltk_data needed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from bertdata.sentences import SentenceSplitter, english_parameters, split_article
+from bertdata.text.sentences import SentenceSplitter, english_parameters, split_article
 from conftest import SHARD_A, need_shared
 
 
@@ -124,7 +124,7 @@ def test_english_misses_those_abbreviations() -> None:
 def test_models_are_nltks_plus_their_rows_collocations() -> None:
     from punkt.data import load_module
 
-    from bertdata.sentences import punkt_parameters
+    from bertdata.text.sentences import punkt_parameters
 
     assert punkt_parameters("english").collocations == set(load_module("english").COLLOCATIONS)
     assert punkt_parameters("russian").collocations == set(load_module("russian").COLLOCATIONS)
@@ -134,7 +134,7 @@ def test_models_are_nltks_plus_their_rows_collocations() -> None:
 
 def test_choose_punkt() -> None:
     from bertdata.errors import BertdataError
-    from bertdata.sentences import PUNKT_MODELS, choose_punkt
+    from bertdata.text.sentences import PUNKT_MODELS, choose_punkt
 
     assert choose_punkt("en").model == "english" and choose_punkt("simple").model == "english"
     assert choose_punkt("pt").notice == "sentences (pt): punkt model 'portuguese'"

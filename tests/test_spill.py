@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import random
 
-from bertdata.articles import Document
-from bertdata.spill import RunBuffer, decode_block, merge_blocks, run_name
+from bertdata.text.articles import Document
+from bertdata.text.spill import RunBuffer, decode_block, merge_blocks, run_name
 
 
 def _doc(page_id: int, text: str) -> Document:

@@ -10,9 +10,9 @@ import unicodedata
 import numpy as np
 import pytest
 
-from bertdata import tokenize
-from bertdata.tokenize import WordPiece
-from bertdata.vocab import load_vocab
+from bertdata.instances import tokenize
+from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.vocab import load_vocab
 from conftest import SAMPLE_VOCAB, SHARD_A, VOCAB, needs_shared
 
 NEVER_SPLIT = ("[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]")
@@ -310,7 +310,7 @@ def test_ten_megabyte_line_of_commas_in_bounded_memory(tmp_path):
 
     script = (
         "import resource\n"
-        "from bertdata.tokenize import WordPiece\nfrom bertdata.vocab import load_vocab\n"
+        "from bertdata.instances.tokenize import WordPiece\nfrom bertdata.instances.vocab import load_vocab\n"
         f"wp = WordPiece(load_vocab({str(SAMPLE_VOCAB)!r}))\n"
         "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "ids, lengths = wp.encode_lines([',' * 4_000_000, 'the world'])\n"

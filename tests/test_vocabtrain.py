@@ -9,9 +9,9 @@ import pytest
 
 from bertdata.config import VocabConfig
 from bertdata.errors import BertdataError
-from bertdata.vocab import SPECIAL_TOKENS, load_vocab
-from bertdata.vocabtrain import CharacterCounter, build_vocab
-from bertdata.wikidump import sample_paths
+from bertdata.instances.vocab import SPECIAL_TOKENS, load_vocab
+from bertdata.instances.vocabtrain import CharacterCounter, build_vocab
+from bertdata.text.wikidump import sample_paths
 from conftest import PARITY, need_shared, run_cli
 
 SAMPLE_DUMP = sample_paths()[0]
@@ -20,9 +20,9 @@ SAMPLE_DUMP = sample_paths()[0]
 @pytest.fixture(scope="module")
 def sample_sentences(tmp_path_factory) -> Path:
     """The sample's articles as a text file, one sentence per line, blank line between articles."""
-    from bertdata.articles import page_document
-    from bertdata.sentences import default_splitter
-    from bertdata.wikidump import iter_pages
+    from bertdata.text.articles import page_document
+    from bertdata.text.sentences import default_splitter
+    from bertdata.text.wikidump import iter_pages
 
     counts: Counter = Counter()
     docs = [page_document(p, default_splitter(), 5_000_000, counts) for p in iter_pages(SAMPLE_DUMP)]
@@ -130,7 +130,7 @@ def test_bad_inputs(tmp_path):
 def test_trained_vocab_covers_the_parity_shard(tmp_path):
     """A vocab trained on a shard tokenizes that shard with almost no [UNK]."""
     shard = need_shared(PARITY / "shard_A.txt")
-    from bertdata.tokenize import WordPiece
+    from bertdata.instances.tokenize import WordPiece
 
     out = tmp_path / "vocab.txt"
     build_vocab([shard], out, VocabConfig(size=8000))

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from bertdata import wikidump
+from bertdata.text import decode, multistream, wikidump
 from bertdata.errors import BertdataError
-from bertdata.wikidump import Page, classify, iter_pages, iter_pages_in_range, plan_ranges, stream_ranges
+from bertdata.text.wikidump import Page, classify, iter_pages
+from bertdata.text.multistream import iter_pages_in_range, plan_ranges, stream_ranges
 from conftest import ROOT, WIKI_FRAGMENT, need_shared
 
 SAMPLE_DUMP, SAMPLE_INDEX, SAMPLE_VOCAB = wikidump.sample_paths()
@@ -35,7 +36,7 @@ def sample_pages() -> list[Page]:
 def fragment_multistream(tmp_path_factory, fragment_pages) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("multi")
     dump, index = folder / "frag-multistream.xml.bz2", folder / "frag-multistream-index.txt.bz2"
-    wikidump.write_multistream(fragment_pages, wikidump.read_siteinfo(WIKI_FRAGMENT), dump, index, pages_per_stream=17)
+    multistream.write_multistream(fragment_pages, wikidump.read_siteinfo(WIKI_FRAGMENT), dump, index, pages_per_stream=17)
     return dump, index
 
 
@@ -102,9 +103,9 @@ def decoder_options(request, monkeypatch) -> dict:
     "libbz2" is False where indexed_bzip2 is not installed."""
     decoder = request.param
     if decoder == "libbz2":
-        monkeypatch.setattr(wikidump, "indexed_bzip2", None)
+        monkeypatch.setattr(decode, "indexed_bzip2", None)
     else:
-        assert wikidump.indexed_bzip2 is not None, "indexed_bzip2 is a dependency: install it"
+        assert decode.indexed_bzip2 is not None, "indexed_bzip2 is a dependency: install it"
     return {"prefetch": decoder == "prefetch"}
 
 
@@ -189,7 +190,7 @@ def test_bytes_that_start_no_stream_are_corrupt_data_for_every_decoder(tmp_path,
 
 def test_libbz2_supplies_what_indexed_bzip2_left_out(monkeypatch, sample_pages):
     """Should indexed_bzip2 fail on data libbz2 reads, the pages are still all there, once."""
-    real_open = wikidump.indexed_bzip2.open
+    real_open = decode.indexed_bzip2.open
 
     class FailsAfterOneChunk:
         def __init__(self, *args, **kwargs):
@@ -207,7 +208,7 @@ def test_libbz2_supplies_what_indexed_bzip2_left_out(monkeypatch, sample_pages):
                 raise RuntimeError("std::exception")
             return self.inner.read(1000)  # not a whole chunk: the hand-over is mid-chunk
 
-    monkeypatch.setattr(wikidump.indexed_bzip2, "open", FailsAfterOneChunk)
+    monkeypatch.setattr(decode.indexed_bzip2, "open", FailsAfterOneChunk)
     ranges = stream_ranges(SAMPLE_DUMP, SAMPLE_INDEX)
     assert [p for r in ranges for p in iter_pages_in_range(SAMPLE_DUMP, *r, prefetch=False)] == sample_pages
 
@@ -317,13 +318,13 @@ def test_write_multistream_roundtrip_and_refuses_overwrite(tmp_path, sample_page
     odd = Page(5, 'Quotes "&" <tags>', 0, 'Text with "quotes", <ref>x</ref> &amp; ]]>\nend', "R&D", 7, None)
     pages = [odd] + sample_pages
     dump, index = tmp_path / "d.xml.bz2", tmp_path / "d-index.txt.bz2"
-    assert wikidump.write_multistream(pages, info, dump, index, pages_per_stream=7) == len(pages)
+    assert multistream.write_multistream(pages, info, dump, index, pages_per_stream=7) == len(pages)
     assert list(iter_pages(dump)) == pages
     first = dump.read_bytes()
     with pytest.raises(BertdataError, match="already exists"):
-        wikidump.write_multistream(pages, info, dump, index)
+        multistream.write_multistream(pages, info, dump, index)
     assert dump.read_bytes() == first
-    wikidump.write_multistream(pages, info, dump, index, pages_per_stream=7, overwrite=True)
+    multistream.write_multistream(pages, info, dump, index, pages_per_stream=7, overwrite=True)
     assert dump.read_bytes() == first  # deterministic
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d-index.txt.bz2", "d.xml.bz2"]  # no temp files
 
@@ -332,7 +333,7 @@ def test_highly_compressible_page(tmp_path):
     """A page whose stream expands far beyond one read: output is drained in bounded pieces."""
     big = Page(1, "Big", 0, "ab " * 1_500_000)
     dump, index = tmp_path / "big.xml.bz2", tmp_path / "big-index.txt.bz2"
-    wikidump.write_multistream([big, Page(2, "Small", 0, "x")], {"namespaces": {0: ""}}, dump, index)
+    multistream.write_multistream([big, Page(2, "Small", 0, "x")], {"namespaces": {0: ""}}, dump, index)
     assert dump.stat().st_size < 10_000
     assert list(iter_pages(dump)) == [big, Page(2, "Small", 0, "x")]
     assert [p.page_id for r in stream_ranges(dump, index) for p in iter_pages_in_range(dump, *r)] == [1, 2]
@@ -411,8 +412,8 @@ def test_sample_has_wikitext_feature(sample_pages, feature):
 
 
 def test_sample_articles_are_long_enough(sample_pages):
-    from bertdata.sentences import split_article
-    from bertdata.wikitext import clean
+    from bertdata.text.sentences import split_article
+    from bertdata.text.wikitext import clean
 
     counts = {p.title: len(split_article(clean(p.text, p.title))) for p in sample_pages if classify(p) is None}
     assert min(counts.values()) >= 15, counts
@@ -425,7 +426,7 @@ def test_sample_matches_its_sources():
 
 
 def test_sample_vocab_is_valid():
-    from bertdata.vocab import SPECIAL_TOKENS, load_vocab
+    from bertdata.instances.vocab import SPECIAL_TOKENS, load_vocab
 
     vocab = load_vocab(SAMPLE_VOCAB)
     assert vocab.tokens[: len(SPECIAL_TOKENS)] == SPECIAL_TOKENS
@@ -473,7 +474,7 @@ def test_page_over_the_limit_costs_no_memory(tmp_path):
 
     big = Page(1, "Big", 0, "ab " * 10_000_000)
     dump, index = tmp_path / "big.xml.bz2", tmp_path / "big-index.txt.bz2"
-    wikidump.write_multistream([big, Page(2, "Small", 0, "x")], {"namespaces": {0: ""}}, dump, index)
+    multistream.write_multistream([big, Page(2, "Small", 0, "x")], {"namespaces": {0: ""}}, dump, index)
     del big
     for read in (lambda: iter_pages(dump, max_page_chars=10_000),
                  lambda: (p for r in stream_ranges(dump, index) for p in iter_pages_in_range(dump, *r,
@@ -548,9 +549,9 @@ def test_index_first_offset_far_past_any_header(tmp_path, fragment_multistream):
 
 
 def test_header_stream_with_pages(tmp_path):
-    head = f"{wikidump.EXPORT_ROOT}\n{wikidump.render_siteinfo({'namespaces': {0: ''}})}"
-    first = bz2.compress((head + wikidump.render_page(Page(1, "A", 0, "One."))).encode())
-    second = bz2.compress((wikidump.render_page(Page(2, "B", 0, "Two.")) + "</mediawiki>").encode())
+    head = f"{wikidump.EXPORT_ROOT}\n{multistream.render_siteinfo({'namespaces': {0: ''}})}"
+    first = bz2.compress((head + multistream.render_page(Page(1, "A", 0, "One."))).encode())
+    second = bz2.compress((multistream.render_page(Page(2, "B", 0, "Two.")) + "</mediawiki>").encode())
     dump = tmp_path / "d.xml.bz2"
     dump.write_bytes(first + second)
     # An index listing the first stream's pages at offset 0 reads them all.

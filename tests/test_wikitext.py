@@ -1,4 +1,4 @@
-"""bertdata.wikitext: every markup rule, hostile input, and the real dump fragment."""
+"""bertdata.text.wikitext: every markup rule, hostile input, and the real dump fragment."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from bertdata.errors import BertdataError
-from bertdata.wikitext import DisambiguationPage, ListPage, MalformedPage, PageTooLarge, SkippedPage, clean
+from bertdata.text.wikitext import clean
+from bertdata.text.skipped import DisambiguationPage, ListPage, MalformedPage, PageTooLarge, SkippedPage
 from conftest import WIKI_FRAGMENT, need_shared
 
 # Markup that must never reach a training sentence.
@@ -233,7 +234,7 @@ def cleaned_fragment() -> list[tuple[str, str]]:
 
 
 def test_fragment_has_no_markup_in_any_sentence(cleaned_fragment) -> None:
-    from bertdata.sentences import split_article
+    from bertdata.text.sentences import split_article
 
     n_sentences = 0
     for title, text in cleaned_fragment:
@@ -282,7 +283,7 @@ def test_fragment_skips_list_and_disambiguation_pages() -> None:
 
 
 def test_fragment_sentences_end_like_sentences(cleaned_fragment) -> None:
-    from bertdata.sentences import split_article
+    from bertdata.text.sentences import split_article
 
     # With list items kept, about 7% of sentences were list debris ("Stage Struck (1925)").
     sentences = [s for _, text in cleaned_fragment for s in split_article(text)]
@@ -310,7 +311,7 @@ def test_fragment_sentences_end_like_sentences(cleaned_fragment) -> None:
     ],
 )
 def test_localized_file_and_category_links(code, namespaces, wikitext, expected) -> None:
-    from bertdata.wikitext import markup_for
+    from bertdata.text.wikitext import markup_for
 
     assert clean(wikitext, markup=markup_for(code, namespaces)) == expected
 
@@ -325,7 +326,7 @@ def test_localized_file_and_category_links(code, namespaces, wikitext, expected)
     ],
 )
 def test_localized_trailing_sections(code, heading) -> None:
-    from bertdata.wikitext import markup_for
+    from bertdata.text.wikitext import markup_for
 
     text = f"Erster Satz hier.\n\n{heading}\nVerweis auf eine Quelle.\n"
     assert clean(text, markup=markup_for(code)) == "Erster Satz hier."
@@ -334,14 +335,14 @@ def test_localized_trailing_sections(code, heading) -> None:
 
 
 def test_localized_heading_that_only_starts_like_a_trailing_one_stays() -> None:
-    from bertdata.wikitext import markup_for
+    from bertdata.text.wikitext import markup_for
 
     text = "Erster Satz.\n\n== Literaturgeschichte ==\nZweiter Satz.\n"
     assert clean(text, markup=markup_for("de")) == "Erster Satz.\nZweiter Satz."
 
 
 def test_english_markup_from_siteinfo_is_the_default() -> None:
-    from bertdata.wikitext import ENGLISH, markup_for
+    from bertdata.text.wikitext import ENGLISH, markup_for
 
     built = markup_for("en", {-2: "Media", 6: "File", 14: "Category"})
     samples = ["[[File:x.jpg|thumb|A [[b]]]] c.", "[[image : y.png]] d.", "[[Category:Z]] e.",
@@ -359,7 +360,7 @@ def test_english_markup_from_siteinfo_is_the_default() -> None:
      ("tr", "#YÖNLENDİRME [[Ankara]]"), ("uk", "#REDIRECT [[Київ]]"), ("de", "#REDIRECT [[Berlin]]")],
 )
 def test_localized_redirects(code, text) -> None:
-    from bertdata.wikitext import ENGLISH, markup_for
+    from bertdata.text.wikitext import ENGLISH, markup_for
 
     assert markup_for(code).redirect.match(text)
     if "REDIRECT" not in text:
@@ -367,10 +368,10 @@ def test_localized_redirects(code, text) -> None:
 
 
 def test_squeezed_spaces_are_the_five_passes_they_replaced():
-    """`_fast.squeeze_spaces` against the regexes and replaces the cleaner used before it."""
+    """`_scan.squeeze_spaces` against the regexes and replaces the cleaner used before it."""
     import random
 
-    from bertdata._fast import squeeze_spaces
+    from bertdata.text._scan import squeeze_spaces
 
     odd = re.compile(r"[\t\r\f\v\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
     invisible = re.compile(r"[\u200b-\u200f\u00ad\ufeff]+")
@@ -394,7 +395,7 @@ def test_trailing_heading_found_where_the_regex_finds_it():
     """`_first_heading` tries the trailing-section pattern only at lines starting `[ \\t]*==`."""
     import random
 
-    from bertdata.wikitext import ENGLISH, _first_heading, markup_for
+    from bertdata.text.wikitext import ENGLISH, _first_heading, markup_for
 
     patterns = [ENGLISH.trailing_section, markup_for("de").trailing_section, markup_for("ru").trailing_section]
     alphabet = ["=", "==", "===", " ", "\t", "\n", "See also", "see  also", "References", "Notes and references",

@@ -1,4 +1,4 @@
-"""bertdata.wikitext: prose only, and the inline templates that carry words.
+"""bertdata.text.wikitext: prose only, and the inline templates that carry words.
 
 Snippets are copied from the real dump fragment in ../shared/data/wiki; the article each
 comes from is named beside it. Synthetic cases say so.
@@ -10,8 +10,11 @@ import time
 
 import pytest
 
-from bertdata import wikitext
-from bertdata.wikitext import DisambiguationPage, ListPage, clean
+from bertdata.text import wikitext
+from bertdata.text.wikitext import clean
+
+
+from bertdata.text.skipped import DisambiguationPage, ListPage
 
 
 @pytest.mark.parametrize(
@@ -310,9 +313,9 @@ def test_new_rules_stay_linear(page: str) -> None:
 def test_page_document_counts_skips_by_reason_and_passes_keep_lists() -> None:
     from collections import Counter
 
-    from bertdata.articles import page_document
-    from bertdata.sentences import default_splitter
-    from bertdata.wikidump import Page
+    from bertdata.text.articles import page_document
+    from bertdata.text.sentences import default_splitter
+    from bertdata.text.wikidump import Page
 
     counts: Counter = Counter()
     pages = [

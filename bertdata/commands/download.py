@@ -64,7 +64,7 @@ def run(args) -> int:
     import signal
 
     from bertdata.commands.stops import stopped_by_signals
-    from bertdata.download import DumpSpec, download_dump
+    from bertdata.download.dumps import DumpSpec, download_dump
 
     spec = DumpSpec(wiki=args.wiki, date=args.date, mirror=args.mirror)
     # What arrived stays in NAME.part for the next run to continue; a staging folder is removed.

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     from bertdata import formats
-    from bertdata.vocab import load_vocab
+    from bertdata.instances.vocab import load_vocab
 
     given = {name: value for name in ("show", "vocab", "ranks") if (value := getattr(args, name)) is not None}
     cfg = InspectConfig(tuple(args.paths), **given)

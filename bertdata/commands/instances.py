@@ -23,7 +23,7 @@ bit-identical to Google's create_pretraining_data.py --do_whole_word_mask=True.
 The file is written under a temporary name and renamed when complete; an
 existing --output is kept unless --force. Parameters are stored as attributes.
 
-The instance loop is a small C extension (bertdata._fast) that replays CPython's
+The instance loop is a small C extension (bertdata.instances._engine) that replays CPython's
 random stream. BERTDATA_PROFILE=1 prints the seconds spent tokenizing, making
 instances and writing.
 
@@ -74,8 +74,8 @@ def run(args) -> int:
     cfg = InstanceConfig(**instance_fields(args))
     check_output_path(args.output, force=args.force)
 
-    from bertdata.instances import make_shard
-    from bertdata.vocab import is_cased, resolve_vocab
+    from bertdata.instances.create import make_shard
+    from bertdata.instances.vocab import is_cased, resolve_vocab
 
     vocab = resolve_vocab(args.vocab, args.lang)
     lowercase = not args.cased

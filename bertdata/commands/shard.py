@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from bertdata.pipelines.pool import cores
-    from bertdata.repartition import repartition
+    from bertdata.reshard.repartition import repartition
 
     workers = args.workers
     if workers > cores():

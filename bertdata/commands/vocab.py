@@ -63,7 +63,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from bertdata.vocabtrain import build_vocab
+    from bertdata.instances.vocabtrain import build_vocab
 
     config = VocabConfig(
         size=args.size,

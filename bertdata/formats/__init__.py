@@ -9,7 +9,7 @@ writer, a reader, a validator and a finder, and one object in `REGISTRY` that st
   instances are made (hdf5). `ACROSS_SHARDS`: files cut from every shard's rows, balanced for a
   loader, in a stage of their own (LDDL). `PER_SPLIT`: every shard's part merged into one file
   set per split (Megatron). The build plans its stages from this.
-- `holds`: `INSTANCES` (rows of the six arrays of `bertdata.schema`: `bench` trains on them and
+- `holds`: `INSTANCES` (rows of the six arrays of `bertdata.instances.schema`: `bench` trains on them and
   `shard` re-partitions them) or `SENTENCES` (token ids of documents' sentences, which the
   trainer masks itself).
 - `claims(path)`: whether `path` (a file, a folder or a prefix) is one unit of the format: an

@@ -13,8 +13,8 @@ import numpy as np
 
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.hdf5io import _open, file_attrs
-from bertdata.schema import ARRAYS, ATTRS_KEY, DTYPES, FIELDS
-from bertdata.vocab import Vocab
+from bertdata.instances.schema import ARRAYS, ATTRS_KEY, DTYPES, FIELDS
+from bertdata.instances.vocab import Vocab
 
 BATCH = 8192
 # Largest hdf5 chunk accepted (uncompressed); h5py's automatic chunks stay under 1 MiB.

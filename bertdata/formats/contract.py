@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from bertdata.instances import Instances
+    from bertdata.instances.create import Instances
 
 PathLike = str | os.PathLike
 

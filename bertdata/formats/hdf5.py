@@ -37,10 +37,10 @@ from bertdata.formats.checks import ShardStats, read_layout, validate_shard
 from bertdata.formats.contract import INSTANCES, PER_SHARD, PathLike, Reading, Report, ShardInfo, hidden
 from bertdata.formats.hdf5io import WRITE_ORDER, ShardWriter, chunk_rows, decode_instance, iter_instances, iter_slices, shard_info
 from bertdata.formats.report import NSP_MIN_INSTANCES, NSP_TOLERANCE, print_row, print_words
-from bertdata.schema import BY_NAME, FIELDS
+from bertdata.instances.schema import BY_NAME, FIELDS
 
 if TYPE_CHECKING:
-    from bertdata.instances import Instances
+    from bertdata.instances.create import Instances
 
 SUFFIX = ".hdf5"
 # Rows per slice that `read` yields.
@@ -161,7 +161,7 @@ class Hdf5Shards:
     def inspect(self, units: list[str], report: Report) -> None:
         """Validate each file against the reference layout, print a row of statistics per file
         and totals per sequence length, and decode `report.show` instances."""
-        from bertdata.vocab import check_vocab, vocab_for_shard
+        from bertdata.instances.vocab import check_vocab, vocab_for_shard
 
         totals: dict[int, ShardStats] = {}  # by sequence length: phase 1 and 2 do not average together
         counts: dict[int, int] = {}

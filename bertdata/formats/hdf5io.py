@@ -15,7 +15,7 @@ import numpy as np
 from bertdata.errors import BertdataError
 from bertdata.formats.contract import ShardInfo
 from bertdata.fsutil import atomic_path
-from bertdata.schema import ATTRS_KEY, DTYPES, FIELDS, shapes
+from bertdata.instances.schema import ATTRS_KEY, DTYPES, FIELDS, shapes
 
 GZIP_LEVEL = 4
 # Whole shards are written dataset by dataset in this order, which fixes where each dataset's

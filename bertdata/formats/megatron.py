@@ -32,7 +32,7 @@ from bertdata.errors import ValidationError
 from bertdata.formats.contract import PER_SPLIT, SENTENCES, Report, hidden
 from bertdata.fsutil import atomic_path
 from bertdata.manifest import MANIFEST
-from bertdata.textshard import Documents
+from bertdata.instances.documents import Documents
 
 PathLike = str | os.PathLike
 MAGIC = b"MMIDIDX\x00\x00"
@@ -353,7 +353,7 @@ class MegatronPairs:
     def inspect(self, units: list[str], report: Report) -> None:
         """Validate each pair and print its figures; ids are checked against the report's vocab,
         else the vocab size the folder's manifest records."""
-        from bertdata.vocab import check_vocab
+        from bertdata.instances.vocab import check_vocab
 
         for unit in units:
             prefix = unit[:-len(IDX)] if unit.endswith((BIN, IDX)) else unit

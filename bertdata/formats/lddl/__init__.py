@@ -83,7 +83,7 @@ class LddlFolders:
     def reading(self, parts: list[ShardInfo], vocab_path: str | None, masking_scheme: str | None) -> Reading:
         """Rows are text: the vocab the manifest records, or `vocab_path` (refused if another);
         masking as the files hold it; batches padded to their longest row, as LDDL's loader does."""
-        from bertdata.vocab import check_vocab, load_vocab, vocab_for_shard
+        from bertdata.instances.vocab import check_vocab, load_vocab, vocab_for_shard
 
         folder = os.path.dirname(parts[0].path)
         attrs = parts[0].attrs
@@ -119,7 +119,7 @@ def _inspect_folder(folder: str, report: Report) -> None:
     """Validate one folder as LDDL's loader will use it, print its statistics per bin and
     `report.show` rows."""
     from bertdata.formats.hdf5io import decode_words
-    from bertdata.vocab import check_vocab, vocab_for_shard
+    from bertdata.instances.vocab import check_vocab, vocab_for_shard
 
     report.out(f"LDDL folder {folder}")
     try:

@@ -1,4 +1,4 @@
-"""LDDL rows <-> the six arrays of `bertdata.schema`, as LDDL's loader reads rows."""
+"""LDDL rows <-> the six arrays of `bertdata.instances.schema`, as LDDL's loader reads rows."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.lddl.layout import schema_for
-from bertdata.schema import zeros
+from bertdata.instances.schema import zeros
 
 
 @functools.lru_cache(maxsize=4)

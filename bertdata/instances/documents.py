@@ -10,7 +10,7 @@ import numpy as np
 
 from bertdata.errors import BertdataError
 from bertdata.fsutil import input_errors
-from bertdata.tokenize import WordPiece
+from bertdata.instances.tokenize import WordPiece
 
 # Bytes decoded and tokenized at a time: bounds the memory spent on text, whatever the shard size.
 BLOCK_BYTES = 1 << 18

@@ -1,4 +1,4 @@
-"""The reference MLM/NSP instance algorithm, compiled (`bertdata._fast`), bit-exact with the reference.
+"""The reference MLM/NSP instance algorithm, compiled (`bertdata.instances._engine`), bit-exact with the reference.
 
 The reference draws every random number from one `random.Random(seed)`; the C loop replays
 CPython's Mersenne Twister (`random()`, `_randbelow` by rejection on the top bits, Fisher-Yates
@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertdata import _fast
-from bertdata._fast import fill_input_ids, fill_input_mask, fill_segment_ids
+from bertdata.instances import _engine
+from bertdata.instances._rows import fill_input_ids, fill_input_mask, fill_segment_ids
 from bertdata.errors import BertdataError
 
 if TYPE_CHECKING:
-    from bertdata.textshard import Documents
+    from bertdata.instances.documents import Documents
 
 __all__ = ["Params", "Generated", "ReplayMismatch", "generate", "verify_replay",
            "fill_input_ids", "fill_input_mask", "fill_segment_ids"]
@@ -35,7 +35,7 @@ __all__ = ["Params", "Generated", "ReplayMismatch", "generate", "verify_replay",
 
 @dataclass(frozen=True, eq=False)
 class Params:
-    """The algorithm's parameters, each field a keyword of `_fast.generate` (an option is a
+    """The algorithm's parameters, each field a keyword of `_engine.generate` (an option is a
     field here and a keyword there)."""
 
     max_seq_length: int
@@ -86,12 +86,12 @@ def generate(seed: int, documents: Documents, params: Params, capacity: int) -> 
         outputs = _outputs(count, documents.tokens.dtype, params)
         _run(state, documents, params, outputs)
     order = np.arange(count)
-    _fast.shuffle(state, order)
+    _engine.shuffle(state, order)
     return Generated(order=order, **outputs)
 
 
 def _run(state: np.ndarray, documents: Documents, params: Params, outputs: dict[str, np.ndarray]) -> int:
-    return _fast.generate(state, tokens=documents.tokens, sentence_offsets=documents.sentence_offsets,
+    return _engine.generate(state, tokens=documents.tokens, sentence_offsets=documents.sentence_offsets,
                           doc_offsets=documents.doc_offsets,
                           **{f.name: getattr(params, f.name) for f in fields(params)}, **outputs)
 
@@ -136,9 +136,9 @@ def verify_replay(rng: random.Random) -> None:
                 for k, b in enumerate(_CHECK_BOUNDS)]
     shuffled = list(range(_CHECK_SHUFFLE))
     rng.shuffle(shuffled)
-    drawn = _fast.replay(state, np.array(_CHECK_BOUNDS, dtype=np.int64))
+    drawn = _engine.replay(state, np.array(_CHECK_BOUNDS, dtype=np.int64))
     replayed = np.arange(_CHECK_SHUFFLE)
-    _fast.shuffle(state, replayed)
+    _engine.shuffle(state, replayed)
     if drawn != expected:
         raise _mismatch("random() or randint() drew other numbers")
     if replayed.tolist() != shuffled:

@@ -27,8 +27,8 @@ from tqdm import tqdm
 from bertdata.config import VocabConfig
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path, check_output_path, input_errors, temp_name
-from bertdata.tokenize import MAX_CHARS_PER_WORD
-from bertdata.vocab import SPECIAL_TOKENS
+from bertdata.instances.tokenize import MAX_CHARS_PER_WORD
+from bertdata.instances.vocab import SPECIAL_TOKENS
 
 # Lines normalised per call into Rust while counting characters.
 _COUNT_BATCH = 4096
@@ -44,7 +44,7 @@ class VocabSummary:
 
 
 def bert_normalizer(lowercase: bool) -> normalizers.Normalizer:
-    """BERT's normalisation, the same as `bertdata.tokenize` applies when encoding."""
+    """BERT's normalisation, the same as `bertdata.instances.tokenize` applies when encoding."""
     return normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=lowercase, lowercase=lowercase
     )
@@ -144,10 +144,10 @@ def _count_text_file(path: str, counter: CharacterCounter) -> None:
 def dump_sentences(dump: str, counts: Counter) -> Iterator[tuple[str, ...]]:
     """The sentences of each kept article of a dump, cleaned and split as the pipeline does;
     `counts` collects the pipeline's page counters."""
-    from bertdata.articles import page_document
-    from bertdata.sentences import default_splitter
-    from bertdata.wikidump import iter_pages
-    from bertdata.wikitext import DEFAULT_MAX_CHARS
+    from bertdata.text.articles import page_document
+    from bertdata.text.sentences import default_splitter
+    from bertdata.text.wikidump import iter_pages
+    from bertdata.text.skipped import DEFAULT_MAX_CHARS
 
     splitter = default_splitter()
     for page in tqdm(iter_pages(dump), desc=f"cleaning {os.path.basename(dump)}", unit=" pages", leave=False,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from bertdata.articles import BOOKS_SOURCE, Document
+from bertdata.text.articles import BOOKS_SOURCE, Document
 from bertdata.errors import BertdataError
-from bertdata.textshard import binary_kind
+from bertdata.instances.documents import binary_kind
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SPACES = re.compile(r"\s+")

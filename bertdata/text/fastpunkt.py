@@ -9,7 +9,7 @@ rest of cleaning a page.
 
 `FastPunkt` takes the same steps in the same order (the candidate regex, the look-back
 for the word before, the overlap rule, the realignment of closing brackets and quotes) in
-C (`_fast.punkt_sentences`), which also decides the commonest context, a word of letters,
+C (`_scan.punkt_sentences`), which also decides the commonest context, a word of letters,
 a period and a word, by NLTK's rules over plain strings. Any other context comes back
 here, where NLTK's own word regex splits it and the same rules decide it without token
 objects; one spanning lines, which `split_article` never makes, goes to NLTK itself.
@@ -29,7 +29,7 @@ from nltk.tokenize.punkt import (
     PunktToken,
 )
 
-from bertdata._fast import punkt_sentences
+from bertdata.text._scan import punkt_sentences
 
 _NUMERIC = PunktToken._RE_NUMERIC
 _ELLIPSIS = PunktToken._RE_ELLIPSIS
@@ -57,7 +57,7 @@ class FastPunkt:
     def tokenize(self, text: str) -> list[str]:
         # The scan for marks, the look-back for the word before, the overlap rule, the
         # decisions for a word of letters, a period and a word, and the realignment run in C
-        # (bertdata/_fast.c, the same steps as NLTK's); any other context comes back to `_general`.
+        # (_scan.c, the same steps as NLTK's); any other context comes back to `_general`.
         return punkt_sentences(text, self._abbrev, self._collocations, self._starters, self._ortho,
                                self._general, _FLAGS)
 

@@ -1,10 +1,26 @@
-"""Text shards: which shard a document goes to, and the reference one-sentence-per-line format."""
+"""Text shards: which shard a document goes to, the reference one-sentence-per-line format, and
+the names of the text stage's folders and files and of the build's work folder (each format
+names its own folders and files: bertdata.formats)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+BOOKS_WIKI_DATASET = "books_wiki_en_corpus"
+SPLITS = ("training", "test")
+# A build's temporary files (run files, progress markers), beside the shard folders and
+# named so that no trainer takes them for shards.
+WORK_FOLDER = ".bertdata-work"
+
+
+def text_folder(training_shards: int, test_shards: int, test_fraction: float) -> str:
+    return f"sharded_training_shards_{training_shards}_test_shards_{test_shards}_fraction_{test_fraction}"
+
+
+def shard_stem(dataset: str, split: str, index: int) -> str:
+    return f"{dataset}_{split}_{index}"
 
 
 def assign(doc_key: str, training_shards: int, test_shards: int, test_fraction: float) -> tuple[str, int]:

@@ -15,10 +15,10 @@ import numpy as np
 from tokenizers import AddedToken, Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordPiece as WordPieceModel
 
-from bertdata._fast import assemble as _assemble
-from bertdata._fast import rehash as _rehash
-from bertdata._fast import scan as _scan
-from bertdata.vocab import SPECIAL_TOKENS, Vocab
+from bertdata.instances._wordpiece import assemble as _assemble
+from bertdata.instances._wordpiece import rehash as _rehash
+from bertdata.instances._wordpiece import scan as _scan
+from bertdata.instances.vocab import SPECIAL_TOKENS, Vocab
 
 # Lines handled together: enough to amortise each call into compiled code and the Rust
 # tokenizer, few enough that a batch's scratch arrays stay small.

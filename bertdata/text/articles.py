@@ -11,8 +11,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from bertdata import wikitext
-from bertdata.wikidump import Page, classify
+from bertdata.text import wikitext
+from bertdata.text.skipped import SkippedPage
+from bertdata.text.wikidump import Page, classify
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def page_document(
         try:
             text = wikitext.clean(page.text, page.title, max_chars=max_chars, keep_lists=keep_lists,
                                   markup=markup)
-        except wikitext.SkippedPage as skipped:
+        except SkippedPage as skipped:
             reason = skipped.reason
         else:
             sentences = tuple(splitter.split_article(text))
@@ -78,7 +79,7 @@ def article_texts(pages: Iterable[Page], markup: wikitext.Markup = wikitext.ENGL
         if classify(page, markup) is None:
             try:
                 yield wikitext.clean(page.text, page.title, markup=markup)
-            except wikitext.SkippedPage:
+            except SkippedPage:
                 continue
 
 

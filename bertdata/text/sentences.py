@@ -27,8 +27,8 @@ from punkt.data import LANGUAGES as _BUNDLED, load_module  # the `nltk-punkt-tok
 
 from bertdata.config import SPLITTERS
 from bertdata.errors import BertdataError
-from bertdata.fastpunkt import FastPunkt
-from bertdata.languages import language, punkt_collocations
+from bertdata.text.fastpunkt import FastPunkt
+from bertdata.text.languages import language, punkt_collocations
 
 _HAS_WORD = re.compile(r"\w")
 # NLTK's punkt_tab models; the package's extra `english_web` is not one of them.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bertdata.errors import BertdataError
 from bertdata.fsutil import input_errors
-from bertdata.languages import ENGLISH_CODES
+from bertdata.text.languages import ENGLISH_CODES
 
 DEFAULT_VOCAB_URL = "https://huggingface.co/bert-base-uncased/resolve/main/vocab.txt"
 DEFAULT_VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
@@ -135,7 +135,7 @@ def _downloaded_once(name: str, url: str, sha256: str | None, failure: str) -> P
     `failure` says what to do instead, with {cached} and {err} filled in."""
     cached = cache_dir() / name
     if not cached.exists():
-        from bertdata.download import fetch
+        from bertdata.download.fetch import fetch
 
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
@@ -190,7 +190,7 @@ def vocab_for_shard(attrs: dict, path: str | os.PathLike) -> Vocab:
     if found is None and (sha256 is None or sha256 == DEFAULT_VOCAB_SHA256):
         vocab = resolve_vocab(None)
     else:
-        from bertdata.wikidump import sample_paths
+        from bertdata.text.wikidump import sample_paths
 
         candidates = [sample_paths()[2], *sorted(cache_dir().glob("*.txt"))]
         found = found or next((c for c in candidates if _sha256(c) == sha256), None)

@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from bertdata import __version__, kernel
+from bertdata import __version__
+
+from bertdata.instances import kernel
 from bertdata.config import InstanceConfig
-from bertdata.schema import DTYPES, FIELDS
-from bertdata.textshard import Documents, read_documents
-from bertdata.tokenize import WordPiece
-from bertdata.vocab import Vocab
+from bertdata.instances.schema import DTYPES, FIELDS
+from bertdata.instances.documents import Documents, read_documents
+from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.vocab import Vocab
 
 
 @dataclass(frozen=True)

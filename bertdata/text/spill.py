@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from bertdata.articles import Document
+from bertdata.text.articles import Document
 
 # Compressed document bytes per run. Small enough that the buffer stays a minor part of a
 # worker's memory, large enough that the full English dump makes a few hundred runs.

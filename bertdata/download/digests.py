@@ -14,7 +14,7 @@ import json
 import os
 
 from bertdata.fsutil import atomic_path
-from bertdata.vocab import cache_dir
+from bertdata.instances.vocab import cache_dir
 
 CACHE_FILE = "dump-sha1.json"
 # Enough for every dump a user keeps; the oldest entries go first.

@@ -1,0 +1,23 @@
+"""Signatures of the tokenizer's compiled piece table (_wordpiece.c). Arrays are C-contiguous numpy
+arrays (any object with the buffer protocol). Bad input raises
+TypeError (element type, not contiguous or read-only), ValueError (shape, offsets, sizes) or
+OverflowError (a value too large for the array it goes to)."""
+
+from typing import Any
+
+import numpy as np
+
+Array = np.ndarray[Any, np.dtype[Any]]
+
+def rehash(slots: Array, hashes: Array, count: int) -> None:
+    """Insert entries 0..count-1 into the empty (all -1) int32 `slots` by their uint64 hashes."""
+
+def scan(buf: Array, *, slots: Array, hashes: Array, key_offsets: Array, key_lengths: Array, keys: Array,
+         meta: Array, word_entry: Array, line_words: Array, whole_line: Array) -> int:
+    """Split UTF-8 `buf` (lines joined by newlines) into pieces, adding new ones to the table;
+    returns the number of pieces."""
+
+def assemble(word_entry: Array, *, line_words: Array, whole_line: Array, value_offsets: Array,
+             value_lengths: Array, values: Array, whole_ids: Array, whole_offsets: Array, out: Array,
+             lengths: Array) -> int:
+    """Lay each line's ids end to end in `out`; returns how many were written."""

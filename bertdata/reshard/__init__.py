@@ -1,0 +1,1 @@
+"""`bertdata shard`: re-partition training shards into N balanced, globally shuffled parts."""

@@ -1,0 +1,423 @@
+/* The text stage's compiled scans over str: the cleaner's space squeezing and NLTK punkt's
+ * sentence boundaries (fastpunkt.py). Plain CPython C API over the str's own code points.
+ * _scan.pyi gives the signatures.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- the cleaner's spaces ------------------------------------------------------------------ */
+
+/* Removed from prose: zero-width spaces and joiners, directional marks, soft hyphens, BOMs. */
+static inline int invisible(Py_UCS4 c)
+{
+    return (c >= 0x200B && c <= 0x200F) || c == 0x00AD || c == 0xFEFF;
+}
+
+/* A space: ' ', tab, CR, form feed, vertical tab, no-break and typographic spaces. */
+static inline int blank(Py_UCS4 c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v' || c == 0x00A0 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* One pass for what took the cleaner five: invisible characters go, then every run of spaces
+ * becomes one ' ', which goes too at either end of the text or of a line. */
+static PyObject *fast_squeeze_spaces(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", NULL};
+    PyObject *text;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U", kwlist, &text))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    /* Text already squeezed (as the cleaner's second call mostly gets) comes back as it is. */
+    Py_ssize_t i = 0;
+    for (Py_UCS4 prev = '\n'; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (invisible(c) || (blank(c) && (c != ' ' || prev == ' ' || prev == '\n')) || (c == '\n' && prev == ' '))
+            break;
+        prev = c;
+    }
+    if (i == n && !(n && PyUnicode_READ(kind, data, n - 1) == ' ')) {
+        Py_INCREF(text);
+        return text;
+    }
+    Py_UCS4 *out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4));
+    if (!out)
+        return PyErr_NoMemory();
+    Py_ssize_t len = 0;
+    int pending = 0; /* a run of spaces since the last character written */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (invisible(c))
+            continue;
+        if (blank(c)) {
+            pending = 1;
+            continue;
+        }
+        if (pending && len && c != '\n' && out[len - 1] != '\n')
+            out[len++] = ' ';
+        pending = 0;
+        out[len++] = c;
+    }
+    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
+    PyMem_Free(out);
+    return result;
+}
+
+/* ---- punkt's sentence boundaries (fastpunkt.py) ------------------------------------ */
+
+/* NLTK punkt's PunktLanguageVars: marks that may end a sentence, and characters that may not be
+ * inside a word (`_re_non_word_chars`), which may follow a mark directly. */
+static inline int punkt_mark(Py_UCS4 c) { return c == '.' || c == '?' || c == '!'; }
+
+static inline int punkt_non_word(Py_UCS4 c)
+{
+    switch (c) {
+    case ')': case '"': case ';': case '}': case ']': case '*': case ':': case '@': case '\'':
+    case '(': case '{': case '[': case '!': case '?':
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* NLTK looks back for the word before a mark over string.whitespace only. */
+static inline int ascii_space(Py_UCS4 c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
+}
+
+/* What the word regex splits off the end of a word as a word of its own (fastpunkt._CLOSING). */
+static inline int punkt_closing(Py_UCS4 c)
+{
+    return c == ',' || c == ';' || c == ':' || punkt_non_word(c) || c == '*' || c == '@';
+}
+
+/* The realignment pattern's closing brackets and quotes. */
+static inline int punkt_realign(Py_UCS4 c)
+{
+    return c == '"' || c == '\'' || c == ')' || c == ']' || c == '}';
+}
+
+typedef struct {
+    PyObject *abbrev, *collocations, *starters, *ortho, *general;
+    long ortho_lc, ortho_mid_uc, ortho_uc, ortho_beg_lc;
+} PunktModel;
+
+static int all_alpha(int kind, const void *data, Py_ssize_t a, Py_ssize_t b)
+{
+    if (a >= b)
+        return 0;
+    for (Py_ssize_t i = a; i < b; i++)
+        if (!Py_UNICODE_ISALPHA(PyUnicode_READ(kind, data, i)))
+            return 0;
+    return 1;
+}
+
+static PyObject *lower_of(PyObject *text, Py_ssize_t a, Py_ssize_t b)
+{
+    PyObject *part = PyUnicode_Substring(text, a, b);
+    if (!part)
+        return NULL;
+    PyObject *lower = PyObject_CallMethod(part, "lower", NULL);
+    Py_DECREF(part);
+    return lower;
+}
+
+/* -1 error, else the ortho context flags of `typ` (0 where the model has none). */
+static long ortho_of(PunktModel *m, PyObject *typ)
+{
+    PyObject *v = PyDict_GetItemWithError(m->ortho, typ);
+    if (!v)
+        return PyErr_Occurred() ? -1 : 0;
+    return PyLong_AsLong(v);
+}
+
+/* fastpunkt's `_reclassify` for a word of letters (first: 1 break, 2 abbreviation) before
+ * `following` (text[fa:fb], never punctuation) of type `next_typ`: -1 error, else 0/1. */
+static int punkt_reclassify(PunktModel *m, int first, PyObject *typ, int initial, Py_UCS4 following0,
+                            PyObject *next_typ)
+{
+    PyObject *pair = PyTuple_Pack(2, typ, next_typ);
+    if (!pair)
+        return -1;
+    int colloc = PySet_Contains(m->collocations, pair);
+    Py_DECREF(pair);
+    if (colloc)
+        return colloc < 0 ? -1 : 0;
+    int upper = Py_UNICODE_ISUPPER(following0), lower = Py_UNICODE_ISLOWER(following0);
+    long ortho = -2;
+    /* The orthographic heuristic: 1 starts a sentence, 0 does not, 2 unsure. */
+    int starts = 2;
+    if ((first == 2 && !initial) || initial) {
+        ortho = ortho_of(m, next_typ);
+        if (ortho == -1 && PyErr_Occurred())
+            return -1;
+        if (upper && (ortho & m->ortho_lc) && !(ortho & m->ortho_mid_uc))
+            starts = 1;
+        else if (lower && ((ortho & m->ortho_uc) || !(ortho & m->ortho_beg_lc)))
+            starts = 0;
+    }
+    if (first == 2 && !initial) {
+        if (starts == 1)
+            return 1;
+        if (upper) {
+            int starter = PySet_Contains(m->starters, next_typ);
+            if (starter)
+                return starter;
+        }
+    }
+    if (initial) {
+        if (starts == 0)
+            return 0;
+        if (starts == 2 && upper && !(ortho & m->ortho_lc))
+            return 0;
+    }
+    return first == 1;
+}
+
+/* Whether the mark at `at` ends a sentence: -1 error, else 0/1. The context is text[start:end],
+ * the word after it text[next:end] (next < 0: a mark follows at once). */
+static int punkt_breaks(PunktModel *m, PyObject *text, int kind, const void *data, Py_ssize_t start,
+                        Py_ssize_t at, Py_ssize_t next, Py_ssize_t end)
+{
+    if (next >= 0 && PyUnicode_READ(kind, data, at) == '.' && all_alpha(kind, data, start, at)) {
+        Py_UCS4 last = PyUnicode_READ(kind, data, end - 1);
+        Py_ssize_t fb = end;
+        int following_first = 0, plain = 1;
+        if (!all_alpha(kind, data, next, end)) {
+            if (end - next >= 2 && all_alpha(kind, data, next, end - 1) && (last == '.' || punkt_closing(last))) {
+                if (last != '.')
+                    fb = end - 1;
+                else
+                    following_first = -1; /* decided below */
+            } else
+                plain = 0;
+        }
+        if (plain) {
+            PyObject *next_typ = lower_of(text, next, fb);
+            if (!next_typ)
+                return -1;
+            if (following_first == -1) {
+                /* A word of letters and a period: an abbreviation or a break. */
+                Py_ssize_t n = PyUnicode_GET_LENGTH(next_typ);
+                PyObject *bare = PyUnicode_Substring(next_typ, 0, n - 1);
+                if (!bare) {
+                    Py_DECREF(next_typ);
+                    return -1;
+                }
+                /* fastpunkt._first_pass lower-cases the word without its period; the same
+                 * characters, so the same string but for a final sigma, which only the whole
+                 * word decides: lower-case the part alone, as NLTK does. */
+                PyObject *alone = lower_of(text, next, end - 1);
+                int abbrev = alone ? PySet_Contains(m->abbrev, alone) : -1;
+                Py_XDECREF(alone);
+                if (abbrev < 0) {
+                    Py_DECREF(bare);
+                    Py_DECREF(next_typ);
+                    return -1;
+                }
+                if (abbrev)
+                    Py_DECREF(bare);
+                else {
+                    /* A break: its type loses the period (NLTK's type_no_sentperiod). */
+                    Py_DECREF(next_typ);
+                    next_typ = bare;
+                }
+            }
+            PyObject *typ = lower_of(text, start, at);
+            if (!typ) {
+                Py_DECREF(next_typ);
+                return -1;
+            }
+            int abbrev = PySet_Contains(m->abbrev, typ);
+            int r = abbrev < 0 ? -1 : punkt_reclassify(m, abbrev ? 2 : 1, typ, at - start == 1,
+                                                        PyUnicode_READ(kind, data, next), next_typ);
+            Py_DECREF(typ);
+            Py_DECREF(next_typ);
+            return r;
+        }
+    }
+    PyObject *context = PyUnicode_Substring(text, start, end);
+    if (!context)
+        return -1;
+    PyObject *r = PyObject_CallOneArg(m->general, context);
+    Py_DECREF(context);
+    if (!r)
+        return -1;
+    int truth = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return truth;
+}
+
+typedef struct {
+    Py_ssize_t *v;
+    Py_ssize_t len, cap;
+} Slices;
+
+static int slices_add(Slices *s, Py_ssize_t a, Py_ssize_t b)
+{
+    if (s->len + 2 > s->cap) {
+        Py_ssize_t cap = s->cap ? 2 * s->cap : 64;
+        Py_ssize_t *v = PyMem_Realloc(s->v, cap * sizeof(Py_ssize_t));
+        if (!v) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->len++] = a;
+    s->v[s->len++] = b;
+    return 0;
+}
+
+/* Decide a candidate and append the sentence it ends: -1 error, else 0. */
+static int punkt_decide(PunktModel *m, PyObject *text, int kind, const void *data, Slices *slices,
+                        Py_ssize_t *last_break, Py_ssize_t start, Py_ssize_t at, Py_ssize_t next, Py_ssize_t end)
+{
+    int breaks = punkt_breaks(m, text, kind, data, start, at, next, end);
+    if (breaks < 0)
+        return -1;
+    if (!breaks)
+        return 0;
+    if (slices_add(slices, *last_break, at + 1) < 0)
+        return -1;
+    *last_break = next >= 0 ? next : at + 1;
+    return 0;
+}
+
+static PyObject *fast_punkt_sentences(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", "abbrev", "collocations", "starters", "ortho", "general", "flags", NULL};
+    PyObject *text;
+    PunktModel m;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO!O!O!O!O(llll)", kwlist, &text, &PySet_Type, &m.abbrev,
+                                     &PySet_Type, &m.collocations, &PySet_Type, &m.starters, &PyDict_Type,
+                                     &m.ortho, &m.general, &m.ortho_lc, &m.ortho_mid_uc, &m.ortho_uc,
+                                     &m.ortho_beg_lc))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Slices slices = {NULL, 0, 0};
+    PyObject *out = NULL;
+    Py_ssize_t last_break = 0;
+    /* The last candidate not yet decided (NLTK decides one only once the next one is known
+     * not to overlap it). */
+    int pending = 0;
+    Py_ssize_t p_start = 0, p_at = 0, p_next = -1, p_end = 0;
+    for (Py_ssize_t at = 0; at < n; at++) {
+        if (!punkt_mark(PyUnicode_READ(kind, data, at)))
+            continue;
+        /* NLTK's candidate regex: a mark, then a non-word character, or spaces and a word. */
+        Py_ssize_t next = -1, end;
+        if (at + 1 >= n)
+            continue;
+        Py_UCS4 after = PyUnicode_READ(kind, data, at + 1);
+        if (punkt_non_word(after))
+            end = at + 2;
+        else if (Py_UNICODE_ISSPACE(after)) {
+            Py_ssize_t j = at + 1;
+            while (j < n && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, j)))
+                j++;
+            if (j >= n)
+                continue;
+            next = j;
+            while (j < n && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, j)))
+                j++;
+            end = j;
+        } else
+            continue;
+        /* The word before: from the last ASCII space after the previous candidate; NLTK's
+         * look-back counts one right at the previous candidate as none. */
+        Py_ssize_t start = p_start;
+        for (Py_ssize_t i = at - 1; i > p_at; i--)
+            if (ascii_space(PyUnicode_READ(kind, data, i))) {
+                start = i + 1;
+                break;
+            }
+        if (pending && p_at <= start &&
+            punkt_decide(&m, text, kind, data, &slices, &last_break, p_start, p_at, p_next, p_end) < 0)
+            goto done;
+        pending = 1;
+        p_start = start, p_at = at, p_next = next, p_end = end;
+    }
+    if (pending && punkt_decide(&m, text, kind, data, &slices, &last_break, p_start, p_at, p_next, p_end) < 0)
+        goto done;
+    Py_ssize_t stop = n;
+    while (stop > 0 && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, stop - 1)))
+        stop--;
+    if (slices_add(&slices, last_break, stop) < 0)
+        goto done;
+
+    /* NLTK's _realign_boundaries: closing quotes and brackets after a sentence's mark join it. */
+    out = PyList_New(0);
+    if (!out)
+        goto done;
+    Py_ssize_t count = slices.len / 2, realign = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Py_ssize_t a = slices.v[2 * k] + realign, b = slices.v[2 * k + 1], to = -1;
+        if (k + 1 < count) {
+            Py_ssize_t na = slices.v[2 * k + 2], nb = slices.v[2 * k + 3], j = na;
+            while (j < nb && punkt_realign(PyUnicode_READ(kind, data, j)))
+                j++;
+            int matched = 0;
+            if (j > na) {
+                if (j == nb)
+                    matched = 1;
+                else if (Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, j)))
+                    matched = 1;
+                else if (j + 1 < nb && PyUnicode_READ(kind, data, j) == '-' &&
+                         PyUnicode_READ(kind, data, j + 1) == '-')
+                    matched = 1;
+            }
+            if (matched) {
+                to = j;
+                while (j < nb && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, j)))
+                    j++;
+                realign = j - na;
+            } else
+                realign = 0;
+        }
+        if (to < 0 && a >= b)
+            continue;
+        PyObject *sentence = PyUnicode_Substring(text, a, to < 0 ? b : to);
+        if (!sentence || PyList_Append(out, sentence) < 0) {
+            Py_XDECREF(sentence);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(sentence);
+    }
+done:
+    PyMem_Free(slices.v);
+    return out;
+}
+
+#define FN(name, doc) {#name, (PyCFunction)(void (*)(void))fast_##name, METH_VARARGS | METH_KEYWORDS, doc}
+
+/* Each doc starts with its signature and "--", so inspect.signature reads it (_scan.pyi must agree). */
+static PyMethodDef methods[] = {
+    FN(punkt_sentences, "punkt_sentences(text, abbrev, collocations, starters, ortho, general, flags)\n--\n\n"
+       "NLTK punkt's sentences of text (see fastpunkt.py)."),
+    FN(squeeze_spaces, "squeeze_spaces(text)\n--\n\n"
+       "text without invisible characters, each run of spaces one ' ', none at the ends of text or lines."),
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "bertdata.text._scan",
+    "Compiled scans of the text stage: space squeezing and punkt's sentences.",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__scan(void)
+{
+    return PyModule_Create(&module);
+}

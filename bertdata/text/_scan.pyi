@@ -1,0 +1,16 @@
+"""Signatures of the text stage's compiled scans (_scan.c)."""
+
+from collections.abc import Callable
+
+def squeeze_spaces(text: str) -> str:
+    """`text` without invisible characters (U+200B-U+200F, soft hyphen, BOM), each run of spaces
+    (' ', tab, CR, FF, VT, U+00A0, U+2000-U+200A, U+202F, U+205F, U+3000) one ' ', and none at
+    the start or end of the text or of a line."""
+
+def punkt_sentences(text: str, abbrev: set[str], collocations: set[tuple[str, str]], starters: set[str],
+                    ortho: dict[str, int], general: Callable[[str], bool],
+                    flags: tuple[int, int, int, int]) -> list[str]:
+    """NLTK punkt's sentences of `text` with the model's abbreviation types, collocations,
+    sentence starters and orthographic contexts (`flags`: NLTK's _ORTHO_LC, _ORTHO_MID_UC,
+    _ORTHO_UC, _ORTHO_BEG_LC); `general(context)` decides a context other than a word of
+    letters, a period and a word (see bertdata/text/fastpunkt.py)."""

@@ -1,0 +1,329 @@
+"""Wikitext templates: removed with a linear scan and an explicit stack, except the few that
+show prose (dates, conversions, coordinates, language and name wrappers), which are expanded
+to the text a reader sees. Nested templates deeper than `MAX_EXPAND_DEPTH` are dropped."""
+
+from __future__ import annotations
+
+import re
+
+from bertdata.text.skipped import MAX_EXPAND_DEPTH, MAX_TEMPLATE_BRACES, MAX_TEMPLATE_NAME, refuse_if_over
+
+_BRACE_RUN = re.compile(r"\{\{+|\}\}+")
+
+_ARG_KEY = re.compile(r"[\w -]+=")  # on stripped arguments
+
+_NUMBER = re.compile(r"[-+\u2212]?(?=\.?\d)[\d,]*(?:\.\d+)?(?:e-?\d+)?$")
+
+_RANGE_WORDS = {"to": " to ", "and": " and ", "or": " or ", "-": "\u2013", "\u2013": "\u2013",
+                "by": " by ", "x": " \u00d7 ", "+/-": " \u00b1 "}
+
+
+_UNITS = {"sqmi": "sq mi", "sqkm": "km2", "e6acre": "million acres", "e6km2": "million km2",
+          "acre": "acres", "Tcuft": "trillion cu ft", "e9m3": "billion m3", "e6mi": "million mi"}
+
+
+def remove_templates(text: str, title: str) -> str:
+    """Remove `{{...}}` and `{{{...}}}` with MediaWiki's brace-run matching.
+
+    An unclosed `{{` swallows the rest of its paragraph (up to a blank line): the
+    alternative, leaving the template's name and parameters as text, is worse.
+    """
+    if "{{" not in text and "}}" not in text:
+        return text
+    refuse_if_over(text.count("{{") + text.count("}}"), MAX_TEMPLATE_BRACES, "template braces", title)
+    # [start of the opening run, braces still open, the spans of its closed children]
+    stack: list[list] = []
+    spans: list[tuple[int, int, str | None]] = []
+    for m in _BRACE_RUN.finditer(text):
+        run = m.end() - m.start()
+        if text[m.start()] == "{":
+            stack.append([m.start(), run, []])
+            continue
+        pos = m.start()
+        while run >= 2 and stack:
+            top = stack[-1]
+            take = 3 if top[1] >= 3 and run >= 3 else 2
+            top[1] -= take
+            run -= take
+            pos += take
+            if top[1] < 2:
+                stack.pop()
+                shown = _render(text, top[0], pos, top[2]) if len(stack) < MAX_EXPAND_DEPTH else None
+                (stack[-1][2] if stack else spans).append((top[0], pos, shown))
+        if run >= 2:  # closing braces with nothing open: stray markup, never prose
+            spans.append((pos, m.end(), None))
+    blank_after = -1
+    for start, _, children in stack:
+        spans.extend(children)  # for splice to weigh against the unclosed span
+        if start < blank_after:
+            continue
+        blank = text.find("\n\n", start)
+        blank_after = len(text) if blank < 0 else blank
+        spans.append((start, blank_after, None))
+    return splice(text, spans)
+
+
+def splice(text: str, spans: list[tuple[int, int, str | None]]) -> str:
+    """Replace each span by its text (None: nothing); a span inside another one goes with it."""
+    spans.sort(key=lambda s: (s[0], -s[1]))
+    out = []
+    pos = 0
+    cur_start, cur_end, cur_text = -1, -1, None
+    for start, end, repl in spans:
+        if start < cur_end:
+            if end > cur_end:  # overlapping, not nested: neither replacement is trustworthy
+                cur_end, cur_text = end, None
+            continue
+        if cur_end >= 0:
+            out.append(text[pos:cur_start])
+            out.append(cur_text or "")
+            pos = cur_end
+        cur_start, cur_end, cur_text = start, end, repl
+    if cur_end >= 0:
+        out.append(text[pos:cur_start])
+        out.append(cur_text or "")
+        pos = cur_end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _split_args(body: str) -> list[str]:
+    """Split a template body on `|`, except inside `[[...]]` (link labels have pipes)."""
+    if "[[" not in body:
+        return body.split("|")
+    args = []
+    depth = 0
+    start = 0
+    i = 0
+    n = len(body)
+    while i < n:
+        c = body[i]
+        if c == "[" and body.startswith("[[", i):
+            depth += 1
+            i += 2
+            continue
+        if c == "]" and body.startswith("]]", i) and depth:
+            depth -= 1
+            i += 2
+            continue
+        if c == "|" and not depth:
+            args.append(body[start:i])
+            start = i + 1
+        i += 1
+    args.append(body[start:])
+    return args
+
+
+def _render(text: str, start: int, end: int, children: list[tuple[int, int, str | None]]) -> str | None:
+    """Visible text of the template at text[start:end], its child templates already rendered."""
+    if text.startswith("{{{", start):
+        return None
+    head_end = min(end - 2, start + 2 + MAX_TEMPLATE_NAME)
+    bar = text.find("|", start + 2, head_end)
+    if bar < 0 and head_end < end - 2:
+        return None
+    name = text[start + 2 : bar if bar >= 0 else head_end].strip().lower().replace("_", " ")
+    if name not in _EXPANDABLE and not name.startswith("lang-"):
+        return None
+    pieces = []
+    pos = start
+    for child_start, child_end, shown in children:  # siblings close, and come, in order
+        pieces.append(text[pos:child_start])
+        pieces.append(shown or "")
+        pos = child_end
+    pieces.append(text[pos:end])
+    return _expand("".join(pieces), name)
+
+
+def _expand(body: str, name: str) -> str | None:
+    """Visible text of the inline templates that carry words or numbers; None for all others."""
+    fixed = _FIXED_TEMPLATES.get(name)
+    if fixed is not None:
+        return fixed
+    parts = _split_args(body[2:-2])
+    args = [a.strip() for a in parts[1:]]
+    pos = [a for a in args if not _ARG_KEY.match(a)]
+    named = {}
+    for a in args:
+        if _ARG_KEY.match(a):
+            key, _, value = a.partition("=")
+            key = key.strip().lower()
+            # `{{nowrap|1=E = mc2}}`: a numbered argument is a positional one that holds "=".
+            if key.isdigit() and 0 < int(key) <= len(pos) + 1:
+                pos.insert(int(key) - 1, value.strip())
+            else:
+                named[key] = value.strip()
+    if name in _FIRST_ARG_TEMPLATES or name.startswith("lang-"):
+        return pos[0] if pos else None
+    if name in _JOIN_TEMPLATES:
+        return "".join(pos) or None
+    if name in _FLAG_TEMPLATES:
+        return named.get("name") or (pos[0] if pos else None)
+    if name in ("lang", "rtl-lang"):
+        return pos[1] if len(pos) > 1 else None
+    if name == "transl":
+        return pos[-1] if len(pos) > 1 else None
+    if name in ("quote", "cquote", "quotation", "blockquote"):
+        return named.get("text") or named.get("quote") or (pos[0] if pos else None)
+    if name in ("convert", "cvt"):
+        return _expand_convert(pos)
+    if name in ("frac", "sfrac", "fraction"):
+        # {{frac|3}} is 1/3, {{frac|3|2}} is 3/2, {{frac|1|3|2}} is 1 3/2.
+        terms = [f"({a})" if " " in a else a for a in pos]
+        if len(terms) == 1:
+            return f"1/{terms[0]}"
+        return " ".join(terms[:-2] + ["/".join(terms[-2:])]) if terms else None
+    if name == "val":
+        return _expand_val(pos, named)
+    if name in _DATE_TEMPLATES:
+        return _expand_date(pos, named)
+    if name == "oldstyledate":
+        return f"{pos[0]}, {pos[1]}" if len(pos) >= 2 else None
+    if name == "sortname":
+        return " ".join(pos[:2]) if len(pos) >= 2 else None
+    if name in _SHIP_PREFIXES:
+        if not pos:
+            return None
+        return f"{_SHIP_PREFIXES[name]} {pos[0]}" + (f" ({pos[1]})" if len(pos) > 1 else "")
+    if name == "music":
+        return _MUSIC_SYMBOLS.get(pos[0].lower()) if pos else None
+    if name in ("as of", "asof"):
+        if not pos:
+            return None
+        word = "as of" if named.get("lc") in ("y", "yes", "on") else "As of"
+        return f"{word} {pos[0]}"
+    if name == "e":
+        return f"\u00d710^{pos[0]}" if pos else None
+    if name == "coord":
+        # `display=title` puts the coordinates beside the page title, not in the text.
+        return _expand_coord(pos) if "inline" in named.get("display", "inline") else None
+    if name in ("railgauge", "rail gauge"):
+        return _expand_gauge(pos[0]) if pos else None
+    return None
+
+
+def _expand_coord(pos: list[str]) -> str | None:
+    """`{{coord|13|19|N|169|9|W|...}}` is 13°19′N 169°9′W; other forms show nothing."""
+    out = []
+    numbers: list[str] = []
+    for a in pos:
+        if a in ("N", "S", "E", "W"):
+            out.append("".join(n + unit for n, unit in zip(numbers, "\u00b0\u2032\u2033")) + a)
+            numbers = []
+        elif _NUMBER.match(a) and len(numbers) < 3:
+            numbers.append(a)
+        else:
+            break
+    return " ".join(out) if len(out) == 2 else None
+
+
+def _expand_gauge(gauge: str) -> str | None:
+    """`{{RailGauge|1435mm}}` and its aliases: the gauge in millimetres."""
+    gauge = _GAUGE_ALIASES.get(gauge.lower(), gauge)
+    digits = gauge[:-2] if gauge.endswith("mm") else gauge
+    return f"{digits} mm" if digits.isdigit() else None
+
+
+def _expand_convert(pos: list[str]) -> str | None:
+    if len(pos) < 2 or not _NUMBER.match(pos[0]):
+        return None
+    value = pos[0]
+    rest = pos[1:]
+    if len(rest) >= 3 and rest[0] in _RANGE_WORDS and _NUMBER.match(rest[1]):
+        value = value + _RANGE_WORDS[rest[0]] + rest[1]
+        rest = rest[2:]
+    unit = rest[0]
+    if _NUMBER.match(unit):
+        return None
+    out = f"{value} {_UNITS.get(unit, unit)}"
+    # `{{convert|6|ft|4|in|cm}}`: a second value and unit before the target unit.
+    if len(rest) >= 4 and _NUMBER.match(rest[1]) and not _NUMBER.match(rest[2]):
+        out += f" {rest[1]} {_UNITS.get(rest[2], rest[2])}"
+    return out
+
+
+def _expand_val(pos: list[str], named: dict[str, str]) -> str | None:
+    """`{{val|6.241|e=18}}` is 6.241×10^18; `{{val|30000|u=C}}` is 30000 C."""
+    if not pos or not _NUMBER.match(pos[0]):
+        return None
+    out = pos[0]
+    if len(pos) > 1:
+        # `{{val|1.00794|(7)}}` is concise uncertainty, `{{val|1.00794|0.00007}}` is ±.
+        out += pos[1] if pos[1].startswith("(") else f" \u00b1 {pos[1]}"
+    if named.get("e"):
+        out += f"\u00d710^{named['e']}"
+    unit = named.get("u") or named.get("ul")
+    per = named.get("up") or named.get("upl")
+    if unit:
+        out += f" {unit}"
+    if per:
+        out += f"/{per}"
+    return out
+
+
+def _expand_date(pos: list[str], named: dict[str, str]) -> str | None:
+    """Year, month and day as the template shows them: "February 12, 1809", or dmy with df=y."""
+    if not pos or not pos[0].isdigit():
+        return None
+    year = pos[0]
+    month = int(pos[1]) if len(pos) > 1 and pos[1].isdigit() and 1 <= int(pos[1]) <= 12 else 0
+    if not month:
+        return year
+    day = int(pos[2]) if len(pos) > 2 and pos[2].isdigit() and 1 <= int(pos[2]) <= 31 else 0
+    month_name = _MONTHS[month - 1]
+    if not day:
+        return f"{month_name} {year}"
+    if named.get("df", "").lower() in ("y", "yes"):
+        return f"{day} {month_name} {year}"
+    return f"{month_name} {day}, {year}"
+
+
+_GAUGE_ALIASES = {"sg": "1435", "ussg": "1435", "standard": "1435", "cape": "1067", "metre": "1000",
+                  "ig": "1676", "rg": "1520", "russian": "1520"}
+
+
+_MONTHS = ("January February March April May June July August September October November"
+           " December").split()
+
+
+_FIXED_TEMPLATES = {
+    "ndash": "\u2013", "mdash": "\u2014", "snd": " \u2013 ", "spaced ndash": " \u2013 ",
+    "spnd": " \u2013 ", "sndash": " \u2013 ", "spaced en dash": " \u2013 ", "nbsp": " ",
+    "space": " ", "spaces": " ", "thinsp": " ", "'": "'", "'s": "'s", "`": "'",
+    "c.": "c. ", "circa": "c. ", "ca.": "c. ", "-": "\u2013", "\u2013": "\u2013",
+    "mdashb": "\u2014", "spaced mdash": " \u2014 ", "=": "=", "eqm": "\u21cc",
+    "' \"": "'\"", "\" '": "\"'",
+}
+
+
+_FIRST_ARG_TEMPLATES = frozenset((
+    "nowrap", "nobr", "nobreak", "small", "smaller", "big", "larger", "em", "strong", "sc",
+    "smallcaps", "vanchor", "anchor", "visible anchor", "nihongo", "ill", "interlanguage link",
+    "nts", "keypress", "key press", "abbr", "tooltip", "sup", "sub", "mvar", "math",
+    "var", "angbr", "sic", "bold", "italic", "vr", "script", "large",
+    # A phoneme in running text; {{IPA}} and its kin are pronunciations and go.
+    "ipaslink", "ipa link",
+))
+
+
+# Templates whose arguments all show, run together.
+_JOIN_TEMPLATES = frozenset(("not a typo", "proper name", "linktext", "chem"))
+
+_FLAG_TEMPLATES = frozenset(("flag", "flagcountry", "flagu", "flag country"))
+
+_DATE_TEMPLATES = frozenset((
+    "birth date", "birth date and age", "death date", "death date and age", "start date",
+    "end date", "start date and age", "birth-date", "death-date", "dob", "bda", "dda",
+))
+
+
+_SHIP_PREFIXES = {"uss": "USS", "hms": "HMS", "hmas": "HMAS", "hmcs": "HMCS", "ss": "SS", "rms": "RMS"}
+
+_MUSIC_SYMBOLS = {"flat": "\u266d", "b": "\u266d", "sharp": "\u266f", "#": "\u266f", "natural": "\u266e"}
+
+_EXPANDABLE = _FIRST_ARG_TEMPLATES | _JOIN_TEMPLATES | _FLAG_TEMPLATES | _DATE_TEMPLATES | set(
+    _FIXED_TEMPLATES) | set(_SHIP_PREFIXES) | {
+    "lang", "rtl-lang", "transl", "quote", "cquote", "quotation", "blockquote", "convert", "cvt",
+    "frac", "sfrac", "fraction", "val", "oldstyledate", "sortname", "music", "as of", "asof", "e",
+    "coord", "railgauge", "rail gauge",
+}
