@@ -1,9 +1,10 @@
 """The command the runner starts for each local worker when a pool serves them (see pool.py).
 
-Run as `python -I -S attach.py SOCKET`: the standard library alone, so it starts in
+Run as `python -I -S attach.py SOCKET WORKER...`: the standard library alone, so it starts in
 milliseconds. It hands the pool's server this process's environment (which carries the
 runner's addresses), working folder and standard streams, then waits for the forked
-worker's exit status and exits with it. When no server answers, it becomes a plain worker.
+worker's exit status and exits with it. When no server answers, it becomes a plain worker
+(WORKER..., the command the pool gives it).
 """
 
 import json
@@ -29,7 +30,7 @@ def main() -> None:
         attached = False
     if not attached:  # the server is gone or failed before forking this worker
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # an ignored SIGINT would outlive exec
-        os.execv(sys.executable, [sys.executable, "-m", "bertdata.pipelines.worker"])
+        os.execv(sys.argv[2], sys.argv[2:])  # the plain worker's command, as the pool gave it
     try:
         status = conn.recv(1)
     except OSError:

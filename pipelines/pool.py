@@ -57,8 +57,13 @@ def worker_count(cfg: RunnerConfig) -> int:
     return cfg.workers or cores()
 
 
+# A plain worker. `-m` puts the current folder first on sys.path, so a build started inside a
+# bertdata checkout would run that checkout's code in its workers: -P (Python 3.11+) leaves it out.
+WORKER = (sys.executable, *(("-P",) if sys.version_info >= (3, 11) else ()), "-m", "bertdata.pipelines.worker")
+
+
 def plain_worker_command() -> str:
-    return f"{shlex.quote(sys.executable)} -m bertdata.pipelines.worker"
+    return " ".join(map(shlex.quote, WORKER))
 
 
 # Set in a forked worker (see worker.py): where it notes what it is on.
@@ -138,8 +143,7 @@ class WorkerPool:
                 # importing wait in the backlog. Its stdin is how it learns that the launcher
                 # is gone, however the launcher ended; it reports dead workers on the pipe.
                 self.server = subprocess.Popen(
-                    [sys.executable, "-m", "bertdata.pipelines.worker", "--serve", str(listener.fileno()),
-                     str(self._reports_w)],
+                    [*WORKER, "--serve", str(listener.fileno()), str(self._reports_w)],
                     stdin=subprocess.PIPE, pass_fds=(listener.fileno(), self._reports_w))
         except BaseException:
             os.close(reports)
@@ -147,7 +151,8 @@ class WorkerPool:
             raise
         finally:
             os.close(self._reports_w)
-        self.command = " ".join(shlex.quote(a) for a in (sys.executable, "-I", "-S", ATTACH, path))
+        # attach.py runs isolated, without bertdata: it is handed the plain worker's command.
+        self.command = " ".join(shlex.quote(a) for a in (sys.executable, "-I", "-S", ATTACH, path, *WORKER))
         self.deaths: list[WorkerDeath] = []
         self._on_death: Callable[[WorkerDeath], None] | None = None
         self._closing = False

@@ -161,3 +161,16 @@ def test_a_workers_note_of_what_it_is_on_is_read_once(tmp_path):
         assert pool_module.read_task(str(tmp_path), 77) is None
     finally:
         pool_module.task_file = None
+
+
+def test_workers_started_inside_a_bertdata_checkout_run_the_installed_bertdata(tmp_path):
+    """A worker started with `python -m` would import a `bertdata` folder in the current one."""
+    decoy = tmp_path / "bertdata"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy checkout was imported')\n")
+    bertdata = os.path.join(os.path.dirname(sys.executable), "bertdata")
+    proc = subprocess.run([bertdata, "build", "--wiki-only", "--sample", "--output", tmp_path / "out", "--phase", "1",
+                           "--training-shards", "2", "--test-shards", "1", "--workers", "2"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "decoy" not in (tmp_path / "out" / "build.log").read_text()
