@@ -10,7 +10,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=$ROOT/../shared/data
 FRAGMENT=$SHARED/wiki/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2
 VOCAB=$SHARED/vocab/bert-base-uncased-vocab.txt
-# Run from the work folder: a release before 0d53a1d started its workers with `python -m`, which
+# Run from the work folder: an older release starts its workers with plain `python -m`, which
 # imports a checkout in the current folder.
 mkdir -p "$WORK" && cd "$WORK"
 for who in baseline this; do
