@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import tempfile
 import time
 from dataclasses import replace
 
@@ -140,13 +141,17 @@ def _stage_inputs(cfg: BuildConfig, inputs: Inputs) -> BuildInputs:
 
 def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manifest, ranges: int | None,
                  phase_dirs: list[str], pool: WorkerPool | None = None) -> None:
-    log_path = os.path.join(output if fsio.is_local(output) else ".", "build.log")
-    os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    shown = fsio.join(output, "build.log")  # where the user finds it
+    if fsio.is_local(output):
+        log_path = shown
+    else:  # an object store has no appends: the log grows on local disk and is uploaded at the end
+        handle, log_path = tempfile.mkstemp(prefix="bertdata-build-", suffix=".log")
+        os.close(handle)
     pump = None
 
     def lost(death) -> WorkerLost:
         return WorkerLost(f"{death.describe()}; build stopped, temporaries and lock removed: run it again to "
-                          f"resume (Beam's log: {log_path})")
+                          f"resume (Beam's log: {shown})")
 
     try:
         with beam_output_to(log_path) as (console, pump), progress.Watcher(console, work_dir, text_manifest, ranges,
@@ -164,9 +169,21 @@ def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manif
                 raise lost(death) from None
             raise
         incomplete = f", incomplete: {pump.failed.strerror}" if pump and pump.failed else ""
-        raise BertdataError(f"{message} (Beam's log: {log_path}{incomplete})") from None
+        raise BertdataError(f"{message} (Beam's log: {shown}{incomplete})") from None
     finally:  # success, failure and Ctrl-C alike; a killed run's are removed by the next
         remove_temporaries(work_dir)
+        if log_path != shown:
+            _upload_log(log_path, shown)
+
+
+def _upload_log(local: str, target: str) -> None:
+    """The log of a build on an object store, to its place there; kept locally if that fails."""
+    try:
+        fsio.upload(local, target)
+    except Exception as err:  # the store's own error, whatever client raised it; the build's outcome stands
+        note(f"Beam's log stays at {local}: it could not be written to {target} ({err})")
+    else:
+        os.remove(local)
 
 
 # How long a failed run waits for the pool's report of a dead worker (it takes milliseconds).

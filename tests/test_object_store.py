@@ -66,6 +66,8 @@ def test_a_build_from_the_store_to_the_store_gives_the_local_bytes(s3, inputs, l
     prefix = f"local-{workers}"
     build_on_store(store, dump, vocab, f"s3://{BUCKET}/{prefix}", "--workers", workers, cwd=tmp_path)
     assert store_digest(client, prefix) == local_build  # no temporaries, work folder or lock left either
+    # Beam's log goes to the output, as on local disk, not to the folder the build ran in.
+    assert f"{prefix}/build.log" in keys(client, prefix) and not (tmp_path / "build.log").exists()
 
 
 def test_store_options_after_the_double_dash_work_without_any_environment(s3, inputs, local_build, tmp_path):
