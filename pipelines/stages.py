@@ -27,7 +27,8 @@ from bertdata.formats import ACROSS_SHARDS, PER_SHARD, PER_SPLIT, PerShardFormat
 from bertdata.formats.megatron import folder_name as megatron_folder, token_dtype
 from bertdata.instances.create import generation_attrs
 from bertdata.manifest import MANIFEST, HDF5Shard
-from bertdata.text.shards import TextShard
+from bertdata.text.shards import WORK_FOLDER, TextShard
+from bertdata.text.wikidump import Site
 from bertdata.instances.vocab import Vocab
 from bertdata.text.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
@@ -156,7 +157,7 @@ class BuildInputs:
     index: str | None
     dump_record: dict
     vocab: Vocab
-    site: object  # bertdata.text.wikidump.SiteInfo
+    site: Site
     text: TextConfig  # lowercase settled against the vocab
     dataset: str
     books: list[str]
@@ -165,8 +166,6 @@ class BuildInputs:
 
     @property
     def work_dir(self) -> str:
-        from bertdata.text.shards import WORK_FOLDER
-
         return fsio.join(self.cfg.output, WORK_FOLDER)
 
     @functools.cached_property
