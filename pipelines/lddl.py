@@ -11,7 +11,6 @@ records do. The files are the bytes `lddl.write_phase` makes from the same rows 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -23,10 +22,9 @@ import numpy as np
 from bertdata.formats import lddl
 from bertdata.text.articles import quality
 from bertdata.errors import BertdataError
-from bertdata.fsutil import TEMP_PREFIX
 from bertdata.manifest import MANIFEST
 from bertdata.pipelines import fsio
-from bertdata.pipelines.manifests import Provenance
+from bertdata.pipelines.manifests import WRITING, Provenance, mark_and_clear, recorded_manifest
 from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import LddlFile, PhasePlan, PlannedFile, ShardRuns, Spread, StageRecords, StepDoFn
 
@@ -132,27 +130,15 @@ class WriteLddlFiles(beam.PTransform):
         )
 
 
-# In a phase folder while a build writes it: the next build may then replace the folder's
-# files, which otherwise only --force may. Hidden and without an extension, so no loader reads it.
-WRITING = ".bertdata-writing"
-
-
 def needs_writing(phase: LddlPhase, options: dict, force: bool) -> bool:
     """Whether a build writes a phase folder: not when it already holds this build's finished
     output (its manifest records the same options). Reads only: files that no bertdata build
     wrote, or made with other options, are refused unless `force`."""
     listed = fsio.listing(phase.folder)
-    if MANIFEST in listed and not force:
-        try:
-            manifest = json.loads(fsio.read_bytes(listed[MANIFEST]))
-        except ValueError:
-            raise BertdataError(f"{listed[MANIFEST]}: not a readable JSON manifest; pass --force to replace "
-                                "the folder's files") from None
-        if manifest.get("options") != options:
-            raise BertdataError(f"{phase.folder}: holds LDDL files made with other options (see its "
-                                f"{MANIFEST}); pass --force to replace them, or choose another --output")
-        if WRITING not in listed and {f["file"] for f in manifest.get("files", [])} <= listed.keys():
-            return False
+    manifest = recorded_manifest(phase.folder, listed, options, force, "files", "LDDL files made with other options")
+    if manifest is not None and WRITING not in listed \
+            and {f["file"] for f in manifest.get("files", [])} <= listed.keys():
+        return False
     ours = WRITING in listed or MANIFEST in listed
     data = [name for name in listed if lddl.loader_visible(name)]
     if data and not (ours or force):
@@ -164,12 +150,7 @@ def needs_writing(phase: LddlPhase, options: dict, force: bool) -> bool:
 def clear_folder(phase: LddlPhase) -> None:
     """Mark the folder as being written, and clear what an earlier build of ours (or, with
     --force, anyone) left there: `needs_writing` said it may."""
-    listed = fsio.listing(phase.folder)
-    fsio.write_bytes(fsio.join(phase.folder, WRITING), b"")
-    stale = [path for name, path in listed.items() if lddl.loader_visible(name)
-             or name in (lddl.NUM_SAMPLES_JSON, MANIFEST) or name.startswith(TEMP_PREFIX)]
-    if stale:
-        fsio.delete(stale)
+    mark_and_clear(phase.folder, lambda name: lddl.loader_visible(name) or name == lddl.NUM_SAMPLES_JSON)
 
 
 def write_manifest(stage: StageRecords, provenance: Provenance, folder: str, fields: dict) -> None:

@@ -3,14 +3,50 @@ stage's end, once every file of the stage is written: a folder with a manifest i
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from bertdata.errors import BertdataError
+from bertdata.fsutil import TEMP_PREFIX
 from bertdata.text.articles import quality
 from bertdata.manifest import MANIFEST, HDF5Shard, Run, write_manifest
 from bertdata.text.shards import TextShard
 from bertdata.pipelines import fsio
 from bertdata.pipelines.records import StageRecords
+
+
+# In a folder written across shards while a build writes it: the next build may then replace the
+# folder's files, which otherwise only --force may. Hidden and without an extension, so no loader reads it.
+WRITING = ".bertdata-writing"
+
+
+def recorded_manifest(folder: str, listed: dict[str, str], options: dict, force: bool, holds: str,
+                      made_otherwise: str) -> dict | None:
+    """The manifest a folder's finished build left (None: there is none, or --force), once it is
+    known to record these `options`: an unreadable one, or one of other options, is refused."""
+    if MANIFEST not in listed or force:
+        return None
+    try:
+        manifest = json.loads(fsio.read_bytes(listed[MANIFEST]))
+    except ValueError:
+        raise BertdataError(f"{listed[MANIFEST]}: not a readable JSON manifest; pass --force to replace "
+                            f"the folder's {holds}") from None
+    if manifest.get("options") != options:
+        raise BertdataError(f"{folder}: holds {made_otherwise} (see its {MANIFEST}); pass --force to replace them, "
+                            "or choose another --output")
+    return manifest
+
+
+def mark_and_clear(folder: str, ours: Callable[[str], bool]) -> None:
+    """Mark `folder` as being written, and remove the files named `ours`, its manifest and
+    temporaries: what an earlier build left (the stage's decision said they may go)."""
+    listed = fsio.listing(folder)
+    fsio.write_bytes(fsio.join(folder, WRITING), b"")
+    stale = [path for name, path in listed.items() if ours(name) or name == MANIFEST or name.startswith(TEMP_PREFIX)]
+    if stale:
+        fsio.delete(stale)
 
 
 @dataclass(frozen=True)

@@ -14,20 +14,17 @@ text shard. They are removed with the work folder; a killed build's are made aga
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import apache_beam as beam
 
 from bertdata.formats import megatron
 from bertdata.errors import BertdataError
-from bertdata.fsutil import TEMP_PREFIX
 from bertdata.text.shards import SPLITS, TextShard
 from bertdata.manifest import MANIFEST
 from bertdata.instances.documents import Documents
 from bertdata.pipelines import fsio
-from bertdata.pipelines.lddl import WRITING
-from bertdata.pipelines.manifests import Provenance
+from bertdata.pipelines.manifests import WRITING, Provenance, mark_and_clear, recorded_manifest
 from bertdata.pipelines.records import MegatronPair, MegatronPart, MergeJob, Spread, StageRecords, StepDoFn
 
 
@@ -127,15 +124,9 @@ def needs_writing(out: MegatronOutput, options: dict, finished_sources: list[dic
     the text is made anew, so not known yet). Reads only: pair files that no bertdata build
     recorded are refused unless `force`; another vocab's too."""
     listed = fsio.listing(out.folder)
-    if MANIFEST in listed and not force:
-        try:
-            manifest = json.loads(fsio.read_bytes(listed[MANIFEST]))
-        except ValueError:
-            raise BertdataError(f"{listed[MANIFEST]}: not a readable JSON manifest; pass --force to replace "
-                                "the folder's pairs") from None
-        if manifest.get("options") != options:
-            raise BertdataError(f"{out.folder}: holds Megatron pairs made with another vocab or options (see its "
-                                f"{MANIFEST}); pass --force to replace them, or choose another --output")
+    manifest = recorded_manifest(out.folder, listed, options, force, "pairs",
+                                 "Megatron pairs made with another vocab or options")
+    if manifest is not None:
         recorded = {f["file"] for pair in manifest.get("pairs", []) for f in pair["files"]}
         if (finished_sources is not None and manifest.get("sources") == finished_sources
                 and WRITING not in listed and recorded <= listed.keys()):
@@ -150,9 +141,4 @@ def needs_writing(out: MegatronOutput, options: dict, finished_sources: list[dic
 def clear_folder(out: MegatronOutput) -> None:
     """Mark the folder as being written, and clear what an earlier build of ours (or, with
     --force, anyone) left there: `needs_writing` said it may."""
-    listed = fsio.listing(out.folder)
-    fsio.write_bytes(fsio.join(out.folder, WRITING), b"")
-    stale = [path for name, path in listed.items()
-             if name in out.file_names() or name == MANIFEST or name.startswith(TEMP_PREFIX)]
-    if stale:
-        fsio.delete(stale)
+    mark_and_clear(out.folder, lambda name: name in out.file_names())
