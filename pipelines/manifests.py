@@ -72,8 +72,10 @@ def write_text_manifest(stage: StageRecords, provenance: Provenance, text_option
         "shards": [{**t.manifest_entry(), "split": t.split, "index": t.index, "stem": t.stem} for t in texts]})
 
 
-def write_shard_manifests(stage: StageRecords, provenance: Provenance, phases: dict[str, dict]) -> None:
-    """Each per-shard phase folder's manifest; `phases`: each folder's options."""
+def write_shard_manifests(stage: StageRecords, provenance: Provenance, phases: dict[str, dict],
+                          layout: dict) -> None:
+    """Each per-shard phase folder's manifest; `phases`: each folder's options; `layout`: how the
+    format encodes its files."""
     counts = stage.counts
     written = stage.of_kind(HDF5Shard)
     for folder, options in phases.items():
@@ -84,7 +86,7 @@ def write_shard_manifests(stage: StageRecords, provenance: Provenance, phases: d
                         "documents": sum(r.documents for r in shards)}
         random_next = round(phase_counts["random_next"] / max(1, phase_counts["instances"]), 4)
         provenance.write(folder, {
-            "options": options, "counts": phase_counts,
+            "options": options, "layout": layout, "counts": phase_counts,
             "quality": {**quality(counts), "random_next_share": random_next},
             "shards": [r.manifest_entry() for r in shards]},
             reused_shards=sum(r.reused for r in shards))

@@ -265,7 +265,8 @@ class InstancesStage(Stage):
 
     def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
         write_shard_manifests(stage, provenance,
-                              {folder: self.inputs.instance_options(p) for p, folder in self.phases.items()})
+                              {folder: self.inputs.instance_options(p) for p, folder in self.phases.items()},
+                              self.per_shard.layout if self.per_shard else {})
 
 
 @dataclass

@@ -7,7 +7,15 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from bertdata.formats.hdf5io import DTYPES, FIELDS
+from bertdata.formats.hdf5io import DTYPES, FIELDS, LAYOUT
+
+
+def filters(dataset: h5py.Dataset) -> dict:
+    """How `dataset` is stored, in the keys of the layout every hdf5 manifest records."""
+    return {key: getattr(dataset, key) for key in ("compression", "compression_opts", "shuffle")}
+
+
+STORED = {key: LAYOUT[key] for key in ("compression", "compression_opts", "shuffle")}
 
 
 def valid_rows(n: int, rng: np.random.Generator, seq: int = 16, preds: int = 4,

@@ -9,7 +9,7 @@ from bertdata.config import SHARD_FORMATS, ShardConfig
 DESCRIPTION = """\
 Re-partition hdf5 BERT shards into N parts whose sizes differ by at most one
 instance, with the instances of all inputs shuffled together, so every part
-mixes every input. Parts keep the reference layout (six gzip-4 datasets) and
+mixes every input. Parts are written as `build` writes its hdf5 shards and
 are named <name>_training_<i>.hdf5 (i = 0..N-1; <name>_test_<i>.hdf5 with
 --split test), which is what the NGC trainer picks up from a folder.
 

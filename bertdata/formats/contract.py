@@ -97,6 +97,9 @@ class PerShardFormat(Protocol):
     """The files a `PER_SHARD` format writes for one text shard (see `bertdata.formats.hdf5`)."""
 
     name: ClassVar[str]
+    # How the files encode the arrays (filters, levels) where readers could tell; each phase
+    # folder's manifest records it, so a change of encoding is on record beside the files.
+    layout: ClassVar[dict]
 
     def folder(self, cfg: Any, lowercase: bool) -> str:
         """A phase's folder, relative to the output (the phase's InstanceConfig `cfg`)."""

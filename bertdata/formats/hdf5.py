@@ -1,4 +1,4 @@
-"""The reference's hdf5 layout as a format: one `<stem>.hdf5` of six gzip datasets per text shard.
+"""The reference's hdf5 layout as a format: one `<stem>.hdf5` of six datasets per text shard.
 
 The instance stage writes a shard's files through the per-shard file contract below
 (`file_names`, `write`, `info`, `read`), which every `PER_SHARD` format follows:
@@ -35,7 +35,7 @@ from bertdata.config import MASKING_SCHEMES, InstanceConfig
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.checks import ShardStats, read_layout, validate_shard
 from bertdata.formats.contract import INSTANCES, PER_SHARD, PathLike, Reading, Report, ShardInfo, hidden
-from bertdata.formats.hdf5io import WRITE_ORDER, ShardWriter, chunk_rows, decode_instance, iter_instances, iter_slices, shard_info
+from bertdata.formats.hdf5io import LAYOUT, WRITE_ORDER, ShardWriter, chunk_rows, decode_instance, iter_instances, iter_slices, shard_info
 from bertdata.formats.report import NSP_MIN_INSTANCES, NSP_TOLERANCE, print_row, print_words
 from bertdata.instances.schema import BY_NAME, FIELDS
 
@@ -75,7 +75,7 @@ def _make_parent(path: str) -> None:
 
 @dataclass(frozen=True)
 class Hdf5Shards:
-    """The reference's layout: one `<stem>.hdf5` of six gzip datasets (see `hdf5io`)."""
+    """The reference's layout: one `<stem>.hdf5` of six datasets (see `hdf5io`)."""
 
     name: ClassVar[str] = "hdf5"
     cut: ClassVar[str] = PER_SHARD
@@ -86,6 +86,7 @@ class Hdf5Shards:
     # The reference's shards come under any name: a file no other format claims is taken as one.
     takes_any_file: ClassVar[bool] = True
     rows_as_text: ClassVar[bool] = False
+    layout: ClassVar[dict] = LAYOUT
 
     # --- the per-shard files the build writes ---
 

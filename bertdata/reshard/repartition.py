@@ -25,6 +25,7 @@ from tqdm import tqdm
 from bertdata.config import ShardConfig
 from bertdata.errors import BertdataError
 from bertdata.formats import lddl
+from bertdata.formats.hdf5io import LAYOUT
 from bertdata.instances.schema import FIELDS, record_dtype
 from bertdata.manifest import MANIFEST, tool_record, write_manifest
 from bertdata.reshard.inputs import (SHARD_TOOL, Input, check_inputs, dataset_name, find_inputs, input_vocab,
@@ -157,6 +158,7 @@ def repartition(config: ShardConfig) -> ShardResult:
             workers.close()
             manifest = {
                 "options": {**options, "name": name},
+                "layout": LAYOUT,
                 "max_seq_length": first.max_seq_length,
                 "max_predictions_per_seq": first.max_predictions_per_seq,
                 "attrs": attrs,

@@ -6,10 +6,11 @@ Plain functions over the cleaners, so the Beam DoFns stay thin and tests need no
 from __future__ import annotations
 
 import zlib
-
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+import deflate
 
 from bertdata.text import wikitext
 from bertdata.text.skipped import SkippedPage
@@ -30,7 +31,8 @@ class Document:
     @classmethod
     def of(cls, key: tuple[int, int | str], sentences: Iterable[str]) -> "Document":
         # Sentences never contain a newline (the splitters guarantee it), so it can join them.
-        return cls(key, zlib.compress("\n".join(sentences).encode("utf-8"), 1))
+        # libdeflate: the zlib format at about half zlib's time.
+        return cls(key, deflate.zlib_compress("\n".join(sentences).encode("utf-8"), 1))
 
     @property
     def sentences(self) -> tuple[str, ...]:
