@@ -88,7 +88,8 @@ _INTERWIKI_KEEP = frozenset(("wikt", "w", "s", "q", "n", "b", "v", "c", "d", "m"
 # Headings, horizontal rules, and table rows outside any table (stray `|` or `!` lines).
 _JUNK_LINE = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!].*)$", re.MULTILINE)
 _LIST_ITEM = re.compile(r"^[ \t]*[*#:;]+[ \t]*(.*)$", re.MULTILINE)
-_LIST_LINE = re.compile(r"^[ \t]*[*#:;].*$", re.MULTILINE)
+# Junk lines and list lines in one pass: emptying a line never changes another one.
+_JUNK_OR_LIST_LINE = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!*#:;].*)$", re.MULTILINE)
 _SENTENCE_STOPS = (". ", "! ", "? ", '." ', "?\" ", '!" ')
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _BEHAVIOUR_SWITCH = re.compile(r"__[A-Z]+__")
@@ -99,10 +100,8 @@ _HAS_WORD = re.compile(r"\w")
 # Leftovers of removed templates and references: brackets left empty or with a
 # separator stuck inside, a space before punctuation, a separator before ")".
 _EMPTY_PARENS = re.compile(r"\((?: ?[,;:.\u2013\u2014-])* ?\)")
-# Possessive runs, the closing one tried only from a run's first character, so that a
-# long run of separators costs one scan, not one per character.
+# A possessive run, so that a long run of separators costs one scan, not one per character.
 _PAREN_OPEN_SEPARATOR = re.compile(r"\([ ,;:]++")
-_PAREN_CLOSE_SEPARATOR = re.compile(r"(?<![ ,;:])[ ,;:]++\)")
 _PAREN_NEEDLES = ("( ", "(,", "(;", "(:")
 _CLOSE_NEEDLES = (" )", ",)", ";)", ":)")
 _SPACE_BEFORE_PUNCT = re.compile(r" (?=[,;:!?)\]]|\.(?!\.))")
@@ -366,8 +365,10 @@ def _paragraphs(text: str, keep_lists: bool) -> list[str]:
     Whole-text regexes rather than a loop over lines: a page of millions of short lines
     must not cost a Python iteration each.
     """
-    text = _JUNK_LINE.sub("", text)
-    text = _LIST_ITEM.sub("\n\\1\n", text) if keep_lists else _LIST_LINE.sub("", text)
+    if keep_lists:
+        text = _LIST_ITEM.sub("\n\\1\n", _JUNK_LINE.sub("", text))
+    else:
+        text = _JUNK_OR_LIST_LINE.sub("", text)
     text = "\n".join(p.replace("\n", " ") for p in _BLANK_LINES.split(text) if p)
     return [p for p in _finish(text).split("\n") if _HAS_WORD.search(p)]
 
@@ -399,7 +400,10 @@ def _finish(text: str) -> str:
     if any(needle in text for needle in _PAREN_NEEDLES):
         text = _PAREN_OPEN_SEPARATOR.sub("(", text)
     if any(needle in text for needle in _CLOSE_NEEDLES):
-        text = _PAREN_CLOSE_SEPARATOR.sub(")", text)
+        # The whole run of separators before each ")" goes: a split and strip finds the ")"
+        # with str.find, where a pattern is tried at every character.
+        pieces = text.split(")")
+        text = ")".join([piece.rstrip(" ,;:") for piece in pieces[:-1]] + pieces[-1:])
     if "(" in text:
         text = _EMPTY_PARENS.sub("", text)
     text = _SPACE_BEFORE_PUNCT.sub("", text)
