@@ -391,6 +391,30 @@ def test_squeezed_spaces_are_the_five_passes_they_replaced():
         assert squeeze_spaces(text) == before(text), repr(text)
 
 
+def test_simple_links_resolve_as_the_regex_and_callback_did():
+    """`_markup.resolve_simple_links` against the pattern and per-link callback it replaced."""
+    import random
+
+    from bertdata.text._markup import resolve_simple_links
+    from bertdata.text.wikitext import ENGLISH, _link_text
+
+    simple_link = re.compile(r"\[\[([^\[\]]*)\]\]")
+    alphabet = ["[[", "]]", "[", "]", "|", ":", "#", " ", "\t", "\u00a0", "\u2003", "\n", "a", "é", "中", "😀",
+                "File:", "en:", "wikt:", "Paris, Texas", " (god)", "Category:"]
+    rng = random.Random(11)
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
+        expected = simple_link.sub(lambda m: _link_text(m.group(1), ENGLISH.drop_link), text)
+        assert resolve_simple_links(text, lambda inner: _link_text(inner, ENGLISH.drop_link)) == expected, repr(text)
+
+
+def test_a_link_text_longer_than_its_link_is_refused():
+    from bertdata.text._markup import resolve_simple_links
+
+    with pytest.raises(ValueError, match="no longer than the link"):
+        resolve_simple_links("a [[x:y]] b", lambda inner: inner * 3)
+
+
 def test_trailing_heading_found_where_the_regex_finds_it():
     """`_first_heading` tries the trailing-section pattern only at lines starting `[ \\t]*==`."""
     import random

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bertdata.text import languages
+from bertdata.text._markup import resolve_simple_links
 from bertdata.text._scan import squeeze_spaces
 from bertdata.text.skipped import (DEFAULT_MAX_CHARS, MAX_LINK_DEPTH, MAX_STRAY_LINK_BRACKETS, MAX_TABLE_MARKS, MAX_TAGS,
                                    DisambiguationPage, ListPage, MalformedPage, PageTooLarge, refuse_if_over)
@@ -72,7 +73,6 @@ _BREAK_TAGS = frozenset(("br", "hr", "p", "li", "dd", "dt", "div", "poem", "bloc
 
 _TABLE_LINE = re.compile(r"^[ \t:]*(\{\||\|\})", re.MULTILINE)
 _LINK_TOKEN = re.compile(r"\[\[|\]\]")
-_SIMPLE_LINK = re.compile(r"\[\[([^\[\]]*)\]\]")
 _EXTERNAL_LINK = re.compile(
     r"\[(?:https?:|ftp:|mailto:|news:|irc:|//)[^\s\[\]<>\"]{0,2000}(?:[ \t]([^\[\]\n]{0,500}))?\]"
 )
@@ -305,7 +305,7 @@ def _resolve_links(text: str, title: str, drop_link: re.Pattern) -> str:
     for _ in range(2):
         if "[[" not in text:
             break
-        text = _SIMPLE_LINK.sub(lambda m: _link_text(m.group(1), drop_link), text)
+        text = resolve_simple_links(text, lambda inner: _link_text(inner, drop_link))
     if "[[" not in text and "]]" not in text:
         return text
     stray = text.count("[[") + text.count("]]")

@@ -1,0 +1,138 @@
+/* The cleaner's compiled scans of wikitext markup (wikitext.py): what it did per link with a
+ * regex and a Python callback. Plain CPython C API over the str's own code points; _markup.pyi
+ * gives the signatures.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* Where "[[" next starts at or after `from`, or -1. */
+static Py_ssize_t find_open(int kind, const void *data, Py_ssize_t n, Py_ssize_t from)
+{
+    for (Py_ssize_t i = from; i + 1 < n; i++)
+        if (PyUnicode_READ(kind, data, i) == '[' && PyUnicode_READ(kind, data, i + 1) == '[')
+            return i;
+    return -1;
+}
+
+/* Copy text[start:end] to out + *len. */
+static void copy(Py_UCS4 *out, Py_ssize_t *len, int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
+{
+    for (Py_ssize_t i = start; i < end; i++)
+        out[(*len)++] = PyUnicode_READ(kind, data, i);
+}
+
+/* Narrow [*start, *end) past the whitespace str.strip() removes. */
+static void strip(int kind, const void *data, Py_ssize_t *start, Py_ssize_t *end)
+{
+    while (*start < *end && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, *start)))
+        (*start)++;
+    while (*end > *start && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, *end - 1)))
+        (*end)--;
+}
+
+/* The text wikitext._link_text gives for the link whose inside is text[start:end], when it can be
+ * told without it: a target without ':' (no namespace, no interlanguage prefix) and, after a '|',
+ * a label that is not empty (no pipe trick). Sets [*from, *to) and returns 1, or returns 0. */
+static int plain_link(int kind, const void *data, Py_ssize_t start, Py_ssize_t end, Py_ssize_t *from,
+                      Py_ssize_t *to)
+{
+    Py_ssize_t bar = -1;
+    for (Py_ssize_t i = start; i < end; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c == '|') {
+            bar = i;
+            break;
+        }
+        if (c == ':')
+            return 0;
+    }
+    if (bar >= 0) { /* the label, which may hold more bars */
+        *from = bar + 1;
+        *to = end;
+        strip(kind, data, from, to);
+        return *from < *to;
+    }
+    *from = start;
+    *to = end;
+    strip(kind, data, from, to);
+    while (*from < *to && PyUnicode_READ(kind, data, *from) == '#')
+        (*from)++;
+    return 1;
+}
+
+/* wikitext's `_SIMPLE_LINK.sub(lambda m: link_text(m.group(1)), text)`: every `[[...]]` with no
+ * bracket inside, left to right, replaced by its text; `link_text` is called only for the links
+ * `plain_link` cannot tell. */
+static PyObject *fast_resolve_simple_links(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", "link_text", NULL};
+    PyObject *text, *link_text;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO:resolve_simple_links", kwlist, &text, &link_text))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t open = find_open(kind, data, n, 0);
+    if (open < 0) {
+        Py_INCREF(text);
+        return text;
+    }
+    /* A link's text is a part of its inside (link_text's too, checked below): the output is
+     * never longer than the input. */
+    Py_UCS4 *out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4));
+    if (!out)
+        return PyErr_NoMemory();
+    Py_ssize_t len = 0, pos = 0;
+    while (open >= 0) {
+        Py_ssize_t close = open + 2;
+        while (close < n) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, close);
+            if (c == '[' || c == ']')
+                break;
+            close++;
+        }
+        if (close + 1 >= n || PyUnicode_READ(kind, data, close) != ']' || PyUnicode_READ(kind, data, close + 1) != ']') {
+            open = find_open(kind, data, n, open + 1);
+            continue;
+        }
+        copy(out, &len, kind, data, pos, open);
+        Py_ssize_t from, to;
+        if (plain_link(kind, data, open + 2, close, &from, &to)) {
+            copy(out, &len, kind, data, from, to);
+        } else {
+            PyObject *inner = PyUnicode_Substring(text, open + 2, close);
+            PyObject *shown = inner ? PyObject_CallOneArg(link_text, inner) : NULL;
+            Py_XDECREF(inner);
+            if (shown && (!PyUnicode_Check(shown) || PyUnicode_GET_LENGTH(shown) > close - open)) {
+                PyErr_SetString(PyExc_ValueError, "link_text must return a str no longer than the link");
+                Py_CLEAR(shown);
+            }
+            if (!shown) {
+                PyMem_Free(out);
+                return NULL;
+            }
+            copy(out, &len, PyUnicode_KIND(shown), PyUnicode_DATA(shown), 0, PyUnicode_GET_LENGTH(shown));
+            Py_DECREF(shown);
+        }
+        pos = close + 2;
+        open = find_open(kind, data, n, pos);
+    }
+    copy(out, &len, kind, data, pos, n);
+    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
+    PyMem_Free(out);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"resolve_simple_links", (PyCFunction)(void (*)(void))fast_resolve_simple_links, METH_VARARGS | METH_KEYWORDS,
+     "resolve_simple_links(text, link_text)\n--\n\n"
+     "Every [[...]] of text with no bracket inside, left to right, replaced by its text: the label\n"
+     "after a '|', else the target; link_text(inside) gives the text of a link whose target holds\n"
+     "':' or whose label is empty."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_markup", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__markup(void) { return PyModule_Create(&module); }
