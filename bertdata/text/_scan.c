@@ -1,5 +1,5 @@
-/* The text stage's compiled scans over str: the cleaner's space squeezing and NLTK punkt's
- * sentence boundaries (fastpunkt.py). Plain CPython C API over the str's own code points.
+/* The text stage's compiled scans over str: the cleaner's space squeezing, NLTK punkt's
+ * sentence boundaries (fastpunkt.py) and the tidying of their sentences (sentences.py). Plain CPython C API over the str's own code points.
  * _scan.pyi gives the signatures.
  */
 
@@ -403,9 +403,84 @@ done:
 #define FN(name, doc) {#name, (PyCFunction)(void (*)(void))fast_##name, METH_VARARGS | METH_KEYWORDS, doc}
 
 /* Each doc starts with its signature and "--", so inspect.signature reads it (_scan.pyi must agree). */
+/* ---- a paragraph's sentences, tidied (sentences.py) ----------------------------------- */
+
+/* `re`'s \w on str. */
+static inline int word_char(Py_UCS4 c) { return Py_UNICODE_ISALNUM(c) || c == '_'; }
+
+/* `" ".join(piece.split())` of a str. Sets *has_word when it holds a \w character. */
+static PyObject *single_spaced(PyObject *piece, int *has_word)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(piece);
+    int kind = PyUnicode_KIND(piece);
+    const void *data = PyUnicode_DATA(piece);
+    Py_UCS4 *out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4));
+    if (!out)
+        return PyErr_NoMemory();
+    Py_ssize_t len = 0;
+    int gap = 0;
+    *has_word = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (Py_UNICODE_ISSPACE(c)) {
+            gap = 1;
+            continue;
+        }
+        if (gap && len)
+            out[len++] = ' ';
+        gap = 0;
+        out[len++] = c;
+        *has_word |= word_char(c);
+    }
+    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
+    PyMem_Free(out);
+    return result;
+}
+
+/* What sentences.py did per sentence in Python: each piece single-spaced; one without a \w
+ * character glued onto the sentence before it in the paragraph, or dropped when there is none. */
+static PyObject *fast_tidy_sentences(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"pieces", NULL};
+    PyObject *pieces;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!:tidy_sentences", kwlist, &PyList_Type, &pieces))
+        return NULL;
+    PyObject *sentences = PyList_New(0);
+    if (!sentences)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pieces); i++) {
+        PyObject *piece = PyList_GET_ITEM(pieces, i);
+        if (!PyUnicode_Check(piece)) {
+            PyErr_SetString(PyExc_TypeError, "tidy_sentences takes a list of str");
+            goto fail;
+        }
+        int has_word;
+        PyObject *sentence = single_spaced(piece, &has_word);
+        if (!sentence)
+            goto fail;
+        Py_ssize_t count = PyList_GET_SIZE(sentences);
+        int failed = 0;
+        if (has_word) {
+            failed = PyList_Append(sentences, sentence) < 0;
+        } else if (PyUnicode_GET_LENGTH(sentence) && count) {
+            PyObject *glued = PyUnicode_Concat(PyList_GET_ITEM(sentences, count - 1), sentence);
+            failed = !glued || PyList_SetItem(sentences, count - 1, glued) < 0;
+        }
+        Py_DECREF(sentence);
+        if (failed)
+            goto fail;
+    }
+    return sentences;
+fail:
+    Py_DECREF(sentences);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     FN(punkt_sentences, "punkt_sentences(text, abbrev, collocations, starters, ortho, general, flags)\n--\n\n"
        "NLTK punkt's sentences of text (see fastpunkt.py)."),
+    FN(tidy_sentences, "tidy_sentences(pieces)\n--\n\n"
+       "A paragraph's sentences from punkt's pieces: single-spaced, wordless pieces glued to the one before."),
     FN(squeeze_spaces, "squeeze_spaces(text)\n--\n\n"
        "text without invisible characters, each run of spaces one ' ', none at the ends of text or lines."),
     {NULL, NULL, 0, NULL},
@@ -413,7 +488,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "bertdata.text._scan",
-    "Compiled scans of the text stage: space squeezing and punkt's sentences.",
+    "Compiled scans of the text stage: space squeezing, punkt's sentences and their tidying.",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

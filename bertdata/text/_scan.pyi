@@ -14,3 +14,8 @@ def punkt_sentences(text: str, abbrev: set[str], collocations: set[tuple[str, st
     sentence starters and orthographic contexts (`flags`: NLTK's _ORTHO_LC, _ORTHO_MID_UC,
     _ORTHO_UC, _ORTHO_BEG_LC); `general(context)` decides a context other than a word of
     letters, a period and a word (see bertdata/text/fastpunkt.py)."""
+
+def tidy_sentences(pieces: list[str]) -> list[str]:
+    """A paragraph's sentences from punkt's `pieces`: each `" ".join(piece.split())`; a piece
+    without a `\\w` character is glued onto the sentence before it, or dropped if it is the
+    first (or empty)."""

@@ -16,7 +16,6 @@ on the dump's own text (`train_punkt`).
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,10 +26,10 @@ from punkt.data import LANGUAGES as _BUNDLED, load_module  # the `nltk-punkt-tok
 
 from bertdata.config import SPLITTERS
 from bertdata.errors import BertdataError
+from bertdata.text._scan import tidy_sentences
 from bertdata.text.fastpunkt import FastPunkt
 from bertdata.text.languages import language, punkt_collocations
 
-_HAS_WORD = re.compile(r"\w")
 # NLTK's punkt_tab models; the package's extra `english_web` is not one of them.
 PUNKT_MODELS = tuple(m for m in _BUNDLED if m != "english_web")
 # Training text for `train_punkt`: a few seconds of training, far more text than the 1 MB
@@ -143,17 +142,10 @@ class SentenceSplitter:
         back onto its sentence instead of becoming a sentence of its own.
         """
         sentences: list[str] = []
-        tokenize, has_word = self._tokenizer.tokenize, _HAS_WORD.search
+        tokenize = self._tokenizer.tokenize
         for paragraph in cleaned_text.split("\n"):
-            if not paragraph.strip():
-                continue
-            first = len(sentences)
-            for sentence in tokenize(paragraph):
-                sentence = " ".join(sentence.split())
-                if has_word(sentence):
-                    sentences.append(sentence)
-                elif sentence and len(sentences) > first:
-                    sentences[-1] += sentence
+            if paragraph.strip():
+                sentences += tidy_sentences(tokenize(paragraph))
         return sentences
 
 
