@@ -367,28 +367,41 @@ def test_localized_redirects(code, text) -> None:
         assert not ENGLISH.redirect.match(text)
 
 
-def test_squeezed_spaces_are_the_five_passes_they_replaced():
-    """`_scan.squeeze_spaces` against the regexes and replaces the cleaner used before it."""
+def test_tidied_prose_is_the_passes_it_replaced():
+    """`_markup.tidy_prose` against the regexes and replaces the cleaner used before it."""
     import random
 
-    from bertdata.text._scan import squeeze_spaces
+    from bertdata.text._markup import tidy_prose
 
     odd = re.compile(r"[\t\r\f\v\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
     invisible = re.compile(r"[\u200b-\u200f\u00ad\ufeff]+")
+    empty_parens = re.compile(r"\((?: ?[,;:.\u2013\u2014-])* ?\)")
+    open_separator = re.compile(r"\([ ,;:]++")
+    close_separator = re.compile(r"(?<![ ,;:])[ ,;:]++\)")
+    space_before_punct = re.compile(r" (?=[,;:!?)\]]|\.(?!\.))")
 
-    def before(text: str) -> str:
+    def squeeze(text: str) -> str:
         text = odd.sub(" ", invisible.sub("", text))
         while "  " in text:
             text = text.replace("  ", " ")
         return text.replace(" \n", "\n").replace("\n ", "\n").strip(" ")
 
+    def before(text: str) -> str:
+        text = squeeze(text)
+        text = close_separator.sub(")", open_separator.sub("(", text))
+        text = space_before_punct.sub("", empty_parens.sub("", text)).replace("[]", "")
+        while ",," in text:
+            text = text.replace(",,", ",")
+        return squeeze(text)
+
     alphabet = [" ", " ", "\n", "\t", "\r", "\f", "\v", "\u00a0", "\u2000", "\u2009", "\u200a", "\u200b",
                 "\u200c", "\u200f", "\u2010", "\u202f", "\u205f", "\u3000", "\u00ad", "\ufeff", "\u1680", "\x85",
-                "\u2028", "a", "é", "Ж", "中", "😀", ".", "-"]
+                "\u2028", "a", "é", "Ж", "中", "😀", ".", "-", "(", ")", ",", ";", ":", "!", "?", "[", "]", "\u2013",
+                "\u2014", "..", ",,"]
     rng = random.Random(7)
-    for _ in range(20_000):
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
-        assert squeeze_spaces(text) == before(text), repr(text)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        assert tidy_prose(text) == before(text), repr(text)
 
 
 def test_simple_links_resolve_as_the_regex_and_callback_did():

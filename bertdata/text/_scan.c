@@ -1,73 +1,12 @@
-/* The text stage's compiled scans over str: the cleaner's space squeezing, NLTK punkt's
- * sentence boundaries (fastpunkt.py) and the tidying of their sentences (sentences.py). Plain CPython C API over the str's own code points.
- * _scan.pyi gives the signatures.
+/* The sentence splitter's compiled scans over str: NLTK punkt's sentence boundaries
+ * (fastpunkt.py) and the tidying of their sentences (sentences.py). Plain CPython C API over the
+ * str's own code points. _scan.pyi gives the signatures.
  */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-
-/* ---- the cleaner's spaces ------------------------------------------------------------------ */
-
-/* Removed from prose: zero-width spaces and joiners, directional marks, soft hyphens, BOMs. */
-static inline int invisible(Py_UCS4 c)
-{
-    return (c >= 0x200B && c <= 0x200F) || c == 0x00AD || c == 0xFEFF;
-}
-
-/* A space: ' ', tab, CR, form feed, vertical tab, no-break and typographic spaces. */
-static inline int blank(Py_UCS4 c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v' || c == 0x00A0 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-/* One pass for what took the cleaner five: invisible characters go, then every run of spaces
- * becomes one ' ', which goes too at either end of the text or of a line. */
-static PyObject *fast_squeeze_spaces(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"text", NULL};
-    PyObject *text;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U", kwlist, &text))
-        return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    /* Text already squeezed (as the cleaner's second call mostly gets) comes back as it is. */
-    Py_ssize_t i = 0;
-    for (Py_UCS4 prev = '\n'; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (invisible(c) || (blank(c) && (c != ' ' || prev == ' ' || prev == '\n')) || (c == '\n' && prev == ' '))
-            break;
-        prev = c;
-    }
-    if (i == n && !(n && PyUnicode_READ(kind, data, n - 1) == ' ')) {
-        Py_INCREF(text);
-        return text;
-    }
-    Py_UCS4 *out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4));
-    if (!out)
-        return PyErr_NoMemory();
-    Py_ssize_t len = 0;
-    int pending = 0; /* a run of spaces since the last character written */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (invisible(c))
-            continue;
-        if (blank(c)) {
-            pending = 1;
-            continue;
-        }
-        if (pending && len && c != '\n' && out[len - 1] != '\n')
-            out[len++] = ' ';
-        pending = 0;
-        out[len++] = c;
-    }
-    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
-    PyMem_Free(out);
-    return result;
-}
 
 /* ---- punkt's sentence boundaries (fastpunkt.py) ------------------------------------ */
 
@@ -481,14 +420,12 @@ static PyMethodDef methods[] = {
        "NLTK punkt's sentences of text (see fastpunkt.py)."),
     FN(tidy_sentences, "tidy_sentences(pieces)\n--\n\n"
        "A paragraph's sentences from punkt's pieces: single-spaced, wordless pieces glued to the one before."),
-    FN(squeeze_spaces, "squeeze_spaces(text)\n--\n\n"
-       "text without invisible characters, each run of spaces one ' ', none at the ends of text or lines."),
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "bertdata.text._scan",
-    "Compiled scans of the text stage: space squeezing, punkt's sentences and their tidying.",
+    "Compiled scans of the sentence splitter: punkt's sentences and their tidying.",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

@@ -1,11 +1,6 @@
-"""Signatures of the text stage's compiled scans (_scan.c)."""
+"""Signatures of the sentence splitter's compiled scans (_scan.c)."""
 
 from collections.abc import Callable
-
-def squeeze_spaces(text: str) -> str:
-    """`text` without invisible characters (U+200B-U+200F, soft hyphen, BOM), each run of spaces
-    (' ', tab, CR, FF, VT, U+00A0, U+2000-U+200A, U+202F, U+205F, U+3000) one ' ', and none at
-    the start or end of the text or of a line."""
 
 def punkt_sentences(text: str, abbrev: set[str], collocations: set[tuple[str, str]], starters: set[str],
                     ortho: dict[str, int], general: Callable[[str], bool],

@@ -15,8 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bertdata.text import languages
-from bertdata.text._markup import resolve_simple_links
-from bertdata.text._scan import squeeze_spaces
+from bertdata.text._markup import resolve_simple_links, tidy_prose
 from bertdata.text.skipped import (DEFAULT_MAX_CHARS, MAX_LINK_DEPTH, MAX_STRAY_LINK_BRACKETS, MAX_TABLE_MARKS, MAX_TAGS,
                                    DisambiguationPage, ListPage, MalformedPage, PageTooLarge, refuse_if_over)
 from bertdata.text.templates import remove_templates, splice
@@ -96,15 +95,6 @@ _BEHAVIOUR_SWITCH = re.compile(r"__[A-Z]+__")
 _QUOTES = re.compile(r"''+")
 _ENTITY = re.compile(r"&(?:[a-zA-Z][a-zA-Z0-9]*|#[0-9]+|#[xX][0-9a-fA-F]+);")
 _HAS_WORD = re.compile(r"\w")
-
-# Leftovers of removed templates and references: brackets left empty or with a
-# separator stuck inside, a space before punctuation, a separator before ")".
-_EMPTY_PARENS = re.compile(r"\((?: ?[,;:.\u2013\u2014-])* ?\)")
-# A possessive run, so that a long run of separators costs one scan, not one per character.
-_PAREN_OPEN_SEPARATOR = re.compile(r"\([ ,;:]++")
-_PAREN_NEEDLES = ("( ", "(,", "(;", "(:")
-_CLOSE_NEEDLES = (" )", ",)", ";)", ":)")
-_SPACE_BEFORE_PUNCT = re.compile(r" (?=[,;:!?)\]]|\.(?!\.))")
 
 
 @dataclass(frozen=True)
@@ -393,22 +383,6 @@ def _finish(text: str) -> str:
         if "&" not in text or not _ENTITY.search(text):
             break
         text = html.unescape(text)
-    # Invisible characters go, odd spaces become plain ones, runs of them one (in C: five
-    # passes of regexes and replaces over the whole text took a fifth of the cleaning).
-    text = squeeze_spaces(text)
-    # Cheap substring checks first: the regexes try at every "(" of the text.
-    if any(needle in text for needle in _PAREN_NEEDLES):
-        text = _PAREN_OPEN_SEPARATOR.sub("(", text)
-    if any(needle in text for needle in _CLOSE_NEEDLES):
-        # The whole run of separators before each ")" goes: a split and strip finds the ")"
-        # with str.find, where a pattern is tried at every character.
-        pieces = text.split(")")
-        text = ")".join([piece.rstrip(" ,;:") for piece in pieces[:-1]] + pieces[-1:])
-    if "(" in text:
-        text = _EMPTY_PARENS.sub("", text)
-    text = _SPACE_BEFORE_PUNCT.sub("", text)
-    if "[]" in text:
-        text = text.replace("[]", "")
-    while ",," in text:
-        text = text.replace(",,", ",")
-    return squeeze_spaces(text)
+    # Odd and invisible spaces, separators and empty brackets left by removed templates and
+    # references, spaces before punctuation: one C function for what took ten passes.
+    return tidy_prose(text)
