@@ -428,6 +428,78 @@ def test_a_link_text_longer_than_its_link_is_refused():
         resolve_simple_links("a [[x:y]] b", lambda inner: inner * 3)
 
 
+def test_template_spans_are_the_python_matcher_they_replaced():
+    """`_markup.template_spans` (through `remove_templates`) against the Python brace-run matcher
+    and name check that `templates` used before it."""
+    import random
+
+    from bertdata.text.skipped import MAX_EXPAND_DEPTH, MAX_TEMPLATE_NAME
+    from bertdata.text.templates import _EXPANDABLE, _expand, remove_templates, splice
+
+    def render(text: str, start: int, end: int, children: list) -> str | None:
+        if text.startswith("{{{", start):
+            return None
+        head_end = min(end - 2, start + 2 + MAX_TEMPLATE_NAME)
+        bar = text.find("|", start + 2, head_end)
+        if bar < 0 and head_end < end - 2:
+            return None
+        name = text[start + 2:bar if bar >= 0 else head_end].strip().lower().replace("_", " ")
+        if name not in _EXPANDABLE and not name.startswith("lang-"):
+            return None
+        pieces, pos = [], start
+        for child_start, child_end, shown in children:
+            pieces += [text[pos:child_start], shown or ""]
+            pos = child_end
+        return _expand("".join(pieces) + text[pos:end], name)
+
+    def before(text: str) -> str:
+        stack: list[list] = []
+        spans: list = []
+        for m in re.finditer(r"\{\{+|\}\}+", text):
+            run = m.end() - m.start()
+            if text[m.start()] == "{":
+                stack.append([m.start(), run, []])
+                continue
+            pos = m.start()
+            while run >= 2 and stack:
+                top = stack[-1]
+                take = 3 if top[1] >= 3 and run >= 3 else 2
+                top[1], run, pos = top[1] - take, run - take, pos + take
+                if top[1] < 2:
+                    stack.pop()
+                    shown = render(text, top[0], pos, top[2]) if len(stack) < MAX_EXPAND_DEPTH else None
+                    (stack[-1][2] if stack else spans).append((top[0], pos, shown))
+            if run >= 2:
+                spans.append((pos, m.end(), None))
+        blank_after = -1
+        for start, _, children in stack:
+            spans.extend(children)
+            if start >= blank_after:
+                blank = text.find("\n\n", start)
+                blank_after = len(text) if blank < 0 else blank
+                spans.append((start, blank_after, None))
+        return splice(text, spans)
+
+    alphabet = ["{{", "}}", "{", "}", "{{{", "}}}", "{{{{{", "}}}}}", "|", "a", " ", "\u00a0", "\n", "\n\n", "lang-fr",
+                "LANG-", "Lang", "nowrap", "convert", "1=", "=", "[[", "]]", "frac", "As_of", "\u0130", "cite", "e", "x|y"]
+    rng = random.Random(3)
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+        assert remove_templates(text, "T") == before(text), repr(text)
+    deep = "{{lang-fr|" * (MAX_EXPAND_DEPTH + 2) + "mot" + "}}" * (MAX_EXPAND_DEPTH + 2)
+    assert remove_templates(deep, "T") == before(deep)
+
+
+def test_a_failing_template_render_raises_through_the_scan():
+    from bertdata.text._markup import template_spans
+
+    def render(name, start, end, children):
+        raise RuntimeError(f"render {name}")
+
+    with pytest.raises(RuntimeError, match="render lang"):
+        template_spans("a {{lang|fr|b}} c", frozenset({"lang"}), "lang-", 256, 8, render)
+
+
 def test_trailing_heading_found_where_the_regex_finds_it():
     """`_first_heading` tries the trailing-section pattern only at lines starting `[ \\t]*==`."""
     import random

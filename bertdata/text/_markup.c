@@ -1,6 +1,6 @@
-/* The cleaner's compiled passes (wikitext.py): plain links, which it resolved with a regex and
- * a Python callback each, and the prose's last tidying, which took it ten regex and replace
- * passes. Plain CPython C API over the str's own code points; _markup.pyi gives the signatures.
+/* The cleaner's compiled passes (wikitext.py, templates.py): the templates' brace-run matching
+ * and name check, plain links, which it resolved with a regex and a Python callback each, and
+ * the prose's last tidying, which took it ten regex and replace passes. Plain CPython C API over the str's own code points; _markup.pyi gives the signatures.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -272,7 +272,179 @@ static PyObject *fast_resolve_simple_links(PyObject *self, PyObject *args, PyObj
     return result;
 }
 
+/* ---- templates -------------------------------------------------------------------------- */
+
+typedef struct {
+    Py_ssize_t start; /* of its opening run */
+    Py_ssize_t open;  /* braces of that run still open */
+    PyObject *children; /* the spans of its closed children */
+} Open;
+
+/* The name templates.py expands the template text[start:end] by -- stripped, lower-cased, '_'
+ * read as ' ' -- when it is one of `names` or starts with `prefix`; NULL otherwise (with an
+ * error set only on failure). A `{{{parameter}}}` and a name longer than `max_name` have none. */
+static PyObject *expandable_name(PyObject *text, int kind, const void *data, Py_ssize_t start, Py_ssize_t end,
+                                 PyObject *names, PyObject *prefix, Py_ssize_t max_name)
+{
+    if (PyUnicode_READ(kind, data, start + 2) == '{')
+        return NULL;
+    Py_ssize_t head_end = end - 2 < start + 2 + max_name ? end - 2 : start + 2 + max_name;
+    Py_ssize_t bar = -1;
+    for (Py_ssize_t i = start + 2; i < head_end && bar < 0; i++)
+        if (PyUnicode_READ(kind, data, i) == '|')
+            bar = i;
+    if (bar < 0 && head_end < end - 2)
+        return NULL;
+    Py_ssize_t from = start + 2, to = bar >= 0 ? bar : head_end;
+    strip(kind, data, &from, &to);
+    PyObject *raw = PyUnicode_Substring(text, from, to);
+    if (!raw)
+        return NULL;
+    PyObject *lowered = PyObject_CallMethod(raw, "lower", NULL);
+    Py_DECREF(raw);
+    if (!lowered)
+        return NULL;
+    PyObject *name = PyObject_CallMethod(lowered, "replace", "ss", "_", " ");
+    Py_DECREF(lowered);
+    if (!name)
+        return NULL;
+    int found = PySet_Contains(names, name);
+    if (found == 0)
+        found = PyUnicode_Tailmatch(name, prefix, 0, PY_SSIZE_T_MAX, -1) > 0;
+    if (found > 0)
+        return name;
+    Py_DECREF(name);
+    return NULL;
+}
+
+/* templates.py's spans of `text`: MediaWiki's brace-run matching. */
+static PyObject *fast_template_spans(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", "names", "prefix", "max_name", "max_depth", "render", NULL};
+    PyObject *text, *names, *prefix, *render;
+    Py_ssize_t max_name, max_depth;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO!UnnO:template_spans", kwlist, &text, &PyFrozenSet_Type,
+                                     &names, &prefix, &max_name, &max_depth, &render))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    PyObject *spans = PyList_New(0);
+    Open *stack = NULL;
+    Py_ssize_t depth = 0, capacity = 0;
+    if (!spans)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n;) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c != '{' && c != '}') {
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i + 1;
+        while (j < n && PyUnicode_READ(kind, data, j) == c)
+            j++;
+        Py_ssize_t run = j - i, pos = i;
+        i = j;
+        if (run < 2)
+            continue;
+        if (c == '{') {
+            if (depth == capacity) {
+                Py_ssize_t grown = capacity ? 2 * capacity : 16;
+                Open *more = PyMem_Realloc(stack, grown * sizeof(Open));
+                if (!more) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+                stack = more;
+                capacity = grown;
+            }
+            stack[depth].children = PyList_New(0);
+            if (!stack[depth].children)
+                goto fail;
+            stack[depth].start = pos;
+            stack[depth++].open = run;
+            continue;
+        }
+        while (run >= 2 && depth) {
+            Open *top = &stack[depth - 1];
+            Py_ssize_t take = top->open >= 3 && run >= 3 ? 3 : 2;
+            top->open -= take;
+            run -= take;
+            pos += take;
+            if (top->open >= 2)
+                continue;
+            Open closed = *top;
+            depth--;
+            PyObject *shown = NULL;
+            if (depth < max_depth) {
+                PyObject *name = expandable_name(text, kind, data, closed.start, pos, names, prefix, max_name);
+                if (name) {
+                    shown = PyObject_CallFunction(render, "OnnO", name, closed.start, pos, closed.children);
+                    Py_DECREF(name);
+                }
+                if (PyErr_Occurred()) {
+                    Py_DECREF(closed.children);
+                    goto fail;
+                }
+            }
+            Py_DECREF(closed.children);
+            PyObject *span = Py_BuildValue("(nnO)", closed.start, pos, shown ? shown : Py_None);
+            Py_XDECREF(shown);
+            if (!span || PyList_Append(depth ? stack[depth - 1].children : spans, span) < 0) {
+                Py_XDECREF(span);
+                goto fail;
+            }
+            Py_DECREF(span);
+        }
+        if (run >= 2) { /* closing braces with nothing open: stray markup, never prose */
+            PyObject *span = Py_BuildValue("(nnO)", pos, j, Py_None);
+            if (!span || PyList_Append(spans, span) < 0) {
+                Py_XDECREF(span);
+                goto fail;
+            }
+            Py_DECREF(span);
+        }
+    }
+    /* An unclosed template swallows the rest of its paragraph; its closed children go in too,
+     * for splice to weigh against it. */
+    Py_ssize_t blank_after = -1;
+    for (Py_ssize_t k = 0; k < depth; k++) {
+        Py_ssize_t start = stack[k].start;
+        if (PyList_SetSlice(spans, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, stack[k].children) < 0)
+            goto fail;
+        if (start < blank_after)
+            continue;
+        blank_after = n;
+        for (Py_ssize_t i = start; i + 1 < n; i++)
+            if (PyUnicode_READ(kind, data, i) == '\n' && PyUnicode_READ(kind, data, i + 1) == '\n') {
+                blank_after = i;
+                break;
+            }
+        PyObject *span = Py_BuildValue("(nnO)", start, blank_after, Py_None);
+        if (!span || PyList_Append(spans, span) < 0) {
+            Py_XDECREF(span);
+            goto fail;
+        }
+        Py_DECREF(span);
+    }
+    for (Py_ssize_t k = 0; k < depth; k++)
+        Py_DECREF(stack[k].children);
+    PyMem_Free(stack);
+    return spans;
+fail:
+    for (Py_ssize_t k = 0; k < depth; k++)
+        Py_DECREF(stack[k].children);
+    PyMem_Free(stack);
+    Py_DECREF(spans);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"template_spans", (PyCFunction)(void (*)(void))fast_template_spans, METH_VARARGS | METH_KEYWORDS,
+     "template_spans(text, names, prefix, max_name, max_depth, render)\n--\n\n"
+     "The spans (start, end, shown) of text's templates for splice, matched as MediaWiki matches\n"
+     "brace runs; render(name, start, end, children) gives what a closed template within max_depth\n"
+     "shows when its name is one of names or starts with prefix."},
     {"tidy_prose", (PyCFunction)(void (*)(void))fast_tidy_prose, METH_VARARGS | METH_KEYWORDS,
      "tidy_prose(text)\n--\n\n"
      "The cleaner's last passes over paragraphs joined by newlines: spaces squeezed, separators\n"
@@ -286,6 +458,10 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_markup", NULL, -1, methods};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "bertdata.text._markup",
+    "Compiled passes of the wikitext cleaner: templates, plain links and the prose's tidying.",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
 
 PyMODINIT_FUNC PyInit__markup(void) { return PyModule_Create(&module); }

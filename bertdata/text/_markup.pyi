@@ -16,3 +16,14 @@ def resolve_simple_links(text: str, link_text: Callable[[str], str]) -> str:
     stripped label after the first '|', else the stripped target without leading '#';
     `link_text(inside)` gives the text of a link whose target holds ':' or whose label is empty,
     and must be no longer than the link."""
+
+def template_spans(text: str, names: frozenset[str], prefix: str, max_name: int, max_depth: int,
+                   render: Callable[[str, int, int, list[tuple[int, int, str | None]]], str | None]
+                   ) -> list[tuple[int, int, str | None]]:
+    """The spans `(start, end, shown)` of `text`'s templates, for `templates.splice`: brace runs
+    matched as MediaWiki matches them (three braces close three where both sides have them,
+    else two); closing braces with nothing open are a span; an unclosed template runs to the
+    next blank line, its closed children listed before it. A closed template nested less than
+    `max_depth` deep whose name (before '|', at most `max_name` characters, stripped,
+    lower-cased, '_' read as ' ') is one of `names` or starts with `prefix` shows
+    `render(name, start, end, children)`; every other shows None."""

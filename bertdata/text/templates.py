@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import re
 
+from bertdata.text._markup import template_spans
 from bertdata.text.skipped import MAX_EXPAND_DEPTH, MAX_TEMPLATE_BRACES, MAX_TEMPLATE_NAME, refuse_if_over
-
-_BRACE_RUN = re.compile(r"\{\{+|\}\}+")
 
 _ARG_KEY = re.compile(r"[\w -]+=")  # on stripped arguments
 
@@ -23,7 +22,7 @@ _UNITS = {"sqmi": "sq mi", "sqkm": "km2", "e6acre": "million acres", "e6km2": "m
 
 
 def remove_templates(text: str, title: str) -> str:
-    """Remove `{{...}}` and `{{{...}}}` with MediaWiki's brace-run matching.
+    """Remove `{{...}}` and `{{{...}}}` with MediaWiki's brace-run matching (in C: `_markup`).
 
     An unclosed `{{` swallows the rest of its paragraph (up to a blank line): the
     alternative, leaving the template's name and parameters as text, is worse.
@@ -31,35 +30,8 @@ def remove_templates(text: str, title: str) -> str:
     if "{{" not in text and "}}" not in text:
         return text
     refuse_if_over(text.count("{{") + text.count("}}"), MAX_TEMPLATE_BRACES, "template braces", title)
-    # [start of the opening run, braces still open, the spans of its closed children]
-    stack: list[list] = []
-    spans: list[tuple[int, int, str | None]] = []
-    for m in _BRACE_RUN.finditer(text):
-        run = m.end() - m.start()
-        if text[m.start()] == "{":
-            stack.append([m.start(), run, []])
-            continue
-        pos = m.start()
-        while run >= 2 and stack:
-            top = stack[-1]
-            take = 3 if top[1] >= 3 and run >= 3 else 2
-            top[1] -= take
-            run -= take
-            pos += take
-            if top[1] < 2:
-                stack.pop()
-                shown = _render(text, top[0], pos, top[2]) if len(stack) < MAX_EXPAND_DEPTH else None
-                (stack[-1][2] if stack else spans).append((top[0], pos, shown))
-        if run >= 2:  # closing braces with nothing open: stray markup, never prose
-            spans.append((pos, m.end(), None))
-    blank_after = -1
-    for start, _, children in stack:
-        spans.extend(children)  # for splice to weigh against the unclosed span
-        if start < blank_after:
-            continue
-        blank = text.find("\n\n", start)
-        blank_after = len(text) if blank < 0 else blank
-        spans.append((start, blank_after, None))
+    spans = template_spans(text, _EXPANDABLE, _EXPANDABLE_PREFIX, MAX_TEMPLATE_NAME, MAX_EXPAND_DEPTH,
+                           lambda name, start, end, children: _render(text, name, start, end, children))
     return splice(text, spans)
 
 
@@ -114,17 +86,8 @@ def _split_args(body: str) -> list[str]:
     return args
 
 
-def _render(text: str, start: int, end: int, children: list[tuple[int, int, str | None]]) -> str | None:
-    """Visible text of the template at text[start:end], its child templates already rendered."""
-    if text.startswith("{{{", start):
-        return None
-    head_end = min(end - 2, start + 2 + MAX_TEMPLATE_NAME)
-    bar = text.find("|", start + 2, head_end)
-    if bar < 0 and head_end < end - 2:
-        return None
-    name = text[start + 2 : bar if bar >= 0 else head_end].strip().lower().replace("_", " ")
-    if name not in _EXPANDABLE and not name.startswith("lang-"):
-        return None
+def _render(text: str, name: str, start: int, end: int, children: list[tuple[int, int, str | None]]) -> str | None:
+    """Visible text of the template `name` at text[start:end], its child templates already rendered."""
     pieces = []
     pos = start
     for child_start, child_end, shown in children:  # siblings close, and come, in order
@@ -153,7 +116,7 @@ def _expand(body: str, name: str) -> str | None:
                 pos.insert(int(key) - 1, value.strip())
             else:
                 named[key] = value.strip()
-    if name in _FIRST_ARG_TEMPLATES or name.startswith("lang-"):
+    if name in _FIRST_ARG_TEMPLATES or name.startswith(_EXPANDABLE_PREFIX):
         return pos[0] if pos else None
     if name in _JOIN_TEMPLATES:
         return "".join(pos) or None
@@ -321,9 +284,11 @@ _SHIP_PREFIXES = {"uss": "USS", "hms": "HMS", "hmas": "HMAS", "hmcs": "HMCS", "s
 
 _MUSIC_SYMBOLS = {"flat": "\u266d", "b": "\u266d", "sharp": "\u266f", "#": "\u266f", "natural": "\u266e"}
 
-_EXPANDABLE = _FIRST_ARG_TEMPLATES | _JOIN_TEMPLATES | _FLAG_TEMPLATES | _DATE_TEMPLATES | set(
+# The templates `_expand` may show: these names, and every name with the prefix.
+_EXPANDABLE_PREFIX = "lang-"
+_EXPANDABLE = frozenset(_FIRST_ARG_TEMPLATES | _JOIN_TEMPLATES | _FLAG_TEMPLATES | _DATE_TEMPLATES | set(
     _FIXED_TEMPLATES) | set(_SHIP_PREFIXES) | {
     "lang", "rtl-lang", "transl", "quote", "cquote", "quotation", "blockquote", "convert", "cvt",
     "frac", "sfrac", "fraction", "val", "oldstyledate", "sortname", "music", "as of", "asof", "e",
     "coord", "railgauge", "rail gauge",
-}
+})
