@@ -368,10 +368,10 @@ def test_localized_redirects(code, text) -> None:
 
 
 def test_tidied_prose_is_the_passes_it_replaced():
-    """`_markup.tidy_prose` against the regexes and replaces the cleaner used before it."""
+    """`_prose.tidy_prose` against the regexes and replaces the cleaner used before it."""
     import random
 
-    from bertdata.text._markup import tidy_prose
+    from bertdata.text._prose import tidy_prose
 
     odd = re.compile(r"[\t\r\f\v\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
     invisible = re.compile(r"[\u200b-\u200f\u00ad\ufeff]+")
@@ -498,6 +498,50 @@ def test_a_failing_template_render_raises_through_the_scan():
 
     with pytest.raises(RuntimeError, match="render lang"):
         template_spans("a {{lang|fr|b}} c", frozenset({"lang"}), "lang-", 256, 8, render)
+
+
+def test_stripped_tags_are_the_python_loop_they_replaced():
+    """`_markup.strip_tags` (through `_strip_tags`) against the regex loop the cleaner used before it."""
+    import random
+
+    from bertdata.text import wikitext as w
+
+    tag = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)\b([^<>]*)>")
+
+    def before(text: str) -> str:
+        out, pos, for_scan, next_close = [], 0, 0, {}
+        while m := tag.search(text, for_scan):
+            closing, name, attrs = m.group(1), m.group(2).lower(), m.group(3)
+            if attrs.strip(" \t\n/") and ("=" not in attrs or attrs[0] not in " \t\n/"):
+                for_scan = m.start() + 1
+            elif name in w._DROP_CONTENT_TAGS:
+                out.append(text[pos:m.start()])
+                if name in w._BLOCK_TAGS and "inline" not in attrs:
+                    out.append("\n\n")
+                pos = for_scan = m.end()
+                if closing or attrs.rstrip().endswith("/"):
+                    continue
+                cached = next_close.get(name, (-1, -1))
+                if cached is not None and cached[0] < m.end():
+                    close = w._CLOSERS[name].search(text, m.end())
+                    cached = next_close[name] = (close.start(), close.end()) if close else None
+                if cached is not None:
+                    pos = for_scan = cached[1]
+            elif name in w._KEEP_CONTENT_TAGS:
+                out.append(text[pos:m.start()])
+                out.append(" " if name == "br" else "\n\n" if name in w._BREAK_TAGS else "")
+                pos = for_scan = m.end()
+            else:
+                for_scan = m.start() + 1
+        return "".join(out) + text[pos:]
+
+    alphabet = ["<", ">", "/", "ref", "REF", "br", "p", "span", " name=x", "/>", " inline", "math", "_", "é", "Ж", "</ref >",
+                "</ref>", "<ref>", "\t", "\n", "=", "table", "gallery", "<gallery mode=inline>", "a", " ", "<b>", "<BR/>",
+                "<p>", "</div>", "<unknown>", "<a b>", "2", "\u212a", "ſ", "<sc", "ript>"]
+    rng = random.Random(13)
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
+        assert w._strip_tags(text, "T") == before(text), repr(text)
 
 
 def test_trailing_heading_found_where_the_regex_finds_it():

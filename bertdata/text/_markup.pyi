@@ -1,15 +1,6 @@
-"""Signatures of the cleaner's compiled passes (_markup.c)."""
+"""Signatures of the cleaner's compiled markup passes (_markup.c)."""
 
 from collections.abc import Callable
-
-def tidy_prose(text: str) -> str:
-    """The cleaner's last passes over paragraphs joined by newlines, in order: invisible
-    characters (U+200B-U+200F, soft hyphen, BOM) go and each run of spaces (' ', tab, CR, FF, VT,
-    U+00A0, U+2000-U+200A, U+202F, U+205F, U+3000) becomes one ' ', none at the start or end of
-    the text or of a line; ' ', ',', ';' and ':' go after each '(' and before each ')'; a '('
-    and ')' holding only ',;:.-' and en or em dashes, with single spaces, go; a space goes before
-    ',;:!?)]' and before a '.' not followed by another; "[]" goes; each run of commas becomes
-    one; spaces are squeezed again."""
 
 def resolve_simple_links(text: str, link_text: Callable[[str], str]) -> str:
     """Every `[[...]]` of `text` with no bracket inside, left to right, replaced by its text: the
@@ -27,3 +18,13 @@ def template_spans(text: str, names: frozenset[str], prefix: str, max_name: int,
     `max_depth` deep whose name (before '|', at most `max_name` characters, stripped,
     lower-cased, '_' read as ' ') is one of `names` or starts with `prefix` shows
     `render(name, start, end, children)`; every other shows None."""
+
+def strip_tags(text: str, drop: frozenset[str], blocks: frozenset[str], keep: frozenset[str], breaks: frozenset[str],
+               closer: Callable[[str, int], tuple[int, int] | None]) -> str:
+    """`text` with each tag `<name attrs>` or `</name attrs>` (an ASCII name, attributes without
+    '<' or '>'; attributes that hold something but no value make it prose) handled by its
+    lower-cased name: one in `drop` goes, and unless it is a closing or self-closing tag, its
+    content with it up to `closer(name, end of the tag)`'s `(start, end)` of its closing tag
+    (None: no closing tag, only the tag goes); one in `blocks` too leaves a paragraph break
+    unless its attributes say "inline". One in `keep` goes and its content stays: "br" leaves a
+    space, one in `breaks` a paragraph break. Any other is prose and stays."""

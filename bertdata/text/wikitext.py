@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bertdata.text import languages
-from bertdata.text._markup import resolve_simple_links, tidy_prose
+from bertdata.text._markup import resolve_simple_links, strip_tags
+from bertdata.text._prose import tidy_prose
 from bertdata.text.skipped import (DEFAULT_MAX_CHARS, MAX_LINK_DEPTH, MAX_STRAY_LINK_BRACKETS, MAX_TABLE_MARKS, MAX_TAGS,
                                    DisambiguationPage, ListPage, MalformedPage, PageTooLarge, refuse_if_over)
 from bertdata.text.templates import remove_templates, splice
@@ -67,7 +68,6 @@ _KEEP_CONTENT_TAGS = frozenset(
     " dd dt ruby rt rp wbr time data h1 h2 h3 h4 h5 h6 hr br".split()
 )
 _CLOSERS = {name: re.compile(r"</" + name + r"\s*>", re.IGNORECASE) for name in _DROP_CONTENT_TAGS}
-_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)\b([^<>]*)>")
 _BREAK_TAGS = frozenset(("br", "hr", "p", "li", "dd", "dt", "div", "poem", "blockquote"))
 
 _TABLE_LINE = re.compile(r"^[ \t:]*(\{\||\|\})", re.MULTILINE)
@@ -218,46 +218,16 @@ def _remove_comments(text: str) -> str:
 
 
 def _strip_tags(text: str, title: str) -> str:
-    """Drop non-prose elements with their content; unwrap formatting tags."""
+    """Drop non-prose elements with their content; unwrap formatting tags (in C: `_markup`)."""
     if "<" not in text:
         return text
     refuse_if_over(text.count("<"), MAX_TAGS, "tags", title)
-    out = []
-    pos = 0
-    # Where the next closing tag of each dropped element is (None: there is none left),
-    # so that unclosed elements never rescan the rest of the page.
-    next_close: dict[str, tuple[int, int] | None] = {}
-    for_scan = 0
-    while True:
-        m = _TAG.search(text, for_scan)
-        if not m:
-            break
-        closing, name, attrs = m.group(1), m.group(2).lower(), m.group(3)
-        if attrs.strip(" \t\n/") and ("=" not in attrs or attrs[0] not in " \t\n/"):
-            # Not a tag but prose: `a<b and c>d` has no attribute with a value.
-            for_scan = m.start() + 1
-            continue
-        if name in _DROP_CONTENT_TAGS:
-            out.append(text[pos : m.start()])
-            if name in _BLOCK_TAGS and "inline" not in attrs:
-                out.append("\n\n")
-            pos = for_scan = m.end()
-            if closing or attrs.rstrip().endswith("/"):
-                continue
-            cached = next_close.get(name, (-1, -1))
-            if cached is not None and cached[0] < m.end():
-                close = _CLOSERS[name].search(text, m.end())
-                cached = next_close[name] = (close.start(), close.end()) if close else None
-            if cached is not None:
-                pos = for_scan = cached[1]
-        elif name in _KEEP_CONTENT_TAGS:
-            out.append(text[pos : m.start()])
-            out.append(" " if name == "br" else "\n\n" if name in _BREAK_TAGS else "")
-            pos = for_scan = m.end()
-        else:  # not a tag we know: `a<b>c` in prose stays as written
-            for_scan = m.start() + 1
-    out.append(text[pos:])
-    return "".join(out)
+
+    def closer(name: str, start: int) -> tuple[int, int] | None:
+        close = _CLOSERS[name].search(text, start)
+        return (close.start(), close.end()) if close else None
+
+    return strip_tags(text, _DROP_CONTENT_TAGS, _BLOCK_TAGS, _KEEP_CONTENT_TAGS, _BREAK_TAGS, closer)
 
 
 def _remove_tables(text: str, title: str) -> str:
