@@ -3,6 +3,7 @@ the sample packaged with bertdata) and CLI helpers."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,13 @@ PARITY_128 = PARITY / "A_s12345_128_20_p15_d5.hdf5"
 PARITY_512 = PARITY / "A_s12345_512_80_p15_d2.hdf5"
 # Packaged, so tests that need only some WordPiece vocab run without ../shared.
 SAMPLE_VOCAB = ROOT / "bertdata" / "sample" / "vocab.txt"
+
+
+def hangup_default() -> None:
+    """For `preexec_fn`: a child that a test hangs up gets SIGHUP as a closed terminal sends it.
+    Under `nohup` every process, this test runner too, starts with SIGHUP ignored, and bertdata
+    rightly keeps it so."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _absent(path: Path) -> str:
