@@ -109,6 +109,21 @@ def decoder_options(request, monkeypatch) -> dict:
     return {"prefetch": decoder == "prefetch"}
 
 
+def test_prefetch_shortens_the_switch_interval_while_it_runs_and_restores_it(fragment_multistream):
+    dump, index = fragment_multistream
+    before = sys.getswitchinterval()
+    first, second = (iter_pages_in_range(dump, *r, prefetch=True) for r in stream_ranges(dump, index)[:2])
+    next(first)
+    assert sys.getswitchinterval() == decode.SWITCH_INTERVAL_S
+    next(second)  # two at once: the first to end must not restore it under the other
+    first.close()
+    assert sys.getswitchinterval() == decode.SWITCH_INTERVAL_S
+    second.close()
+    assert sys.getswitchinterval() == before
+    next(iter_pages_in_range(dump, *stream_ranges(dump, index)[0], prefetch=False))
+    assert sys.getswitchinterval() == before
+
+
 def test_range_including_header_and_footer(fragment_pages, fragment_multistream, decoder_options):
     dump, _ = fragment_multistream
     assert list(iter_pages_in_range(dump, 0, dump.stat().st_size, **decoder_options)) == fragment_pages
