@@ -208,16 +208,56 @@ static int self_closing(int kind, const void *data, const Tag *tag)
     return end > tag->attrs && PyUnicode_READ(kind, data, end - 1) == '/';
 }
 
+/* Whether `c` matches the name's character `want` (ASCII, lower case) as `re` matches with
+ * IGNORECASE: a letter's capital too, and for i, k and s the non-ASCII letters Unicode folds to
+ * them (U+0130 and U+0131, the Kelvin sign U+212A, the long s U+017F). */
+static inline int name_char(Py_UCS4 c, char want)
+{
+    if (c == (Py_UCS4)want)
+        return 1;
+    if (want < 'a' || want > 'z')
+        return 0;
+    if (c == (Py_UCS4)(want - 'a' + 'A'))
+        return 1;
+    return (want == 'i' && (c == 0x130 || c == 0x131)) || (want == 'k' && c == 0x212A) ||
+           (want == 's' && c == 0x17F);
+}
+
+/* The first `</name\s*>` (IGNORECASE; \s is str.isspace) at or after `from`: 1 with its bounds,
+ * or 0 where there is none. */
+static int find_closer(int kind, const void *data, Py_ssize_t n, Py_ssize_t from, const char *name,
+                       Py_ssize_t *start, Py_ssize_t *end)
+{
+    const Py_ssize_t len = (Py_ssize_t)strlen(name);
+    for (Py_ssize_t i = from; i + 2 + len < n; i++) {
+        if (PyUnicode_READ(kind, data, i) != '<' || PyUnicode_READ(kind, data, i + 1) != '/')
+            continue;
+        Py_ssize_t k = 0;
+        while (k < len && name_char(PyUnicode_READ(kind, data, i + 2 + k), name[k]))
+            k++;
+        if (k < len)
+            continue;
+        Py_ssize_t j = i + 2 + len;
+        while (j < n && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, j)))
+            j++;
+        if (j < n && PyUnicode_READ(kind, data, j) == '>') {
+            *start = i;
+            *end = j + 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Whether the lower-cased name is in `set` (-1: error). */
 static int named(PyObject *name, PyObject *set) { return PySet_Contains(set, name); }
 
 static PyObject *fast_strip_tags(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"text", "drop", "blocks", "keep", "breaks", "closer", NULL};
-    PyObject *text, *drop, *blocks, *keep, *breaks, *closer;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO!O!O!O!O:strip_tags", kwlist, &text, &PyFrozenSet_Type, &drop,
-                                     &PyFrozenSet_Type, &blocks, &PyFrozenSet_Type, &keep, &PyFrozenSet_Type, &breaks,
-                                     &closer))
+    static char *kwlist[] = {"text", "drop", "blocks", "keep", "breaks", NULL};
+    PyObject *text, *drop, *blocks, *keep, *breaks;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO!O!O!O!:strip_tags", kwlist, &text, &PyFrozenSet_Type, &drop,
+                                     &PyFrozenSet_Type, &blocks, &PyFrozenSet_Type, &keep, &PyFrozenSet_Type, &breaks))
         return NULL;
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
@@ -265,13 +305,13 @@ static PyObject *fast_strip_tags(PyObject *self, PyObject *args, PyObject *kwarg
                     !PyArg_ParseTuple(cached, "nn", &close_start, &close_end))
                     goto fail_name;
                 if (!cached || (cached != Py_None && close_start < tag.end)) {
-                    PyObject *found = PyObject_CallFunction(closer, "On", lower, tag.end);
+                    const char *ascii = PyUnicode_AsUTF8(lower); /* match_tag takes ASCII names only */
+                    if (!ascii)
+                        goto fail_name;
+                    PyObject *found = find_closer(kind, data, n, tag.end, ascii, &close_start, &close_end)
+                                          ? Py_BuildValue("nn", close_start, close_end) : Py_NewRef(Py_None);
                     if (!found || PyDict_SetItem(next_close, lower, found) < 0) {
                         Py_XDECREF(found);
-                        goto fail_name;
-                    }
-                    if (found != Py_None && !PyArg_ParseTuple(found, "nn", &close_start, &close_end)) {
-                        Py_DECREF(found);
                         goto fail_name;
                     }
                     cached = found;
@@ -482,9 +522,9 @@ fail:
 
 static PyMethodDef methods[] = {
     {"strip_tags", (PyCFunction)(void (*)(void))fast_strip_tags, METH_VARARGS | METH_KEYWORDS,
-     "strip_tags(text, drop, blocks, keep, breaks, closer)\n--\n\n"
+     "strip_tags(text, drop, blocks, keep, breaks)\n--\n\n"
      "text with its HTML-like tags handled: elements named in drop go with their content (up to\n"
-     "closer(name, start)'s (start, end) of the closing tag, if any), those in blocks leaving a\n"
+     "the next closing tag </name>, in any case, if there is one), those in blocks leaving a\n"
      "paragraph break; tags named in keep go, their content stays, br leaving a space and\n"
      "those in breaks a paragraph break; anything else is prose."},
     {"template_spans", (PyCFunction)(void (*)(void))fast_template_spans, METH_VARARGS | METH_KEYWORDS,

@@ -67,7 +67,6 @@ _KEEP_CONTENT_TAGS = frozenset(
     " samp font abbr cite q del ins strike mark bdi bdo dfn p poem onlyinclude ul ol li dl"
     " dd dt ruby rt rp wbr time data h1 h2 h3 h4 h5 h6 hr br".split()
 )
-_CLOSERS = {name: re.compile(r"</" + name + r"\s*>", re.IGNORECASE) for name in _DROP_CONTENT_TAGS}
 _BREAK_TAGS = frozenset(("br", "hr", "p", "li", "dd", "dt", "div", "poem", "blockquote"))
 
 _TABLE_LINE = re.compile(r"^[ \t:]*(\{\||\|\})", re.MULTILINE)
@@ -222,12 +221,7 @@ def _strip_tags(text: str, title: str) -> str:
     if "<" not in text:
         return text
     refuse_if_over(text.count("<"), MAX_TAGS, "tags", title)
-
-    def closer(name: str, start: int) -> tuple[int, int] | None:
-        close = _CLOSERS[name].search(text, start)
-        return (close.start(), close.end()) if close else None
-
-    return strip_tags(text, _DROP_CONTENT_TAGS, _BLOCK_TAGS, _KEEP_CONTENT_TAGS, _BREAK_TAGS, closer)
+    return strip_tags(text, _DROP_CONTENT_TAGS, _BLOCK_TAGS, _KEEP_CONTENT_TAGS, _BREAK_TAGS)
 
 
 def _remove_tables(text: str, title: str) -> str:
