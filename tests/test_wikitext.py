@@ -564,3 +564,20 @@ def test_trailing_heading_found_where_the_regex_finds_it():
             assert _first_heading(pattern, text) == (m.start() if m else -1), repr(text)
             found += m is not None
     assert found > 100
+
+
+def test_junk_lines_dropped_where_the_regex_dropped_them():
+    """`_prose.drop_junk_lines` against the MULTILINE regex the cleaner used before it."""
+    import random
+
+    from bertdata.text._prose import drop_junk_lines
+
+    junk = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!*#:;].*)$", re.MULTILINE)
+    alphabet = [" ", "\t", "=", "==", "-", "---", "----", "|", "!", "*", "#", ":", ";", "\n", "\n\n", "a", "word",
+                "\r", "é", "Ж", "\u2028", "\x85", "{|", "|}", "= x =", "\u3000"]
+    rng = random.Random(21)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        assert drop_junk_lines(text) == junk.sub("", text), repr(text)
+    plain = "no junk here\nnor here"
+    assert drop_junk_lines(plain) is plain

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from bertdata.text import languages
 from bertdata.text._markup import resolve_simple_links, strip_tags
-from bertdata.text._prose import tidy_prose
+from bertdata.text._prose import drop_junk_lines, tidy_prose
 from bertdata.text.skipped import (DEFAULT_MAX_CHARS, MAX_LINK_DEPTH, MAX_STRAY_LINK_BRACKETS, MAX_TABLE_MARKS, MAX_TAGS,
                                    DisambiguationPage, ListPage, MalformedPage, PageTooLarge, refuse_if_over)
 from bertdata.text.templates import remove_templates, splice
@@ -86,8 +86,6 @@ _INTERWIKI_KEEP = frozenset(("wikt", "w", "s", "q", "n", "b", "v", "c", "d", "m"
 # Headings, horizontal rules, and table rows outside any table (stray `|` or `!` lines).
 _JUNK_LINE = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!].*)$", re.MULTILINE)
 _LIST_ITEM = re.compile(r"^[ \t]*[*#:;]+[ \t]*(.*)$", re.MULTILINE)
-# Junk lines and list lines in one pass: emptying a line never changes another one.
-_JUNK_OR_LIST_LINE = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!*#:;].*)$", re.MULTILINE)
 _SENTENCE_STOPS = (". ", "! ", "? ", '." ', "?\" ", '!" ')
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _BEHAVIOUR_SWITCH = re.compile(r"__[A-Z]+__")
@@ -322,7 +320,7 @@ def _paragraphs(text: str, keep_lists: bool) -> list[str]:
     if keep_lists:
         text = _LIST_ITEM.sub("\n\\1\n", _JUNK_LINE.sub("", text))
     else:
-        text = _JUNK_OR_LIST_LINE.sub("", text)
+        text = drop_junk_lines(text)
     text = "\n".join(p.replace("\n", " ") for p in _BLANK_LINES.split(text) if p)
     return [p for p in _finish(text).split("\n") if _HAS_WORD.search(p)]
 
