@@ -581,3 +581,18 @@ def test_junk_lines_dropped_where_the_regex_dropped_them():
         assert drop_junk_lines(text) == junk.sub("", text), repr(text)
     plain = "no junk here\nnor here"
     assert drop_junk_lines(plain) is plain
+
+
+def test_table_lines_found_where_the_regex_found_them():
+    """`_table_lines` against the MULTILINE regex `_remove_tables` used before it."""
+    import random
+
+    from bertdata.text import wikitext as w
+
+    table_line = re.compile(r"^[ \t:]*(\{\||\|\})", re.MULTILINE)
+    alphabet = [" ", "\t", ":", "{", "|", "}", "{|", "|}", "\n", "a", "{{", "}}", "é", "Ж", "\r"]
+    rng = random.Random(5)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        expected = [(m.start(), m.group(1), m.end()) for m in table_line.finditer(text)]
+        assert list(w._table_lines(text)) == expected, repr(text)

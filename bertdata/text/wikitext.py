@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from bertdata.text import languages
@@ -69,7 +69,7 @@ _KEEP_CONTENT_TAGS = frozenset(
 )
 _BREAK_TAGS = frozenset(("br", "hr", "p", "li", "dd", "dt", "div", "poem", "blockquote"))
 
-_TABLE_LINE = re.compile(r"^[ \t:]*(\{\||\|\})", re.MULTILINE)
+_TABLE_MARK = re.compile(r"\{\||\|\}")
 _LINK_TOKEN = re.compile(r"\[\[|\]\]")
 _EXTERNAL_LINK = re.compile(
     r"\[(?:https?:|ftp:|mailto:|news:|irc:|//)[^\s\[\]<>\"]{0,2000}(?:[ \t]([^\[\]\n]{0,500}))?\]"
@@ -230,20 +230,29 @@ def _remove_tables(text: str, title: str) -> str:
     spans: list[tuple[int, int, str | None]] = []
     depth = 0
     start = 0
-    for m in _TABLE_LINE.finditer(text):
-        if m.group(1) == "{|":
+    for line, mark, end in _table_lines(text):
+        if mark == "{|":
             if depth == 0:
-                start = m.start()
+                start = line
             depth += 1
         elif depth:
             depth -= 1
             if depth == 0:
-                eol = text.find("\n", m.end())
+                eol = text.find("\n", end)
                 spans.append((start, len(text) if eol < 0 else eol, None))
     if depth:
         blank = text.find("\n\n", start)
         spans.append((start, len(text) if blank < 0 else blank, None))
     return splice(text, spans)
+
+
+def _table_lines(text: str) -> Iterator[tuple[int, str, int]]:
+    """(line start, mark, mark end) where `^[ \\t:]*(\\{\\||\\|\\})` would match with MULTILINE: the
+    marks are found first and their lines checked, where that regex tried every character."""
+    for m in _TABLE_MARK.finditer(text):
+        line = text.rfind("\n", 0, m.start()) + 1
+        if not text[line:m.start()].strip(" \t:"):
+            yield line, m.group(), m.end()
 
 
 def _resolve_links(text: str, title: str, drop_link: re.Pattern) -> str:
