@@ -175,8 +175,8 @@ def clean(
     if paragraphs and _REFERS_TO.search(paragraphs[0]):
         raise DisambiguationPage(f"page {title!r} is a disambiguation page")
     if not keep_lists:
-        paragraphs = [_drop_lead_in(p) if p.endswith(":") else p for p in paragraphs]
-    return "\n".join(p for p in paragraphs if _HAS_WORD.search(p))
+        paragraphs = _without_lead_ins(paragraphs)
+    return "\n".join(paragraphs)
 
 
 def _first_heading(heading: re.Pattern, text: str) -> int:
@@ -332,6 +332,19 @@ def _paragraphs(text: str, keep_lists: bool) -> list[str]:
         text = drop_junk_lines(text)
     text = "\n".join(p.replace("\n", " ") for p in _BLANK_LINES.split(text) if p)
     return [p for p in _finish(text).split("\n") if _HAS_WORD.search(p)]
+
+
+def _without_lead_ins(paragraphs: list[str]) -> list[str]:
+    """Each paragraph with the lead-in of a dropped list cut, and gone if no word is left; the
+    others all have words (`_paragraphs` checked)."""
+    kept = []
+    for paragraph in paragraphs:
+        if paragraph.endswith(":"):
+            paragraph = _drop_lead_in(paragraph)
+            if not _HAS_WORD.search(paragraph):
+                continue
+        kept.append(paragraph)
+    return kept
 
 
 def _drop_lead_in(paragraph: str) -> str:
