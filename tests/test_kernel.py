@@ -211,6 +211,14 @@ def test_fill_input_ids_writes_a_row_and_refuses_what_does_not_fit():
     mask = np.zeros((1, 8), np.bool_)
     _rows.fill_segment_ids(mask, np.array([0]), spans)
     assert mask.tolist() == [[False] * 4 + [True] * 4]
+    # One-byte rows are set by memset, wider ones element by element: the same ones.
+    for dtype in (np.int8, np.uint8, np.int16, np.int64):
+        ones = np.zeros((1, 9), dtype)
+        _rows.fill_input_mask(ones, np.array([0]), spans)
+        assert ones.tolist() == [[1] * 8 + [0]]
+        ones[:] = 0
+        _rows.fill_segment_ids(ones, np.array([0]), spans)
+        assert ones.tolist() == [[0] * 4 + [1] * 4 + [0]]
 
 
 # --- the piece table ---------------------------------------------------------------------------------

@@ -130,8 +130,12 @@ static PyObject *fill_ones(PyObject *args, PyObject *kwargs, const char *format,
         if (instance_row(&rows, r, &spans, out.cols, PY_SSIZE_T_MAX, &i, span) < 0)
             goto fail;
         const int64_t len_a = span[1] - span[0], n_tok = len_a + span[3] - span[2] + 3;
-        for (int64_t k = segment_b ? 2 + len_a : 0; k < n_tok; k++)
-            store(&out, r * out.cols + k, 1); /* every integer type holds 1 */
+        const int64_t from = segment_b ? 2 + len_a : 0;
+        if (out.view.itemsize == 1) /* the reference's int8: a byte 1 is the value 1 */
+            memset(out.data + r * out.cols + from, 1, (size_t)(n_tok - from));
+        else
+            for (int64_t k = from; k < n_tok; k++)
+                store(&out, r * out.cols + k, 1); /* every integer type holds 1 */
     }
     release(all, 3);
     Py_RETURN_NONE;
