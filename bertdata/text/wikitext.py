@@ -15,8 +15,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from bertdata.text import languages
-from bertdata.text._markup import resolve_simple_links, strip_tags
+from bertdata.text._markup import resolve_simple_links
 from bertdata.text._prose import drop_junk_lines, tidy_prose
+from bertdata.text._tags import strip_tags
 from bertdata.text.skipped import (DEFAULT_MAX_CHARS, MAX_LINK_DEPTH, MAX_STRAY_LINK_BRACKETS, MAX_TABLE_MARKS, MAX_TAGS,
                                    DisambiguationPage, ListPage, MalformedPage, PageTooLarge, refuse_if_over)
 from bertdata.text.templates import remove_templates, splice
