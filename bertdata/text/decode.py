@@ -152,8 +152,8 @@ _DONE = object()
 
 # While a helper thread decodes, the GIL's switch interval is cut from Python's 5 ms: libbz2
 # lets go of the GIL for each block of output, and each time waited to take it back from the
-# busy parser for up to the whole interval, which kept the decoder idle about a fifth of the
-# time and the parser waiting on it (README, Performance).
+# busy parser for up to the whole interval, which kept the decoder idle and the parser
+# waiting on it (README, Performance).
 SWITCH_INTERVAL_S = 0.0001
 _switch = {"users": 0, "saved": 0.0}
 _switch_lock = threading.Lock()

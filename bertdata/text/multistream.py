@@ -180,7 +180,7 @@ def iter_pages_in_ranges(
     per range, whose pages are read before the next range's iterator is asked for (what is left
     of it is skipped then). With `prefetch`, one helper thread decodes the ranges back to back:
     one per range waited at each range's end for the parser to catch up, and the parser at each
-    start for the first chunk, which cost a one-worker build of the 32x dump about 3 s of 20."""
+    start for the first chunk (README, Performance)."""
     name = os.fspath(path)
     chunks = _ranges_xml(name, ranges, opener, prefetch)
     chunks = prefetched(chunks) if prefetch else chunks
