@@ -24,7 +24,7 @@ MEASURED_DUPE_FACTOR = PHASE1.dupe_factor
 # Temporaries (OUTPUT/.bertdata-work), whose peaks do not overlap: the text stage's run files
 # per byte of clean text (removed when the stage ends), then the runs of a format cut across
 # shards (LDDL's) per byte of its output (kept until its files are cut from them).
-TEXT_RUNS_PER_TEXT_BYTE = 0.431
+TEXT_RUNS_PER_TEXT_BYTE = 0.410
 LDDL_RUNS_PER_LDDL_BYTE = 1.031
 # Speed: bz2 bytes one worker turns into phase-1 hdf5 shards per second (README: the 64x dump,
 # 107 MB, in 49.1 s), and the time of both phases in both formats, and of the text stage alone,

