@@ -1,9 +1,4 @@
-"""Signatures of the cleaner's compiled tidying of its prose (_prose.c)."""
-
-def drop_junk_lines(text: str) -> str:
-    """`text` with every line (split at '\\n' only) that is a heading (`[ \\t]*=.*=[ \\t]*`), a
-    horizontal rule (`[ \\t]*-{4,}.*`), or a table row or list item (`[ \\t]*[|!*#:;].*`) emptied,
-    its newline kept: `re.sub` of that alternation with MULTILINE."""
+"""Signature of the cleaner's compiled tidying of its prose (_prose.c)."""
 
 def tidy_prose(text: str) -> str:
     """The cleaner's last passes over paragraphs joined by newlines, in order: invisible
