@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 
 from bertdata import __version__
@@ -57,5 +58,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> None:
+    """The console script: `main`, then an exit that a late signal cannot turn into a kill. Once
+    the command has returned, its outcome is settled and its files are in place, but the
+    interpreter's teardown still takes a moment, in which Ctrl-C ended the process by SIGINT
+    (exit -2, without its one line)."""
+    code = main()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

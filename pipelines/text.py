@@ -9,7 +9,9 @@ one linear chain (see bertdata.pipelines.records for why).
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -19,8 +21,8 @@ from bertdata.text.books import book_document
 from bertdata.config import TextConfig
 from bertdata.text.shards import shard_stem, text_folder, assign, fewer_shards, render_shard
 from bertdata.text.spill import Run, RunBuffer, merge_blocks, run_name
-from bertdata.text.wikidump import iter_pages
-from bertdata.text.multistream import iter_pages_in_range
+from bertdata.text.wikidump import Page, iter_pages
+from bertdata.text.multistream import iter_pages_in_ranges
 from bertdata.pipelines import fsio, progress
 from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import Counts, Gather, ShardJob, Spread, StepDoFn, TextPlan
@@ -56,16 +58,16 @@ def runs_folder(work_dir: str) -> str:
 
 
 def _documents(item: WorkItem, cfg: TextConfig, splitter, markup, counts: Counter, namespaces: Counter,
-               prefetch: bool):
-    """(shard, document) for every document of the item."""
+               range_pages: Iterator[Iterator[Page]]):
+    """(shard, document) for every document of the item; a dump range's pages are the next of
+    `range_pages`."""
     if item.kind == "book":
         with open_raw(item.path) as f:
             doc = book_document(item.path, f.read(), splitter, counts)
         docs = [] if doc is None else [(f"book:{fsio.split(item.path)[1]}", doc)]
     else:
         pages = (iter_pages(item.path, open_raw, max_page_chars=cfg.max_page_chars) if item.start is None
-                 else iter_pages_in_range(item.path, item.start, item.end, open_raw, max_page_chars=cfg.max_page_chars,
-                                          prefetch=prefetch))
+                 else next(range_pages))
         docs = ((str(page.page_id), page_document(page, splitter, cfg.max_page_chars, counts,
                                                   keep_lists=cfg.keep_lists, markup=markup,
                                                   namespaces=namespaces)) for page in pages)
@@ -102,14 +104,19 @@ class _CleanAndSpill(fsio.FilesDoFn):
         namespaces: Counter = Counter()
         buffer = RunBuffer()
         sequence = 0
-        for item in items:
-            for shard, doc in _documents(item, self.cfg, self.splitter, self.markup, counts, namespaces,
-                                         self.prefetch):
-                if buffer.add(shard, doc):
-                    yield self._write(buffer, number, sequence)
-                    sequence += 1
-            if item.marker is not None:
-                progress.mark_done(self.work_dir, item.marker)
+        # The group's dump ranges read as one run, decoded back to back (see iter_pages_in_ranges).
+        ranged = [item for item in items if item.kind == "dump" and item.start is not None]
+        range_pages = iter_pages_in_ranges(ranged[0].path if ranged else "", [(i.start, i.end) for i in ranged],
+                                           open_raw, max_page_chars=self.cfg.max_page_chars, prefetch=self.prefetch)
+        with contextlib.closing(range_pages):
+            for item in items:
+                for shard, doc in _documents(item, self.cfg, self.splitter, self.markup, counts, namespaces,
+                                             range_pages):
+                    if buffer.add(shard, doc):
+                        yield self._write(buffer, number, sequence)
+                        sequence += 1
+                if item.marker is not None:
+                    progress.mark_done(self.work_dir, item.marker)
         if buffer:
             yield self._write(buffer, number, sequence)
         counts.update({f"{NAMESPACE_PREFIX}{n}": c for n, c in namespaces.items()})

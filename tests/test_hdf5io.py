@@ -10,6 +10,7 @@ import pytest
 
 from bertdata.formats.hdf5io import (DTYPES, FIELDS, WRITE_ORDER, ShardWriter, chunk_rows, read_shard, shard_attrs,
                              write_shard)
+from bertdata.formats._chunks import shuffle_chunks
 from shards import STORED, filters
 
 
@@ -86,3 +87,43 @@ def test_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(ValueError):
         write_shard(tmp_path / "s.hdf5", arrays)
     assert list(tmp_path.iterdir()) == []
+
+
+def numpy_shuffled_chunks(values: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """The chunk layout by numpy's pad and byte transpose: what HDF5's shuffle filter stores."""
+    values = values.reshape(len(values), -1)
+    n_i, n_j = -(-len(values) // rows), -(-values.shape[1] // cols)
+    padded = np.zeros((n_i * rows, n_j * cols), values.dtype)
+    padded[:len(values), :values.shape[1]] = values
+    size = values.dtype.itemsize
+    return padded.view(np.uint8).reshape(n_i, rows, n_j, cols, size).transpose(0, 2, 4, 1, 3).reshape(-1)
+
+
+@pytest.mark.parametrize("dtype", ["i1", "i2", "i4", "i8", "u2"])
+def test_compiled_chunk_layout_equals_the_byte_transpose(dtype):
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n, m = int(rng.integers(1, 40)), int(rng.integers(1, 30))
+        rows, cols = int(rng.integers(1, n + 3)), int(rng.integers(1, m + 3))
+        values = rng.integers(-100, 30000, (n, m)).astype(dtype)
+        for data, c in ((values, cols), (values[:, 0].copy(), 1)):
+            expected = numpy_shuffled_chunks(data, rows, c)
+            out = np.full(len(expected), 0xAB, np.uint8)  # every byte must be written, padding too
+            shuffle_chunks(out, data, rows, c)
+            assert np.array_equal(out, expected), (dtype, n, m, rows, c)
+
+
+def test_compiled_chunk_layout_refuses_bad_arguments():
+    values = np.arange(12, dtype="i4").reshape(3, 4)
+    with pytest.raises(ValueError, match="out must hold 4 chunks of 2 x 2 elements of 4 bytes"):
+        shuffle_chunks(np.zeros(10, np.uint8), values, 2, 2)
+    with pytest.raises(ValueError, match="at least 1"):
+        shuffle_chunks(np.zeros(64, np.uint8), values, 0, 2)
+    with pytest.raises(ValueError, match="chunk_cols 1"):
+        shuffle_chunks(np.zeros(64, np.uint8), values[:, 0].copy(), 2, 2)
+    with pytest.raises(TypeError, match="out must be uint8"):
+        shuffle_chunks(np.zeros(16, np.int32), values, 2, 2)
+    with pytest.raises(TypeError, match="values must be a C-contiguous"):
+        shuffle_chunks(np.zeros(64, np.uint8), values[:, ::2], 2, 2)
+    with pytest.raises(TypeError, match="out must be a C-contiguous, writable"):
+        shuffle_chunks(np.zeros(64, np.uint8)[::2], values, 2, 2)

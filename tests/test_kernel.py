@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from bertdata.instances import _engine, _rows, _wordpiece
-from bertdata.text import _markup, _prose, _scan
+from bertdata.formats import _chunks
+from bertdata.text import _markup, _prose, _scan, _tags
 
 from bertdata.instances import kernel
 from bertdata.instances.documents import Documents
@@ -188,6 +189,10 @@ def test_fill_input_ids_writes_a_row_and_refuses_what_does_not_fit():
     out = np.zeros((1, 8), np.int32)
     _rows.fill_input_ids(out, np.array([0]), tokens, spans, positions, shown, CLS, SEP)
     assert out.tolist() == [[CLS, MASK, 600, SEP, 40000, 800, 900, SEP]]
+    # uint16 tokens into int32 rows take an unchecked copy loop: the same row.
+    fast = np.zeros((1, 8), np.int32)
+    _rows.fill_input_ids(fast, np.array([0]), tokens.astype(np.uint16), spans, positions, shown, CLS, SEP)
+    assert fast.tolist() == out.tolist()
     with pytest.raises(OverflowError, match="out: 500 does not fit its int8"):
         _rows.fill_input_ids(np.zeros((1, 8), np.int8), np.array([0]), tokens, spans, positions, shown, 1, 2)
     with pytest.raises(OverflowError, match="out: 40000 does not fit its int16"):
@@ -206,6 +211,14 @@ def test_fill_input_ids_writes_a_row_and_refuses_what_does_not_fit():
     mask = np.zeros((1, 8), np.bool_)
     _rows.fill_segment_ids(mask, np.array([0]), spans)
     assert mask.tolist() == [[False] * 4 + [True] * 4]
+    # One-byte rows are set by memset, wider ones element by element: the same ones.
+    for dtype in (np.int8, np.uint8, np.int16, np.int64):
+        ones = np.zeros((1, 9), dtype)
+        _rows.fill_input_mask(ones, np.array([0]), spans)
+        assert ones.tolist() == [[1] * 8 + [0]]
+        ones[:] = 0
+        _rows.fill_segment_ids(ones, np.array([0]), spans)
+        assert ones.tolist() == [[0] * 4 + [1] * 4 + [0]]
 
 
 # --- the piece table ---------------------------------------------------------------------------------
@@ -357,7 +370,7 @@ def test_generate_refuses_to_run_on_a_drifted_random(fresh_self_check, monkeypat
 
 # --- the stub -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("module", [_engine, _rows, _wordpiece, _scan, _markup, _prose], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [_engine, _rows, _wordpiece, _scan, _markup, _tags, _prose, _chunks], ids=lambda m: m.__name__)
 def test_the_stub_lists_every_function_with_its_signature(module):
     stub = ast.parse(Path(module.__file__).with_name(module.__name__.rsplit(".", 1)[1] + ".pyi").read_text())
     stubbed = {node.name: node for node in stub.body if isinstance(node, ast.FunctionDef)}

@@ -15,7 +15,7 @@ import pytest
 from bertdata.text import decode, multistream, wikidump
 from bertdata.errors import BertdataError
 from bertdata.text.wikidump import Page, classify, iter_pages
-from bertdata.text.multistream import iter_pages_in_range, plan_ranges, stream_ranges
+from bertdata.text.multistream import iter_pages_in_range, iter_pages_in_ranges, plan_ranges, stream_ranges
 from conftest import ROOT, WIKI_FRAGMENT, need_shared
 
 SAMPLE_DUMP, SAMPLE_INDEX, SAMPLE_VOCAB = wikidump.sample_paths()
@@ -109,11 +109,48 @@ def decoder_options(request, monkeypatch) -> dict:
     return {"prefetch": decoder == "prefetch"}
 
 
+def test_prefetch_shortens_the_switch_interval_while_it_runs_and_restores_it(fragment_multistream):
+    dump, index = fragment_multistream
+    before = sys.getswitchinterval()
+    first, second = (iter_pages_in_range(dump, *r, prefetch=True) for r in stream_ranges(dump, index)[:2])
+    next(first)
+    assert sys.getswitchinterval() == pytest.approx(decode.SWITCH_INTERVAL_S)
+    next(second)  # two at once: the first to end must not restore it under the other
+    first.close()
+    assert sys.getswitchinterval() == pytest.approx(decode.SWITCH_INTERVAL_S)
+    second.close()
+    assert sys.getswitchinterval() == before
+    next(iter_pages_in_range(dump, *stream_ranges(dump, index)[0], prefetch=False))
+    assert sys.getswitchinterval() == before
+
+
 def test_range_including_header_and_footer(fragment_pages, fragment_multistream, decoder_options):
     dump, _ = fragment_multistream
     assert list(iter_pages_in_range(dump, 0, dump.stat().st_size, **decoder_options)) == fragment_pages
     ranges = stream_ranges(dump, fragment_multistream[1])
     assert [p for r in ranges for p in iter_pages_in_range(dump, *r, **decoder_options)] == fragment_pages
+
+
+def test_ranges_read_back_to_back_give_each_range_its_pages(fragment_pages, fragment_multistream, decoder_options):
+    dump, index = fragment_multistream
+    ranges = stream_ranges(dump, index)
+    each = [list(iter_pages_in_range(dump, *r, **decoder_options)) for r in ranges]
+    assert [list(pages) for pages in iter_pages_in_ranges(dump, ranges, **decoder_options)] == each
+    # A range left half read is skipped to its end: the next range still gets its own pages.
+    got = []
+    for k, pages in enumerate(iter_pages_in_ranges(dump, ranges, **decoder_options)):
+        got.append(next(pages) if k % 2 else list(pages))
+    assert got == [pages[0] if k % 2 else pages for k, pages in enumerate(each)]
+
+
+def test_a_bad_range_read_back_to_back_fails_after_the_ranges_before_it(fragment_multistream, decoder_options):
+    dump, index = fragment_multistream
+    ranges = stream_ranges(dump, index)
+    bad = [ranges[0], (ranges[1][0] + 5, ranges[1][1])]
+    reader = iter_pages_in_ranges(dump, bad, **decoder_options)
+    assert list(next(reader)) == list(iter_pages_in_range(dump, *ranges[0], **decoder_options))
+    with pytest.raises(BertdataError, match=f"byte {ranges[1][0] + 5} is not the start of a bz2 stream"):
+        list(next(reader))
 
 
 def test_parse_speed(fragment_pages):

@@ -523,7 +523,7 @@ def test_stripped_tags_are_the_python_loop_they_replaced():
                     continue
                 cached = next_close.get(name, (-1, -1))
                 if cached is not None and cached[0] < m.end():
-                    close = w._CLOSERS[name].search(text, m.end())
+                    close = re.compile(r"</" + name + r"\s*>", re.IGNORECASE).search(text, m.end())
                     cached = next_close[name] = (close.start(), close.end()) if close else None
                 if cached is not None:
                     pos = for_scan = cached[1]
@@ -537,9 +537,11 @@ def test_stripped_tags_are_the_python_loop_they_replaced():
 
     alphabet = ["<", ">", "/", "ref", "REF", "br", "p", "span", " name=x", "/>", " inline", "math", "_", "é", "Ж", "</ref >",
                 "</ref>", "<ref>", "\t", "\n", "=", "table", "gallery", "<gallery mode=inline>", "a", " ", "<b>", "<BR/>",
-                "<p>", "</div>", "<unknown>", "<a b>", "2", "\u212a", "ſ", "<sc", "ript>"]
+                "<p>", "</div>", "<unknown>", "<a b>", "2", "\u212a", "ſ", "<sc", "ript>", "</", "</REF", "</ref",
+                "</reF\u2028>", "</\u0131\u0130", "</so", "</\u017fource>", "urce", "</maplin\u212a>", "\x1c", "\xa0",
+                "source", "maplink", "<maplink>", "<source>", "</Source  \n>", "</ref\t>"]
     rng = random.Random(13)
-    for _ in range(20_000):
+    for _ in range(40_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
         assert w._strip_tags(text, "T") == before(text), repr(text)
 
@@ -562,3 +564,35 @@ def test_trailing_heading_found_where_the_regex_finds_it():
             assert _first_heading(pattern, text) == (m.start() if m else -1), repr(text)
             found += m is not None
     assert found > 100
+
+
+def test_junk_lines_dropped_where_the_regex_dropped_them():
+    """`_prose.drop_junk_lines` against the MULTILINE regex the cleaner used before it."""
+    import random
+
+    from bertdata.text._prose import drop_junk_lines
+
+    junk = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!*#:;].*)$", re.MULTILINE)
+    alphabet = [" ", "\t", "=", "==", "-", "---", "----", "|", "!", "*", "#", ":", ";", "\n", "\n\n", "a", "word",
+                "\r", "é", "Ж", "\u2028", "\x85", "{|", "|}", "= x =", "\u3000"]
+    rng = random.Random(21)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        assert drop_junk_lines(text) == junk.sub("", text), repr(text)
+    plain = "no junk here\nnor here"
+    assert drop_junk_lines(plain) is plain
+
+
+def test_table_lines_found_where_the_regex_found_them():
+    """`_table_lines` against the MULTILINE regex `_remove_tables` used before it."""
+    import random
+
+    from bertdata.text import wikitext as w
+
+    table_line = re.compile(r"^[ \t:]*(\{\||\|\})", re.MULTILINE)
+    alphabet = [" ", "\t", ":", "{", "|", "}", "{|", "|}", "\n", "a", "{{", "}}", "é", "Ж", "\r"]
+    rng = random.Random(5)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        expected = [(m.start(), m.group(1), m.end()) for m in table_line.finditer(text)]
+        assert list(w._table_lines(text)) == expected, repr(text)

@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 
 from bertdata.errors import BertdataError
+from bertdata.formats._chunks import shuffle_chunks
 from bertdata.formats.contract import ShardInfo
 from bertdata.fsutil import atomic_path
 from bertdata.instances.schema import ATTRS_KEY, DTYPES, FIELDS, shapes
@@ -35,7 +36,8 @@ ArraySource = Mapping[str, np.ndarray] | Callable[[str], np.ndarray]
 
 def _compress(chunk: np.ndarray) -> bytes:
     # libdeflate writes the same zlib stream format as HDF5's gzip filter, faster; its bytes
-    # differ from zlib's, but are the same every run.
+    # differ from zlib's, but are the same every run. (ISA-L, faster still, was not: the same
+    # chunk came out of it two ways in two builds.)
     return deflate.zlib_compress(chunk, GZIP_LEVEL)
 
 
@@ -83,15 +85,11 @@ class ShardWriter:
         rows_per, cols_per = (dataset.chunks + (1,))[:2]
         cols = values.shape[1] if values.ndim == 2 else 1
         n_rows, n_cols = -(-len(values) // rows_per), -(-cols // cols_per)
-        # Edge chunks are stored whole, padded with the fill value 0, as HDF5 does; laying the
-        # slice out chunk by chunk in one array makes each chunk a contiguous block.
-        padded = np.zeros((n_rows * rows_per, n_cols * cols_per), dataset.dtype)
-        padded[:len(values), :cols] = values.reshape(len(values), cols)
-        # HDF5's shuffle filter stores a chunk's elements' first bytes, then their second bytes, ...:
-        # one transpose of the bytes gives every chunk shuffled, as a contiguous block.
-        size = dataset.dtype.itemsize
-        blocks = np.ascontiguousarray(padded.view(np.uint8).reshape(n_rows, rows_per, n_cols, cols_per, size)
-                                      .transpose(0, 2, 4, 1, 3))
+        # Every chunk laid out as HDF5's shuffle filter stores it, edge chunks padded with the fill
+        # value 0 as HDF5 pads them, each a contiguous block.
+        blocks = np.empty(n_rows * n_cols * rows_per * cols_per * dataset.dtype.itemsize, np.uint8)
+        shuffle_chunks(blocks, np.ascontiguousarray(values, dataset.dtype), rows_per, cols_per)
+        blocks = blocks.reshape(n_rows, n_cols, -1)
         for i in range(n_rows):
             for j in range(n_cols):
                 offset = (start + i * rows_per, j * cols_per) if values.ndim == 2 else (start + i * rows_per,)

@@ -39,6 +39,15 @@ static int check_fill(const Arr *out, const Arr *rows, const Arr *spans)
 /* out[at:at + n] = tokens[start:start + n], each id checked to fit. */
 static int copy_ids(Arr *out, Py_ssize_t at, const Arr *tokens, int64_t start, int64_t n)
 {
+    /* The usual pair (ids of a vocab under 65,536 into the reference's int32) always fits: a
+     * plain loop, where the checked one below costs several times as much per id. */
+    if (out->kind == K_I32 && tokens->kind == K_U16) {
+        int32_t *to = (int32_t *)out->data + at;
+        const uint16_t *from = (const uint16_t *)tokens->data + start;
+        for (int64_t k = 0; k < n; k++)
+            to[k] = from[k];
+        return 0;
+    }
     for (int64_t k = 0; k < n; k++) {
         const int64_t id = get(tokens, start + k);
         if (put(out, at + k, id) < 0)
@@ -121,8 +130,12 @@ static PyObject *fill_ones(PyObject *args, PyObject *kwargs, const char *format,
         if (instance_row(&rows, r, &spans, out.cols, PY_SSIZE_T_MAX, &i, span) < 0)
             goto fail;
         const int64_t len_a = span[1] - span[0], n_tok = len_a + span[3] - span[2] + 3;
-        for (int64_t k = segment_b ? 2 + len_a : 0; k < n_tok; k++)
-            store(&out, r * out.cols + k, 1); /* every integer type holds 1 */
+        const int64_t from = segment_b ? 2 + len_a : 0;
+        if (out.view.itemsize == 1) /* the reference's int8: a byte 1 is the value 1 */
+            memset(out.data + r * out.cols + from, 1, (size_t)(n_tok - from));
+        else
+            for (int64_t k = from; k < n_tok; k++)
+                store(&out, r * out.cols + k, 1); /* every integer type holds 1 */
     }
     release(all, 3);
     Py_RETURN_NONE;

@@ -1,11 +1,10 @@
-/* The cleaner's compiled markup passes (wikitext.py, templates.py): tags, the templates'
- * brace-run matching and name check, and plain links, which it resolved with a regex and a
- * Python callback each. Plain CPython C API over the str's own code points; _markup.pyi gives the signatures.
+/* The cleaner's compiled markup passes (wikitext.py, templates.py): the templates' brace-run
+ * matching and name check, and plain links, which it resolved with a regex and a Python
+ * callback each (tags are _tags.c's). Plain CPython C API over the str's own code points;
+ * _markup.pyi gives the signatures.
  */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <string.h>
+#include "_chars.h"
 
 /* ---- links ----------------------------------------------------------------------------------- */
 
@@ -16,13 +15,6 @@ static Py_ssize_t find_open(int kind, const void *data, Py_ssize_t n, Py_ssize_t
         if (PyUnicode_READ(kind, data, i) == '[' && PyUnicode_READ(kind, data, i + 1) == '[')
             return i;
     return -1;
-}
-
-/* Copy text[start:end] to out + *len. */
-static void copy(Py_UCS4 *out, Py_ssize_t *len, int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
-{
-    for (Py_ssize_t i = start; i < end; i++)
-        out[(*len)++] = PyUnicode_READ(kind, data, i);
 }
 
 /* Narrow [*start, *end) past the whitespace str.strip() removes. */
@@ -99,10 +91,10 @@ static PyObject *fast_resolve_simple_links(PyObject *self, PyObject *args, PyObj
             open = find_open(kind, data, n, open + 1);
             continue;
         }
-        copy(out, &len, kind, data, pos, open);
+        copy_chars(out, &len, kind, data, pos, open);
         Py_ssize_t from, to;
         if (plain_link(kind, data, open + 2, close, &from, &to)) {
-            copy(out, &len, kind, data, from, to);
+            copy_chars(out, &len, kind, data, from, to);
         } else {
             PyObject *inner = PyUnicode_Substring(text, open + 2, close);
             PyObject *shown = inner ? PyObject_CallOneArg(link_text, inner) : NULL;
@@ -115,202 +107,16 @@ static PyObject *fast_resolve_simple_links(PyObject *self, PyObject *args, PyObj
                 PyMem_Free(out);
                 return NULL;
             }
-            copy(out, &len, PyUnicode_KIND(shown), PyUnicode_DATA(shown), 0, PyUnicode_GET_LENGTH(shown));
+            copy_chars(out, &len, PyUnicode_KIND(shown), PyUnicode_DATA(shown), 0, PyUnicode_GET_LENGTH(shown));
             Py_DECREF(shown);
         }
         pos = close + 2;
         open = find_open(kind, data, n, pos);
     }
-    copy(out, &len, kind, data, pos, n);
+    copy_chars(out, &len, kind, data, pos, n);
     PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
     PyMem_Free(out);
     return result;
-}
-
-/* ---- tags ------------------------------------------------------------------------------- */
-
-/* `re`'s \w on str. */
-static inline int word_char(Py_UCS4 c) { return Py_UNICODE_ISALNUM(c) || c == '_'; }
-
-static inline int ascii_alpha(Py_UCS4 c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
-static inline int ascii_alnum(Py_UCS4 c) { return ascii_alpha(c) || (c >= '0' && c <= '9'); }
-
-typedef struct {
-    Py_ssize_t start, end;        /* the tag, '<' to '>' */
-    int closing;                  /* "</name ...>" */
-    Py_ssize_t name, name_end;    /* its name */
-    Py_ssize_t attrs, attrs_end;  /* what follows the name, up to '>' */
-} Tag;
-
-/* wikitext's `<(/?)([a-zA-Z][a-zA-Z0-9]*)\b([^<>]*)>` matched at `at`, a '<'. */
-static int match_tag(int kind, const void *data, Py_ssize_t n, Py_ssize_t at, Tag *tag)
-{
-    Py_ssize_t i = at + 1;
-    tag->closing = i < n && PyUnicode_READ(kind, data, i) == '/';
-    i += tag->closing;
-    if (i >= n || !ascii_alpha(PyUnicode_READ(kind, data, i)))
-        return 0;
-    tag->name = i;
-    while (i < n && ascii_alnum(PyUnicode_READ(kind, data, i)))
-        i++;
-    tag->name_end = i;
-    if (i < n && word_char(PyUnicode_READ(kind, data, i)))
-        return 0;
-    tag->attrs = i;
-    for (; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c == '<')
-            return 0;
-        if (c == '>') {
-            tag->attrs_end = i;
-            tag->start = at;
-            tag->end = i + 1;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Whether text[from:to] holds `what` (ASCII). */
-static int holds(int kind, const void *data, Py_ssize_t from, Py_ssize_t to, const char *what)
-{
-    Py_ssize_t len = (Py_ssize_t)strlen(what);
-    for (Py_ssize_t i = from; i + len <= to; i++) {
-        Py_ssize_t k = 0;
-        while (k < len && PyUnicode_READ(kind, data, i + k) == (Py_UCS4)what[k])
-            k++;
-        if (k == len)
-            return 1;
-    }
-    return 0;
-}
-
-static inline int tag_space(Py_UCS4 c) { return c == ' ' || c == '\t' || c == '\n' || c == '/'; }
-
-/* Prose, not a tag: `a<b and c>d` has attributes but none with a value. */
-static int prose_not_tag(int kind, const void *data, const Tag *tag)
-{
-    int filled = 0;
-    for (Py_ssize_t i = tag->attrs; i < tag->attrs_end && !filled; i++)
-        filled = !tag_space(PyUnicode_READ(kind, data, i));
-    if (!filled)
-        return 0;
-    return !holds(kind, data, tag->attrs, tag->attrs_end, "=") || !tag_space(PyUnicode_READ(kind, data, tag->attrs));
-}
-
-/* The element ends itself: its attributes end with '/' (trailing whitespace aside). */
-static int self_closing(int kind, const void *data, const Tag *tag)
-{
-    Py_ssize_t end = tag->attrs_end;
-    while (end > tag->attrs && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, end - 1)))
-        end--;
-    return end > tag->attrs && PyUnicode_READ(kind, data, end - 1) == '/';
-}
-
-/* Whether the lower-cased name is in `set` (-1: error). */
-static int named(PyObject *name, PyObject *set) { return PySet_Contains(set, name); }
-
-static PyObject *fast_strip_tags(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"text", "drop", "blocks", "keep", "breaks", "closer", NULL};
-    PyObject *text, *drop, *blocks, *keep, *breaks, *closer;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO!O!O!O!O:strip_tags", kwlist, &text, &PyFrozenSet_Type, &drop,
-                                     &PyFrozenSet_Type, &blocks, &PyFrozenSet_Type, &keep, &PyFrozenSet_Type, &breaks,
-                                     &closer))
-        return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    /* Where the next closing tag of each dropped element is (None: there is none left), so
-     * that unclosed elements never rescan the rest of the page. */
-    PyObject *next_close = PyDict_New();
-    Py_UCS4 *out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4));
-    if (!next_close || !out) {
-        Py_XDECREF(next_close);
-        PyMem_Free(out);
-        return PyErr_NoMemory();
-    }
-    Py_ssize_t len = 0, pos = 0;
-    for (Py_ssize_t at = 0; at < n; at++) {
-        Tag tag;
-        if (PyUnicode_READ(kind, data, at) != '<' || !match_tag(kind, data, n, at, &tag) ||
-            prose_not_tag(kind, data, &tag))
-            continue;
-        PyObject *name = PyUnicode_Substring(text, tag.name, tag.name_end);
-        PyObject *lower = name ? PyObject_CallMethod(name, "lower", NULL) : NULL;
-        Py_XDECREF(name);
-        if (!lower)
-            goto fail;
-        int dropped = named(lower, drop), kept = dropped ? 0 : named(lower, keep);
-        if (dropped < 0 || kept < 0)
-            goto fail_name;
-        if (dropped) {
-            copy(out, &len, kind, data, pos, tag.start);
-            int block = named(lower, blocks);
-            if (block < 0)
-                goto fail_name;
-            if (block && !holds(kind, data, tag.attrs, tag.attrs_end, "inline")) {
-                out[len++] = '\n';
-                out[len++] = '\n';
-            }
-            pos = tag.end;
-            at = tag.end - 1;
-            if (!tag.closing && !self_closing(kind, data, &tag)) {
-                PyObject *cached = PyDict_GetItemWithError(next_close, lower);
-                if (!cached && PyErr_Occurred())
-                    goto fail_name;
-                Py_ssize_t close_start = -1, close_end = -1;
-                if (cached && cached != Py_None &&
-                    !PyArg_ParseTuple(cached, "nn", &close_start, &close_end))
-                    goto fail_name;
-                if (!cached || (cached != Py_None && close_start < tag.end)) {
-                    PyObject *found = PyObject_CallFunction(closer, "On", lower, tag.end);
-                    if (!found || PyDict_SetItem(next_close, lower, found) < 0) {
-                        Py_XDECREF(found);
-                        goto fail_name;
-                    }
-                    if (found != Py_None && !PyArg_ParseTuple(found, "nn", &close_start, &close_end)) {
-                        Py_DECREF(found);
-                        goto fail_name;
-                    }
-                    cached = found;
-                    Py_DECREF(found); /* the dict holds it */
-                }
-                if (cached != Py_None) {
-                    pos = close_end;
-                    at = close_end - 1;
-                }
-            }
-        } else if (kept) {
-            copy(out, &len, kind, data, pos, tag.start);
-            int breaking = named(lower, breaks);
-            if (breaking < 0)
-                goto fail_name;
-            if (PyUnicode_CompareWithASCIIString(lower, "br") == 0) {
-                out[len++] = ' ';
-            } else if (breaking) {
-                out[len++] = '\n';
-                out[len++] = '\n';
-            }
-            pos = tag.end;
-            at = tag.end - 1;
-        }
-        Py_DECREF(lower);
-        continue;
-    fail_name:
-        Py_DECREF(lower);
-        goto fail;
-    }
-    copy(out, &len, kind, data, pos, n);
-    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
-    PyMem_Free(out);
-    Py_DECREF(next_close);
-    return result;
-fail:
-    PyMem_Free(out);
-    Py_DECREF(next_close);
-    return NULL;
 }
 
 /* ---- templates -------------------------------------------------------------------------- */
@@ -481,12 +287,6 @@ fail:
 }
 
 static PyMethodDef methods[] = {
-    {"strip_tags", (PyCFunction)(void (*)(void))fast_strip_tags, METH_VARARGS | METH_KEYWORDS,
-     "strip_tags(text, drop, blocks, keep, breaks, closer)\n--\n\n"
-     "text with its HTML-like tags handled: elements named in drop go with their content (up to\n"
-     "closer(name, start)'s (start, end) of the closing tag, if any), those in blocks leaving a\n"
-     "paragraph break; tags named in keep go, their content stays, br leaving a space and\n"
-     "those in breaks a paragraph break; anything else is prose."},
     {"template_spans", (PyCFunction)(void (*)(void))fast_template_spans, METH_VARARGS | METH_KEYWORDS,
      "template_spans(text, names, prefix, max_name, max_depth, render)\n--\n\n"
      "The spans (start, end, shown) of text's templates for splice, matched as MediaWiki matches\n"
@@ -502,7 +302,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "bertdata.text._markup",
-    "Compiled markup passes of the wikitext cleaner: tags, templates and plain links.",
+    "Compiled markup passes of the wikitext cleaner: templates and plain links.",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

@@ -19,12 +19,3 @@ def template_spans(text: str, names: frozenset[str], prefix: str, max_name: int,
     lower-cased, '_' read as ' ') is one of `names` or starts with `prefix` shows
     `render(name, start, end, children)`; every other shows None."""
 
-def strip_tags(text: str, drop: frozenset[str], blocks: frozenset[str], keep: frozenset[str], breaks: frozenset[str],
-               closer: Callable[[str, int], tuple[int, int] | None]) -> str:
-    """`text` with each tag `<name attrs>` or `</name attrs>` (an ASCII name, attributes without
-    '<' or '>'; attributes that hold something but no value make it prose) handled by its
-    lower-cased name: one in `drop` goes, and unless it is a closing or self-closing tag, its
-    content with it up to `closer(name, end of the tag)`'s `(start, end)` of its closing tag
-    (None: no closing tag, only the tag goes); one in `blocks` too leaves a paragraph break
-    unless its attributes say "inline". One in `keep` goes and its content stays: "br" leaves a
-    space, one in `breaks` a paragraph break. Any other is prose and stays."""

@@ -1,5 +1,6 @@
 /* The cleaner's last tidying of its prose (wikitext.py), which took it ten regex and replace
- * passes. Plain CPython C API over the str's own code points; _prose.pyi gives the signature.
+ * passes, and the lines it drops as not prose. Plain CPython C API over the str's own code
+ * points; _prose.pyi gives the signatures.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -119,6 +120,62 @@ static Py_ssize_t drop_empty_links_and_commas(const Py_UCS4 *in, Py_ssize_t n, P
     return kept;
 }
 
+/* A line that is not prose: a heading (`[ \t]*=.*=[ \t]*`), a rule (`[ \t]*-{4,}.*`), or a table row
+ * or list item left outside any table (`[ \t]*[|!*#:;].*`). */
+static int junk_line(int kind, const void *data, Py_ssize_t line, Py_ssize_t eol)
+{
+    Py_ssize_t p = line;
+    while (p < eol && (PyUnicode_READ(kind, data, p) == ' ' || PyUnicode_READ(kind, data, p) == '\t'))
+        p++;
+    if (p == eol)
+        return 0;
+    const Py_UCS4 c = PyUnicode_READ(kind, data, p);
+    if (c == '|' || c == '!' || c == '*' || c == '#' || c == ':' || c == ';')
+        return 1;
+    if (c == '-')
+        return p + 3 < eol && PyUnicode_READ(kind, data, p + 1) == '-' && PyUnicode_READ(kind, data, p + 2) == '-' &&
+               PyUnicode_READ(kind, data, p + 3) == '-';
+    if (c != '=')
+        return 0;
+    Py_ssize_t q = eol;
+    while (q > p && (PyUnicode_READ(kind, data, q - 1) == ' ' || PyUnicode_READ(kind, data, q - 1) == '\t'))
+        q--;
+    return q - 1 > p && PyUnicode_READ(kind, data, q - 1) == '=';
+}
+
+static PyObject *fast_drop_junk_lines(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", NULL};
+    PyObject *text;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:drop_junk_lines", kwlist, &text))
+        return NULL;
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_UCS4 *out = NULL;
+    Py_ssize_t len = 0, copied = 0; /* text[:copied] is in out */
+    for (Py_ssize_t line = 0; line <= n;) {
+        Py_ssize_t eol = line;
+        while (eol < n && PyUnicode_READ(kind, data, eol) != '\n')
+            eol++;
+        if (junk_line(kind, data, line, eol)) {
+            if (!out && !(out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4))))
+                return PyErr_NoMemory();
+            for (Py_ssize_t i = copied; i < line; i++)
+                out[len++] = PyUnicode_READ(kind, data, i);
+            copied = eol;
+        }
+        line = eol + 1;
+    }
+    if (!out) /* most pages: no such line left once tables and templates are gone */
+        return Py_NewRef(text);
+    for (Py_ssize_t i = copied; i < n; i++)
+        out[len++] = PyUnicode_READ(kind, data, i);
+    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
+    PyMem_Free(out);
+    return result;
+}
+
 typedef Py_ssize_t (*Pass)(const Py_UCS4 *, Py_ssize_t, Py_UCS4 *);
 
 static PyObject *fast_tidy_prose(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -150,6 +207,10 @@ static PyObject *fast_tidy_prose(PyObject *self, PyObject *args, PyObject *kwarg
 }
 
 static PyMethodDef methods[] = {
+    {"drop_junk_lines", (PyCFunction)(void (*)(void))fast_drop_junk_lines, METH_VARARGS | METH_KEYWORDS,
+     "drop_junk_lines(text)\n--\n\n"
+     "text with every heading, horizontal rule, stray table row and list item line emptied (its\n"
+     "newline stays): what re.sub(r'^[ \\t]*(?:=.*=[ \\t]*|-{4,}.*|[|!*#:;].*)$', '', text, flags=re.M) gives."},
     {"tidy_prose", (PyCFunction)(void (*)(void))fast_tidy_prose, METH_VARARGS | METH_KEYWORDS,
      "tidy_prose(text)\n--\n\n"
      "The cleaner's last passes over paragraphs joined by newlines: spaces squeezed, separators\n"

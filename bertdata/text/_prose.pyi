@@ -1,4 +1,9 @@
-"""Signature of the cleaner's compiled tidying of its prose (_prose.c)."""
+"""Signatures of the cleaner's compiled tidying of its prose (_prose.c)."""
+
+def drop_junk_lines(text: str) -> str:
+    """`text` with every line (split at '\\n' only) that is a heading (`[ \\t]*=.*=[ \\t]*`), a
+    horizontal rule (`[ \\t]*-{4,}.*`), or a table row or list item (`[ \\t]*[|!*#:;].*`) emptied,
+    its newline kept: `re.sub` of that alternation with MULTILINE."""
 
 def tidy_prose(text: str) -> str:
     """The cleaner's last passes over paragraphs joined by newlines, in order: invisible

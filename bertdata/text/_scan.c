@@ -3,10 +3,8 @@
  * str's own code points. _scan.pyi gives the signatures.
  */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_chars.h"
 #include <stdint.h>
-#include <string.h>
 
 /* ---- punkt's sentence boundaries (fastpunkt.py) ------------------------------------ */
 
@@ -344,8 +342,6 @@ done:
 /* Each doc starts with its signature and "--", so inspect.signature reads it (_scan.pyi must agree). */
 /* ---- a paragraph's sentences, tidied (sentences.py) ----------------------------------- */
 
-/* `re`'s \w on str. */
-static inline int word_char(Py_UCS4 c) { return Py_UNICODE_ISALNUM(c) || c == '_'; }
 
 /* `" ".join(piece.split())` of a str. Sets *has_word when it holds a \w character. */
 static PyObject *single_spaced(PyObject *piece, int *has_word)

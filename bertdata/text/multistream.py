@@ -164,38 +164,81 @@ def iter_pages_in_range(
     than they overlap. Without it the range (a work item: a few MB) is read whole and
     decoded in line by indexed_bzip2, the cheaper decoder for a busy core.
     """
+    for pages in iter_pages_in_ranges(path, [(start, end)], opener, max_page_chars, prefetch):
+        yield from pages
+
+
+_RANGE_END = object()
+_HINT = "; does the multistream index match this dump?"
+
+
+def iter_pages_in_ranges(
+    path: str | os.PathLike, ranges: list[tuple[int, int]], opener: Opener = open_local,
+    max_page_chars: int | None = DEFAULT_MAX_CHARS, prefetch: bool = True,
+) -> Iterator[Iterator[Page]]:
+    """The pages of each byte range in turn, as `iter_pages_in_range` gives them: one iterator
+    per range, whose pages are read before the next range's iterator is asked for (what is left
+    of it is skipped then). With `prefetch`, one helper thread decodes the ranges back to back:
+    one per range waited at each range's end for the parser to catch up, and the parser at each
+    start for the first chunk (README, Performance)."""
     name = os.fspath(path)
-    hint = "; does the multistream index match this dump?"
-    where = f" of the XML in bytes [{start}, {end})"
+    chunks = _ranges_xml(name, ranges, opener, prefetch)
+    chunks = prefetched(chunks) if prefetch else chunks
+    # Closed before the file is, so the prefetch thread never reads a closed file.
+    with contextlib.closing(chunks):
+        for start, end in ranges:
+            range_chunks = _until_range_end(chunks)
+            pages = _range_pages(range_chunks, name, start, end, max_page_chars)
+            try:
+                yield pages
+            finally:
+                pages.close()
+            for _ in range_chunks:  # the rest of a range whose pages were not all read
+                pass
+
+
+def _ranges_xml(name: str, ranges: list[tuple[int, int]], opener: Opener, prefetch: bool) -> Iterator[bytes | object]:
+    """Each range's XML chunks, then _RANGE_END, range after range."""
     with opened(name, opener) as f:
-        _check_stream_start(f, start, name)
-        f.seek(start)
-        if prefetch or not indexed_bz2_usable():
-            chunks = bz2_chunks(f, name, start, end, hint)
-            chunks = prefetched(chunks) if prefetch else chunks
-        else:
-            chunks = indexed_bz2_chunks(f.read(end - start), name, start, end, hint)
-        # Closed before the file is, so the prefetch thread never reads a closed file.
-        with contextlib.closing(chunks) as chunks:
-            first = b""
-            for chunk in chunks:
-                first += chunk
-                if len(first) >= 64:
-                    break
-            parser = DumpParser(name, where, max_page_chars)
-            if not first.lstrip().startswith((b"<mediawiki", b"<?xml")):
-                parser.feed(EXPORT_ROOT.encode())
-            parser.feed(first)
-            yield from parser.drain()
-            for chunk in chunks:
-                parser.feed(chunk)
-                yield from parser.drain()
-        if not parser.root_closed:
-            if parser.stack != ["mediawiki"]:
-                raise BertdataError(f"{name}: byte range [{start}, {end}) ends inside <{parser.stack[-1]}>{hint}")
-            parser.feed(b"</mediawiki>")
-        parser.feed(b"", final=True)
+        for start, end in ranges:
+            _check_stream_start(f, start, name)
+            f.seek(start)
+            if prefetch or not indexed_bz2_usable():
+                yield from bz2_chunks(f, name, start, end, _HINT)
+            else:
+                yield from indexed_bz2_chunks(f.read(end - start), name, start, end, _HINT)
+            yield _RANGE_END
+
+
+def _until_range_end(chunks: Iterator[bytes | object]) -> Iterator[bytes]:
+    for chunk in chunks:
+        if chunk is _RANGE_END:
+            return
+        yield chunk
+
+
+def _range_pages(chunks: Iterator[bytes], name: str, start: int, end: int,
+                 max_page_chars: int | None) -> Iterator[Page]:
+    where = f" of the XML in bytes [{start}, {end})"
+    first = b""
+    for chunk in chunks:
+        first += chunk
+        if len(first) >= 64:
+            break
+    parser = DumpParser(name, where, max_page_chars)
+    if not first.lstrip().startswith((b"<mediawiki", b"<?xml")):
+        parser.feed(EXPORT_ROOT.encode())
+    parser.feed(first)
+    yield from parser.drain()
+    for chunk in chunks:
+        parser.feed(chunk)
         yield from parser.drain()
+    if not parser.root_closed:
+        if parser.stack != ["mediawiki"]:
+            raise BertdataError(f"{name}: byte range [{start}, {end}) ends inside <{parser.stack[-1]}>{_HINT}")
+        parser.feed(b"</mediawiki>")
+    parser.feed(b"", final=True)
+    yield from parser.drain()
 
 
 def render_siteinfo(info: dict) -> str:

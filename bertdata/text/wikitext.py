@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from bertdata.text import languages
-from bertdata.text._markup import resolve_simple_links, strip_tags
-from bertdata.text._prose import tidy_prose
+from bertdata.text._markup import resolve_simple_links
+from bertdata.text._prose import drop_junk_lines, tidy_prose
+from bertdata.text._tags import strip_tags
 from bertdata.text.skipped import (DEFAULT_MAX_CHARS, MAX_LINK_DEPTH, MAX_STRAY_LINK_BRACKETS, MAX_TABLE_MARKS, MAX_TAGS,
                                    DisambiguationPage, ListPage, MalformedPage, PageTooLarge, refuse_if_over)
 from bertdata.text.templates import remove_templates, splice
@@ -67,10 +68,9 @@ _KEEP_CONTENT_TAGS = frozenset(
     " samp font abbr cite q del ins strike mark bdi bdo dfn p poem onlyinclude ul ol li dl"
     " dd dt ruby rt rp wbr time data h1 h2 h3 h4 h5 h6 hr br".split()
 )
-_CLOSERS = {name: re.compile(r"</" + name + r"\s*>", re.IGNORECASE) for name in _DROP_CONTENT_TAGS}
 _BREAK_TAGS = frozenset(("br", "hr", "p", "li", "dd", "dt", "div", "poem", "blockquote"))
 
-_TABLE_LINE = re.compile(r"^[ \t:]*(\{\||\|\})", re.MULTILINE)
+_TABLE_MARK = re.compile(r"\{\||\|\}")
 _LINK_TOKEN = re.compile(r"\[\[|\]\]")
 _EXTERNAL_LINK = re.compile(
     r"\[(?:https?:|ftp:|mailto:|news:|irc:|//)[^\s\[\]<>\"]{0,2000}(?:[ \t]([^\[\]\n]{0,500}))?\]"
@@ -87,8 +87,6 @@ _INTERWIKI_KEEP = frozenset(("wikt", "w", "s", "q", "n", "b", "v", "c", "d", "m"
 # Headings, horizontal rules, and table rows outside any table (stray `|` or `!` lines).
 _JUNK_LINE = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!].*)$", re.MULTILINE)
 _LIST_ITEM = re.compile(r"^[ \t]*[*#:;]+[ \t]*(.*)$", re.MULTILINE)
-# Junk lines and list lines in one pass: emptying a line never changes another one.
-_JUNK_OR_LIST_LINE = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!*#:;].*)$", re.MULTILINE)
 _SENTENCE_STOPS = (". ", "! ", "? ", '." ', "?\" ", '!" ')
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _BEHAVIOUR_SWITCH = re.compile(r"__[A-Z]+__")
@@ -178,8 +176,8 @@ def clean(
     if paragraphs and _REFERS_TO.search(paragraphs[0]):
         raise DisambiguationPage(f"page {title!r} is a disambiguation page")
     if not keep_lists:
-        paragraphs = [_drop_lead_in(p) if p.endswith(":") else p for p in paragraphs]
-    return "\n".join(p for p in paragraphs if _HAS_WORD.search(p))
+        paragraphs = _without_lead_ins(paragraphs)
+    return "\n".join(paragraphs)
 
 
 def _first_heading(heading: re.Pattern, text: str) -> int:
@@ -222,12 +220,7 @@ def _strip_tags(text: str, title: str) -> str:
     if "<" not in text:
         return text
     refuse_if_over(text.count("<"), MAX_TAGS, "tags", title)
-
-    def closer(name: str, start: int) -> tuple[int, int] | None:
-        close = _CLOSERS[name].search(text, start)
-        return (close.start(), close.end()) if close else None
-
-    return strip_tags(text, _DROP_CONTENT_TAGS, _BLOCK_TAGS, _KEEP_CONTENT_TAGS, _BREAK_TAGS, closer)
+    return strip_tags(text, _DROP_CONTENT_TAGS, _BLOCK_TAGS, _KEEP_CONTENT_TAGS, _BREAK_TAGS)
 
 
 def _remove_tables(text: str, title: str) -> str:
@@ -238,20 +231,29 @@ def _remove_tables(text: str, title: str) -> str:
     spans: list[tuple[int, int, str | None]] = []
     depth = 0
     start = 0
-    for m in _TABLE_LINE.finditer(text):
-        if m.group(1) == "{|":
+    for line, mark, end in _table_lines(text):
+        if mark == "{|":
             if depth == 0:
-                start = m.start()
+                start = line
             depth += 1
         elif depth:
             depth -= 1
             if depth == 0:
-                eol = text.find("\n", m.end())
+                eol = text.find("\n", end)
                 spans.append((start, len(text) if eol < 0 else eol, None))
     if depth:
         blank = text.find("\n\n", start)
         spans.append((start, len(text) if blank < 0 else blank, None))
     return splice(text, spans)
+
+
+def _table_lines(text: str) -> Iterator[tuple[int, str, int]]:
+    """(line start, mark, mark end) where `^[ \\t:]*(\\{\\||\\|\\})` would match with MULTILINE: the
+    marks are found first and their lines checked, where that regex tried every character."""
+    for m in _TABLE_MARK.finditer(text):
+        line = text.rfind("\n", 0, m.start()) + 1
+        if not text[line:m.start()].strip(" \t:"):
+            yield line, m.group(), m.end()
 
 
 def _resolve_links(text: str, title: str, drop_link: re.Pattern) -> str:
@@ -328,9 +330,22 @@ def _paragraphs(text: str, keep_lists: bool) -> list[str]:
     if keep_lists:
         text = _LIST_ITEM.sub("\n\\1\n", _JUNK_LINE.sub("", text))
     else:
-        text = _JUNK_OR_LIST_LINE.sub("", text)
+        text = drop_junk_lines(text)
     text = "\n".join(p.replace("\n", " ") for p in _BLANK_LINES.split(text) if p)
     return [p for p in _finish(text).split("\n") if _HAS_WORD.search(p)]
+
+
+def _without_lead_ins(paragraphs: list[str]) -> list[str]:
+    """Each paragraph with the lead-in of a dropped list cut, and gone if no word is left; the
+    others all have words (`_paragraphs` checked)."""
+    kept = []
+    for paragraph in paragraphs:
+        if paragraph.endswith(":"):
+            paragraph = _drop_lead_in(paragraph)
+            if not _HAS_WORD.search(paragraph):
+                continue
+        kept.append(paragraph)
+    return kept
 
 
 def _drop_lead_in(paragraph: str) -> str:

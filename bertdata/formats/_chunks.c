@@ -1,0 +1,105 @@
+/* An array cut into hdf5 chunks, each laid out as HDF5's shuffle filter stores it, in one pass:
+ * the writer compresses each chunk and hands it to HDF5 as finished (hdf5io.ShardWriter.write).
+ * A numpy pad, copy and byte transpose did the same in three passes, the transpose gathering
+ * one byte at a time; _chunks.pyi gives the signature.
+ */
+
+#include "../instances/_arrays.h"
+
+/* Chunk (i, j) of `src` ([n, m] elements of `size` bytes), shuffled into `dst` (rows * cols * size
+ * bytes): byte b of element (r, c) at b * rows * cols + r * cols + c. Elements past the array's
+ * edge are 0, as HDF5 pads edge chunks with the fill value. `size` is a constant in each caller,
+ * so the byte loop unrolls. */
+static inline void shuffle_chunk(uint8_t *dst, const uint8_t *src, Py_ssize_t n, Py_ssize_t m,
+                                 Py_ssize_t i, Py_ssize_t j, Py_ssize_t rows, Py_ssize_t cols,
+                                 const Py_ssize_t size)
+{
+    const Py_ssize_t plane = rows * cols;
+    const Py_ssize_t row0 = i * rows, col0 = j * cols;
+    const Py_ssize_t in_rows = n - row0 < rows ? n - row0 : rows;
+    const Py_ssize_t in_cols = m - col0 < cols ? m - col0 : cols;
+    if (in_rows < rows || in_cols < cols)
+        memset(dst, 0, (size_t)(plane * size));
+    for (Py_ssize_t r = 0; r < in_rows; r++) {
+        const uint8_t *from = src + ((row0 + r) * m + col0) * size;
+        uint8_t *to = dst + r * cols;
+        for (Py_ssize_t c = 0; c < in_cols; c++)
+            for (Py_ssize_t b = 0; b < size; b++)
+                to[b * plane + c] = from[c * size + b];
+    }
+}
+
+static void shuffle_all(uint8_t *dst, const uint8_t *src, Py_ssize_t n, Py_ssize_t m, Py_ssize_t rows,
+                        Py_ssize_t cols, Py_ssize_t size)
+{
+    const Py_ssize_t n_i = (n + rows - 1) / rows, n_j = (m + cols - 1) / cols;
+    const Py_ssize_t chunk = rows * cols * size;
+    for (Py_ssize_t i = 0; i < n_i; i++)
+        for (Py_ssize_t j = 0; j < n_j; j++) {
+            uint8_t *to = dst + (i * n_j + j) * chunk;
+            switch (size) {
+            case 1: shuffle_chunk(to, src, n, m, i, j, rows, cols, 1); break;
+            case 2: shuffle_chunk(to, src, n, m, i, j, rows, cols, 2); break;
+            case 4: shuffle_chunk(to, src, n, m, i, j, rows, cols, 4); break;
+            default: shuffle_chunk(to, src, n, m, i, j, rows, cols, 8); break;
+            }
+        }
+}
+
+static PyObject *fast_shuffle_chunks(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"out", "values", "chunk_rows", "chunk_cols", NULL};
+    Arr out = {.name = "out"}, values = {.name = "values"};
+    Arr *all[] = {&out, &values};
+    Py_ssize_t rows, cols;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&nn:shuffle_chunks", kwlist, conv_out, &out, conv_in,
+                                     &values, &rows, &cols))
+        return NULL;
+    if (require(&out, K_U8, 1) < 0)
+        goto fail;
+    if (values.view.ndim < 1) {
+        PyErr_SetString(PyExc_ValueError, "values must have 1 or 2 dimensions, not 0");
+        goto fail;
+    }
+    if (rows < 1 || cols < 1 || (values.view.ndim == 1 && cols != 1)) {
+        PyErr_SetString(PyExc_ValueError, "chunk_rows and chunk_cols must be at least 1 (chunk_cols 1 for 1-d values)");
+        goto fail;
+    }
+    const Py_ssize_t n = values.rows, m = values.cols, size = values.view.itemsize;
+    const Py_ssize_t n_i = (n + rows - 1) / rows, n_j = (m + cols - 1) / cols;
+    /* n_i * n_j <= n * m, which fits: the array is in memory. */
+    if (rows > PY_SSIZE_T_MAX / cols / size || out.len % (rows * cols * size)
+        || out.len / (rows * cols * size) != n_i * n_j) {
+        PyErr_Format(PyExc_ValueError, "out must hold %zd chunks of %zd x %zd elements of %zd bytes",
+                     n_i * n_j, rows, cols, size);
+        goto fail;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    shuffle_all((uint8_t *)out.data, (const uint8_t *)values.data, n, m, rows, cols, size);
+    Py_END_ALLOW_THREADS
+    release(all, 2);
+    Py_RETURN_NONE;
+fail:
+    release(all, 2);
+    return NULL;
+}
+
+/* The doc starts with its signature and "--", so inspect.signature reads it (_chunks.pyi must agree). */
+static PyMethodDef methods[] = {
+    {"shuffle_chunks", (PyCFunction)(void (*)(void))fast_shuffle_chunks, METH_VARARGS | METH_KEYWORDS,
+     "shuffle_chunks(out, values, chunk_rows, chunk_cols)\n--\n\n"
+     "out[k] = chunk k of values (row-major over the chunk grid), 0-padded at the edges, its bytes shuffled "
+     "as HDF5's shuffle filter stores them."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "bertdata.formats._chunks",
+    "Compiled inner loop of the hdf5 writer: chunks laid out byte-shuffled in one pass.",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__chunks(void)
+{
+    return PyModule_Create(&module);
+}
