@@ -385,6 +385,28 @@ def test_sigterm_and_sighup_stop_a_build_as_ctrl_c_does(sample_build, tmp_path, 
     assert tree_digest(out) == tree_digest(sample_build)  # hidden leftovers included
 
 
+def test_once_stopped_a_failing_thread_prints_no_traceback(capfd):
+    # Beam's gRPC server threads fail as their server shuts under them after a stop signal.
+    import os
+    import signal
+    import threading
+
+    from bertdata.commands.stops import stopped_by_signals
+    from bertdata.errors import Stopped
+
+    def fail():
+        raise ValueError("server must be started and not shutting down")
+
+    threading.excepthook = threading.__excepthook__  # the interpreter's own, which prints
+    with pytest.raises(Stopped):
+        with stopped_by_signals(signal.SIGTERM):
+            os.kill(os.getpid(), signal.SIGTERM)
+    thread = threading.Thread(target=fail)
+    thread.start()
+    thread.join()
+    assert "server must be started" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_truncated_dump_is_one_clear_line(tmp_path, workers, short_tmpdir):
     import os

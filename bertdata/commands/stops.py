@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 
 from bertdata.errors import Stopped
 
@@ -24,6 +25,7 @@ def stopped_by_signals(*signums: int):
     def stop(signum, frame) -> None:
         if not stopping:  # a repeated signal must not break off the cleanup the first one started
             stopping.append(signum)
+            threading.excepthook = _quiet
             raise interruption(signum)
 
     # One that is ignored (SIGHUP under nohup, SIGINT in a background job) stays ignored.
@@ -41,3 +43,10 @@ def stopped_by_signals(*signums: int):
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _quiet(args: threading.ExceptHookArgs) -> None:
+    """The thread error hook once a stop has begun, for the rest of the process (which is ending).
+    Threads still at work fail as what they use is torn down under them, Beam's gRPC server
+    threads as their server shuts ("server must be started and not shutting down"): their
+    tracebacks would bury the command's one line, which says why it ended."""
