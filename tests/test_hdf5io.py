@@ -89,6 +89,43 @@ def test_failed_write_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_chunks_compressed_off_thread_are_stored_in_write_order(tmp_path, monkeypatch):
+    # Aligned writes go to the compressing thread, unaligned ones through HDF5's own filter: the
+    # file must be the one written when each write's chunks were stored before it returned.
+    from bertdata.formats import hdf5io
+
+    arrays = random_shard(5000)
+    for copy, ahead in (("a.hdf5", hdf5io.COMPRESS_AHEAD), ("b.hdf5", 0)):
+        monkeypatch.setattr(hdf5io, "COMPRESS_AHEAD", ahead)
+        with ShardWriter(tmp_path / copy, 5000, 128, 20) as writer:
+            rows = chunk_rows(writer)
+            for name in WRITE_ORDER:
+                aligned = rows[name] * 3
+                writer.write(name, 0, arrays[name][:aligned])
+                writer.write(name, aligned, arrays[name][aligned:aligned + 7])
+                writer.write(name, aligned + 7, arrays[name][aligned + 7:])
+    assert (tmp_path / "a.hdf5").read_bytes() == (tmp_path / "b.hdf5").read_bytes()
+    back = read_shard(tmp_path / "a.hdf5")
+    assert all(np.array_equal(back[k], arrays[k]) for k in FIELDS)
+
+
+def test_a_compression_error_leaves_nothing(tmp_path, monkeypatch):
+    from bertdata.formats import hdf5io
+
+    calls = []
+
+    def failing(chunk):
+        calls.append(1)
+        if len(calls) == 40:
+            raise MemoryError("no room to compress")
+        return hdf5io.deflate.zlib_compress(chunk, hdf5io.GZIP_LEVEL)
+
+    monkeypatch.setattr(hdf5io, "_compress", failing)
+    with pytest.raises(MemoryError, match="no room"):
+        write_shard(tmp_path / "s.hdf5", random_shard(5000))
+    assert list(tmp_path.iterdir()) == []
+
+
 def numpy_shuffled_chunks(values: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """The chunk layout by numpy's pad and byte transpose: what HDF5's shuffle filter stores."""
     values = values.reshape(len(values), -1)

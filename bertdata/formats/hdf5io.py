@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,12 +43,26 @@ def _compress(chunk: np.ndarray) -> bytes:
     return deflate.zlib_compress(chunk, GZIP_LEVEL)
 
 
+def _compress_all(blocks: list[np.ndarray]) -> list[bytes]:
+    return [_compress(block) for block in blocks]
+
+
+# Writes whose chunks are handed to the compressing thread and not yet stored, at most; a write
+# is a few MB (see formats.hdf5.WRITE_BLOCK_BYTES). A write's chunks (tens of KB each) go as one
+# task: a hand-off per chunk cost about as much as compressing it.
+COMPRESS_AHEAD = 1
+
+
 class ShardWriter:
     """Write a shard of known size in slices, so callers never hold all instances at once.
 
     Datasets are created with their full shape, which gives h5py's default chunking for
     that shape -- the same layout the reference gets from `create_dataset(data=...)`.
     The file appears under its final name only after `close()` on success.
+
+    Whole chunks are compressed on a helper thread (libdeflate lets go of the GIL) while the
+    caller builds the next rows, and stored in the order they were written: the file's bytes
+    do not depend on the thread's timing.
     """
 
     def __init__(self, path: str | os.PathLike, num_instances: int, max_seq_length: int,
@@ -61,6 +77,8 @@ class ShardWriter:
                 # cost fourteen times, and small shards are written by the hundred.
                 self._file.attrs[ATTRS_KEY] = json.dumps(dict(attrs), sort_keys=True)
             self._datasets = {}
+            self._pending: collections.deque[tuple[h5py.Dataset, list[tuple[int, ...]], Future]] = collections.deque()
+            self._compressor = ThreadPoolExecutor(1, thread_name_prefix="hdf5-deflate")
             for name, shape in shapes(num_instances, max_seq_length, max_predictions_per_seq).items():
                 # chunks=True on an empty shape is an error in HDF5; an empty shard stays contiguous.
                 self._datasets[name] = self._file.create_dataset(
@@ -77,9 +95,12 @@ class ShardWriter:
         """Rows start:start+len(values). Slices on chunk-row boundaries (see `chunk_rows`) are
         compressed here and stored as finished chunks; others go through HDF5's own filter."""
         dataset = self._datasets[name]
+        if not len(values):
+            return
         end = start + len(values)
         rows = dataset.chunks[0] if dataset.chunks else 0
         if not rows or start % rows or (end % rows and end != dataset.shape[0]):
+            self._store(0)  # HDF5 places the chunks it writes itself after those before them
             dataset[start:end] = values
             return
         rows_per, cols_per = (dataset.chunks + (1,))[:2]
@@ -89,11 +110,18 @@ class ShardWriter:
         # value 0 as HDF5 pads them, each a contiguous block.
         blocks = np.empty(n_rows * n_cols * rows_per * cols_per * dataset.dtype.itemsize, np.uint8)
         shuffle_chunks(blocks, np.ascontiguousarray(values, dataset.dtype), rows_per, cols_per)
-        blocks = blocks.reshape(n_rows, n_cols, -1)
-        for i in range(n_rows):
-            for j in range(n_cols):
-                offset = (start + i * rows_per, j * cols_per) if values.ndim == 2 else (start + i * rows_per,)
-                dataset.id.write_direct_chunk(offset, _compress(blocks[i, j]))
+        blocks = blocks.reshape(n_rows * n_cols, -1)
+        offsets = [(start + i * rows_per, j * cols_per) if values.ndim == 2 else (start + i * rows_per,)
+                   for i in range(n_rows) for j in range(n_cols)]
+        self._pending.append((dataset, offsets, self._compressor.submit(_compress_all, list(blocks))))
+        self._store(COMPRESS_AHEAD)
+
+    def _store(self, keep: int) -> None:
+        """Store compressed chunks in the order written, leaving at most `keep` pending."""
+        while len(self._pending) > keep:
+            dataset, offsets, compressed = self._pending.popleft()
+            for offset, chunk in zip(offsets, compressed.result()):
+                dataset.id.write_direct_chunk(offset, chunk)
 
     def write_all(self, name: str, values: np.ndarray) -> None:
         dataset = self._datasets[name]
@@ -102,10 +130,18 @@ class ShardWriter:
         self.write(name, 0, values)
 
     def close(self) -> None:
+        try:
+            self._store(0)
+        except BaseException as err:
+            self._abort(err)
+            raise
+        self._compressor.shutdown()
         self._file.close()
         self._atomic.__exit__(None, None, None)
 
     def _abort(self, err: BaseException) -> None:
+        if getattr(self, "_compressor", None) is not None:
+            self._compressor.shutdown(cancel_futures=True)
         if getattr(self, "_file", None) is not None:
             self._file.close()
         self._atomic.__exit__(type(err), err, err.__traceback__)
