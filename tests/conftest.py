@@ -23,11 +23,13 @@ PARITY_512 = PARITY / "A_s12345_512_80_p15_d2.hdf5"
 SAMPLE_VOCAB = ROOT / "bertdata" / "sample" / "vocab.txt"
 
 
-def hangup_default() -> None:
-    """For `preexec_fn`: a child that a test hangs up gets SIGHUP as a closed terminal sends it.
-    Under `nohup` every process, this test runner too, starts with SIGHUP ignored, and bertdata
-    rightly keeps it so."""
+def signals_default() -> None:
+    """For `preexec_fn`: a child that a test hangs up or interrupts gets SIGHUP as a closed terminal
+    sends it and SIGINT as Ctrl-C does. Under `nohup` every process, this test runner too, starts
+    with SIGHUP ignored, and a job a non-interactive shell puts in the background with SIGINT
+    ignored; bertdata rightly keeps an ignored signal ignored."""
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _absent(path: Path) -> str:

@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import ROOT, WIKI_FRAGMENT, hangup_default, need_shared, run_cli
+from conftest import ROOT, WIKI_FRAGMENT, signals_default, need_shared, run_cli
 from servers import digest
 from shards import STORED, filters
 
@@ -361,7 +361,7 @@ def test_sigterm_and_sighup_stop_a_build_as_ctrl_c_does(sample_build, tmp_path, 
                                      "--output", str(out), *SAMPLE_SHARDS, "--workers", workers],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                     env={**os.environ, "TMPDIR": str(pool_tmp)}, start_new_session=True,
-                                    preexec_fn=hangup_default)
+                                    preexec_fn=signals_default)
             deadline = time.time() + 300
             while not list(out.glob(KILL_AT[moment].replace(PHASE1, "hdf5_*"))):
                 assert proc.poll() is None and time.time() < deadline, f"build ended before {moment} appeared"

@@ -12,7 +12,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import hangup_default, run_cli
+from conftest import signals_default, run_cli
 
 from bertdata.download import fetch as download
 from bertdata.download.dumps import DumpSpec, download_dump, dump_files, parse_sums
@@ -497,7 +497,7 @@ def test_download_command_stopped_by_a_signal_says_so_and_a_rerun_resumes(server
     out = tmp_path / "download"
     proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", "download", "--date", "20240101", "--mirror",
                              server.base, "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=hangup_default)
+                            text=True, preexec_fn=signals_default)
     part = out / (name + ".part")
     deadline = time.monotonic() + 60
     while not (part.exists() and part.stat().st_size):

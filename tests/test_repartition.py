@@ -27,7 +27,7 @@ from bertdata.fsutil import this_process
 from bertdata.errors import BertdataError
 from bertdata.instances.schema import record_dtype
 from bertdata.formats.hdf5io import DTYPES, FIELDS, file_attrs, shard_info, write_shard
-from conftest import PARITY_128, PARITY_512, hangup_default, needs_shared
+from conftest import PARITY_128, PARITY_512, signals_default, needs_shared
 from shards import STORED, filters, hostile_files, valid_rows
 
 needs_real = needs_shared(PARITY_128, PARITY_512)
@@ -539,7 +539,7 @@ def test_killed_run_leaves_nothing_a_loader_would_take_and_nothing_the_next_run_
     out = tmp_path / "out"
     argv = ["shard", str(inputs[0].parent), "--output", str(out), "--parts", "2"]
     proc = subprocess.Popen([sys.executable, "-c", _STALLED_RUN, *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=hangup_default)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=signals_default)
     try:
         assert proc.stdout.readline() == "stalled\n"
         temp = [p for p in out.rglob("*") if p.is_file()]
