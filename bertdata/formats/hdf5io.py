@@ -100,7 +100,7 @@ class ShardWriter:
         end = start + len(values)
         rows = dataset.chunks[0] if dataset.chunks else 0
         if not rows or start % rows or (end % rows and end != dataset.shape[0]):
-            self._store(0)  # HDF5 places the chunks it writes itself after those before them
+            self._store(0)  # earlier writes reach HDF5 first, as when each stored its chunks at once
             dataset[start:end] = values
             return
         rows_per, cols_per = (dataset.chunks + (1,))[:2]
