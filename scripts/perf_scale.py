@@ -6,15 +6,18 @@ with an index (scripts/make_scaled_dump.py), cached under perf/scale. For each r
 samples, every 0.1 s, the RSS of the whole process tree (and every second its PSS, which
 counts pages the workers share with the pool's server once) and of the launcher alone, and
 the disk held by the build's temporary run files. It prints a table, the memory ratios
-64x / 8x, the second worker's speed-up, and the projection.
+64x / 8x, the second worker's speed-up (against one worker, and per core: against one
+worker pinned to one core), and the projection.
 
   .venv/bin/python scripts/perf_scale.py [--repeats 3] [--baseline-python OLD/.venv/bin/python]
   .venv/bin/python scripts/perf_scale.py --only-side-by-side --factors 32 --baseline-python OLD/.venv/bin/python
+  .venv/bin/python scripts/perf_scale.py --only-side-by-side --factors 64 --workers 2 --baseline-python OLD/.venv/bin/python
   .venv/bin/python scripts/perf_scale.py --profile [--factors 8] [--splitter nltk]   (make perf-profile)
 
 --baseline-python runs the 32x one-worker build with another install too (e.g. the
 previous release in a git worktree), alternating with this one, so both are timed under
-the same load, and checks that the two wrote the same text shards and hdf5 arrays.
+the same load, and checks that the two wrote the same text shards and hdf5 arrays. With
+--only-side-by-side --workers 2 it compares the two installs' projections instead.
 
 --profile runs a one-worker build (phase 1, the runner in_memory in one process) of the
 first factor's dump instead, sampling its main thread's stack, and prints the main
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import bz2
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -46,8 +50,9 @@ FACTORS = (8, 32, 64)
 FULL_DUMP_GB = 22.0
 
 
-def tree_memory(proc: psutil.Process, with_pss: bool) -> tuple[int, int, int]:
-    """(whole tree RSS, whole tree PSS or 0, launcher RSS) in bytes. RSS counts a page shared
+def tree_memory(proc: psutil.Process, with_pss: bool, cpu: dict[int, float]) -> tuple[int, int, int]:
+    """(whole tree RSS, whole tree PSS or 0, launcher RSS) in bytes; each process's CPU time so
+    far goes into `cpu` by pid. RSS counts a page shared
     by several processes (the pool's server and the workers it forked) in each; PSS splits it
     among them, so the tree's PSS is what the tree really holds. PSS costs ~2 ms a process
     (the kernel walks its page tables): on 2 busy cores, sampled every 0.1 s, that slowed a
@@ -62,6 +67,8 @@ def tree_memory(proc: psutil.Process, with_pss: bool) -> tuple[int, int, int]:
         try:
             rss += p.memory_info().rss
             pss += p.memory_full_info().pss if with_pss else 0
+            times = p.cpu_times()
+            cpu[p.pid] = times.user + times.system
         except psutil.Error:
             continue
     return rss, pss, launcher
@@ -87,7 +94,9 @@ def scaled_dump(factor: int) -> Path:
     return dump
 
 
-def timed_build(python: str, dump: Path, workers: int, out: Path) -> dict:
+def timed_build(python: str, dump: Path, workers: int, out: Path, one_core: bool = False) -> dict:
+    """`one_core` pins the build to the first core it may use: one worker as it runs beside
+    others, with no core to spare for helper threads (it then decodes bz2 in line)."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [python, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", str(dump), "--vocab", str(VOCAB),
            "--phase", "1", "--workers", str(workers), "--output", str(out)]
@@ -95,11 +104,13 @@ def timed_build(python: str, dump: Path, workers: int, out: Path) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     # Run from the work folder: from the repository root `-m bertdata.cli` would import the
     # checkout's package whatever install `python` belongs to.
-    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=WORK)
+    pin = (lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})) if one_core else None
+    proc = psutil.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=WORK, preexec_fn=pin)
     peak_tree = peak_pss = peak_launcher = peak_spill = 0
     samples = 0
+    sampled_cpu: dict[int, float] = {}
     while proc.poll() is None:
-        tree, pss, launcher = tree_memory(proc, with_pss=samples % 10 == 0)
+        tree, pss, launcher = tree_memory(proc, with_pss=samples % 10 == 0, cpu=sampled_cpu)
         samples += 1
         peak_tree, peak_pss, peak_launcher = max(peak_tree, tree), max(peak_pss, pss), max(peak_launcher, launcher)
         peak_spill = max(peak_spill, folder_bytes(".bertdata-work/runs/*", out))
@@ -107,8 +118,10 @@ def timed_build(python: str, dump: Path, workers: int, out: Path) -> dict:
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # CPU time of the build and the processes it waited for: on a shared machine wall time
-    # counts the others' work too, CPU time much less.
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    # counts the others' work too, CPU time much less. Workers that no process of the tree
+    # waits for (older releases' pools) are missing from that: the samples catch them, all
+    # but their last 0.1 s.
+    cpu = max(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, sum(sampled_cpu.values()))
     if proc.returncode:
         raise SystemExit(f"build failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.read()[-2000:]}")
     text = json.loads(next(out.glob("sharded_*/wikicorpus_en/manifest.json")).read_text())
@@ -209,7 +222,7 @@ def profile_build(dump: Path, splitter: str | None) -> None:
     code = (f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\nimport perf_scale\n"
             f"perf_scale.sampled_build({argv!r}, {str(report)!r})")
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = subprocess.run([sys.executable, "-c", code], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, cwd=WORK)
     wall = time.perf_counter() - start
     if proc.returncode:
@@ -238,23 +251,34 @@ def profile_build(dump: Path, splitter: str | None) -> None:
     report.unlink()
 
 
-def side_by_side(baseline_python: str, dump: Path, repeats: int) -> None:
-    """One-worker builds of `dump` with this install and another, alternating (so both see the
-    same load), best of `repeats`; then whether the last two wrote the same shards."""
+def side_by_side(baseline_python: str, dump: Path, repeats: int, workers: int) -> None:
+    """Builds of `dump` with this install and another, alternating (so both see the same load),
+    best of `repeats`; then whether the last two wrote the same shards. With 2 workers it also
+    prints both installs' projections: their ratio carries a projection made on another day,
+    on a machine of another speed, over to this build."""
     ours, theirs = [], []
     for _ in range(repeats):
-        ours.append(timed_build(sys.executable, dump, 1, WORK / "out"))
-        theirs.append(timed_build(baseline_python, dump, 1, WORK / "out-baseline"))
+        ours.append(timed_build(sys.executable, dump, workers, WORK / "out"))
+        theirs.append(timed_build(baseline_python, dump, workers, WORK / "out-baseline"))
     o, t = best(ours), best(theirs)
     pairs = ", ".join(f"{b['seconds'] / a['seconds']:.2f}x" for a, b in zip(ours, theirs))
     cpu_pairs = ", ".join(f"{b['cpu'] / a['cpu']:.2f}x" for a, b in zip(ours, theirs))
-    print(f"{dump.name}, 1 worker, side by side: this build {o['seconds']:.1f} s ({o['tree_mb']:.0f} MiB), "
-          f"baseline {t['seconds']:.1f} s ({t['tree_mb']:.0f} MiB): {t['seconds'] / o['seconds']:.2f}x "
-          f"(pairs {pairs})", flush=True)
+    print(f"{dump.name}, {workers} worker(s), side by side: this build {o['seconds']:.1f} s "
+          f"({o['tree_mb']:.0f} MiB), baseline {t['seconds']:.1f} s ({t['tree_mb']:.0f} MiB): "
+          f"{t['seconds'] / o['seconds']:.2f}x (pairs {pairs})", flush=True)
     print(f"  CPU time (all cores): this build {o['cpu']:.1f} s, baseline {t['cpu']:.1f} s: "
           f"{t['cpu'] / o['cpu']:.2f}x (pairs {cpu_pairs})", flush=True)
+    if workers == 2:
+        o["bz2_mb"] = t["bz2_mb"] = dump.stat().st_size / 1e6
+        print(f"  projection (core-hours, phase 1): this build {core_hours(o):.1f}, baseline {core_hours(t):.1f}")
     print(same_output(WORK / "out", WORK / "out-baseline"))
     shutil.rmtree(WORK / "out-baseline", ignore_errors=True)
+
+
+def core_hours(r: dict) -> float:
+    """The full dump's phase 1 at the rate of a 2-worker run `r` (both cores busy, as on a loaded
+    machine): its wall time on both cores per bz2 byte."""
+    return r["seconds"] * 2 / r["bz2_mb"] * FULL_DUMP_GB * 1000 / 3600
 
 
 def same_output(ours: Path, theirs: Path) -> str:
@@ -298,6 +322,8 @@ def main() -> None:
     parser.add_argument("--factors", type=int, nargs="+", default=list(FACTORS), help="dump sizes (default 8 32 64)")
     parser.add_argument("--only-side-by-side", action="store_true",
                         help="with --baseline-python: time that alone, on the largest of --factors")
+    parser.add_argument("--workers", type=int, choices=(1, 2), default=1,
+                        help="with --only-side-by-side: workers of both builds; 2 also compares their projections")
     parser.add_argument("--profile", action="store_true",
                         help="profile a one-worker build of the first factor's dump, by stage, instead")
     parser.add_argument("--splitter", help="with --profile: the build's --splitter")
@@ -312,7 +338,7 @@ def main() -> None:
     if args.only_side_by_side:
         if not args.baseline_python:
             raise SystemExit("--only-side-by-side needs --baseline-python")
-        side_by_side(args.baseline_python, dumps[max(args.factors)], args.repeats)
+        side_by_side(args.baseline_python, dumps[max(args.factors)], args.repeats, args.workers)
         return
     results: dict[tuple[int, int], dict] = {}
     header = (f"{'dump':>5} {'bz2 MB':>7} {'workers':>7} {'wall s':>7} {'bz2 MB/s/worker':>15} "
@@ -337,16 +363,18 @@ def main() -> None:
     mid = 32 if 32 in args.factors else hi
     speedup = results[(mid, 1)]["seconds"] / results[(mid, 2)]["seconds"]
     print(f"second worker on the {mid}x dump: {speedup:.2f}x faster (floor 1.6x)")
+    # One worker keeps part of the second core busy with its helper threads, so against it a
+    # second worker gains less than a second core does: this asks what each core adds.
+    pinned = best([timed_build(sys.executable, dumps[mid], 1, WORK / "out", one_core=True)
+                   for _ in range(args.repeats)])
+    print(f"per core on the {mid}x dump: one worker on one core {pinned['seconds']:.1f} s, 2 workers on 2 cores "
+          f"{results[(mid, 2)]['seconds']:.1f} s: {pinned['seconds'] / results[(mid, 2)]['seconds']:.2f}x")
 
     if args.baseline_python:
-        side_by_side(args.baseline_python, dumps[mid], args.repeats)
+        side_by_side(args.baseline_python, dumps[mid], args.repeats, 1)
 
-    # Projection: rates per worker from the largest dump with 2 workers (both cores busy,
-    # as on a loaded machine), sizes per bz2 byte from the same run.
+    # Projection: the rate and sizes per bz2 byte of the largest dump with 2 workers.
     r = results[(hi, 2)]
-    full_mb = FULL_DUMP_GB * 1000
-    core_s_per_mb = r["seconds"] * 2 / r["bz2_mb"]
-    core_hours = core_s_per_mb * full_mb / 3600
     text_gb = r["text_mb"] / r["bz2_mb"] * FULL_DUMP_GB
     spill_gb = r["spill_mb"] / r["bz2_mb"] * FULL_DUMP_GB
     out_gb = r["out_mb"] / r["bz2_mb"] * FULL_DUMP_GB
@@ -355,7 +383,8 @@ def main() -> None:
     print(f"\nprojection for the full English dump, phase 1 ({FULL_DUMP_GB:.0f} GB bz2), assuming the {hi}x dump's "
           f"clean text per bz2 byte ({r['text_mb'] / r['bz2_mb']:.2f}) and its per-worker rate "
           f"({r['bz2_mb'] / r['seconds'] / 2:.2f} MB bz2/s):")
-    print(f"  {core_hours:.1f} core-hours; wall {core_hours / 16:.2f} h on 16 cores, {core_hours / 64 * 60:.0f} min "
+    hours = core_hours(r)
+    print(f"  {hours:.1f} core-hours; wall {hours / 16:.2f} h on 16 cores, {hours / 64 * 60:.0f} min "
           f"on 64 cores (start-up and stage tails not scaled)")
     print(f"  clean text {text_gb:.1f} GB; temporary run files {spill_gb:.1f} GB at most (freed when the text "
           f"stage ends); text + hdf5 shards {out_gb:.1f} GB")
