@@ -11,13 +11,17 @@ worker pinned to one core), and the projection.
 
   .venv/bin/python scripts/perf_scale.py [--repeats 3] [--baseline-python OLD/.venv/bin/python]
   .venv/bin/python scripts/perf_scale.py --only-side-by-side --factors 32 --baseline-python OLD/.venv/bin/python
-  .venv/bin/python scripts/perf_scale.py --only-side-by-side --factors 64 --workers 2 --baseline-python OLD/.venv/bin/python
+  .venv/bin/python scripts/perf_scale.py --only-side-by-side --factors 8 64 --workers 2 --baseline-python OLD/.venv/bin/python
   .venv/bin/python scripts/perf_scale.py --profile [--factors 8] [--splitter nltk]   (make perf-profile)
 
 --baseline-python runs the 32x one-worker build with another install too (e.g. the
 previous release in a git worktree), alternating with this one, so both are timed under
 the same load, and checks that the two wrote the same text shards and hdf5 arrays. With
---only-side-by-side --workers 2 it compares the two installs' projections instead.
+--only-side-by-side --workers 2 it times 2-worker builds of each of --factors instead and
+compares the two installs' projections.
+
+The projection takes the 2-worker rate at the margin, from the smallest dump to the largest,
+so that start-up, paid once per build, is not multiplied by the full dump's size.
 
 --profile runs a one-worker build (phase 1, the runner in_memory in one process) of the
 first factor's dump instead, sampling its main thread's stack, and prints the main
@@ -126,7 +130,7 @@ def timed_build(python: str, dump: Path, workers: int, out: Path, one_core: bool
         raise SystemExit(f"build failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.read()[-2000:]}")
     text = json.loads(next(out.glob("sharded_*/wikicorpus_en/manifest.json")).read_text())
     hdf5 = json.loads(next(out.glob("hdf5_*/wikicorpus_en/manifest.json")).read_text())
-    return {"seconds": seconds, "cpu": cpu, "tree_mb": peak_tree / 2**20, "pss_mb": peak_pss / 2**20,
+    return {"seconds": seconds, "cpu": cpu, "bz2_mb": dump.stat().st_size / 1e6, "tree_mb": peak_tree / 2**20, "pss_mb": peak_pss / 2**20,
             "launcher_mb": peak_launcher / 2**20,
             "spill_mb": peak_spill / 1e6, "text_mb": text["counts"]["text_chars"] / 1e6,
             "articles": text["counts"]["articles"], "instances": hdf5["counts"]["instances"],
@@ -251,33 +255,47 @@ def profile_build(dump: Path, splitter: str | None) -> None:
     report.unlink()
 
 
-def side_by_side(baseline_python: str, dump: Path, repeats: int, workers: int) -> None:
-    """Builds of `dump` with this install and another, alternating (so both see the same load),
-    best of `repeats`; then whether the last two wrote the same shards. With 2 workers it also
-    prints both installs' projections: their ratio carries a projection made on another day,
-    on a machine of another speed, over to this build."""
-    ours, theirs = [], []
-    for _ in range(repeats):
-        ours.append(timed_build(sys.executable, dump, workers, WORK / "out"))
-        theirs.append(timed_build(baseline_python, dump, workers, WORK / "out-baseline"))
-    o, t = best(ours), best(theirs)
-    pairs = ", ".join(f"{b['seconds'] / a['seconds']:.2f}x" for a, b in zip(ours, theirs))
-    cpu_pairs = ", ".join(f"{b['cpu'] / a['cpu']:.2f}x" for a, b in zip(ours, theirs))
-    print(f"{dump.name}, {workers} worker(s), side by side: this build {o['seconds']:.1f} s "
-          f"({o['tree_mb']:.0f} MiB), baseline {t['seconds']:.1f} s ({t['tree_mb']:.0f} MiB): "
-          f"{t['seconds'] / o['seconds']:.2f}x (pairs {pairs})", flush=True)
-    print(f"  CPU time (all cores): this build {o['cpu']:.1f} s, baseline {t['cpu']:.1f} s: "
-          f"{t['cpu'] / o['cpu']:.2f}x (pairs {cpu_pairs})", flush=True)
-    if workers == 2:
-        o["bz2_mb"] = t["bz2_mb"] = dump.stat().st_size / 1e6
-        print(f"  projection (core-hours, phase 1): this build {core_hours(o):.1f}, baseline {core_hours(t):.1f}")
-    print(same_output(WORK / "out", WORK / "out-baseline"))
+def side_by_side(baseline_python: str, dumps: list[Path], repeats: int, workers: int) -> None:
+    """Builds of each of `dumps` with this install and another, alternating (so both see the
+    same load), best of `repeats`; then whether the last two wrote the same shards. With 2
+    workers and 2 dumps it also prints both installs' projections: their ratio carries a
+    projection made on another day, on a machine of another speed, over to this build."""
+    runs = {}
+    for dump in dumps:
+        ours, theirs = [], []
+        for _ in range(repeats):
+            ours.append(timed_build(sys.executable, dump, workers, WORK / "out"))
+            theirs.append(timed_build(baseline_python, dump, workers, WORK / "out-baseline"))
+        o, t = runs[dump] = best(ours), best(theirs)
+        pairs = ", ".join(f"{b['seconds'] / a['seconds']:.2f}x" for a, b in zip(ours, theirs))
+        cpu_pairs = ", ".join(f"{b['cpu'] / a['cpu']:.2f}x" for a, b in zip(ours, theirs))
+        print(f"{dump.name}, {workers} worker(s), side by side: this build {o['seconds']:.1f} s "
+              f"({o['tree_mb']:.0f} MiB), baseline {t['seconds']:.1f} s ({t['tree_mb']:.0f} MiB): "
+              f"{t['seconds'] / o['seconds']:.2f}x (pairs {pairs})", flush=True)
+        print(f"  CPU time (all cores): this build {o['cpu']:.1f} s, baseline {t['cpu']:.1f} s: "
+              f"{t['cpu'] / o['cpu']:.2f}x (pairs {cpu_pairs})", flush=True)
+        print(" ", same_output(WORK / "out", WORK / "out-baseline"), flush=True)
     shutil.rmtree(WORK / "out-baseline", ignore_errors=True)
+    if workers == 2 and len(dumps) >= 2:
+        small, large = min(dumps, key=lambda d: d.stat().st_size), max(dumps, key=lambda d: d.stat().st_size)
+        (o_small, t_small), (o_large, t_large) = runs[small], runs[large]
+        ours, theirs = core_hours(o_small, o_large), core_hours(t_small, t_large)
+        print(f"projection (core-hours, phase 1, marginal rate): this build {ours:.2f}, baseline {theirs:.2f}: "
+              f"{theirs / ours:.2f}x; at the {large.name.split('-')[1]} dump's average rate: this build "
+              f"{average_core_hours(o_large):.2f}, baseline {average_core_hours(t_large):.2f}: "
+              f"{average_core_hours(t_large) / average_core_hours(o_large):.2f}x")
 
 
-def core_hours(r: dict) -> float:
-    """The full dump's phase 1 at the rate of a 2-worker run `r` (both cores busy, as on a loaded
-    machine): its wall time on both cores per bz2 byte."""
+def core_hours(small: dict, large: dict) -> float:
+    """The full dump's phase 1 on both cores at the marginal rate of two 2-worker runs (both
+    cores busy, as on a loaded machine): the wall time the larger dump's extra bz2 bytes
+    added. Start-up, paid once per build whatever its size, stays out."""
+    return (large["seconds"] - small["seconds"]) * 2 / (large["bz2_mb"] - small["bz2_mb"]) * FULL_DUMP_GB * 1000 / 3600
+
+
+def average_core_hours(r: dict) -> float:
+    """As `core_hours`, at one run's average rate, start-up included: how releases before
+    the marginal rate projected (their 3.4 core-hours)."""
     return r["seconds"] * 2 / r["bz2_mb"] * FULL_DUMP_GB * 1000 / 3600
 
 
@@ -323,7 +341,8 @@ def main() -> None:
     parser.add_argument("--only-side-by-side", action="store_true",
                         help="with --baseline-python: time that alone, on the largest of --factors")
     parser.add_argument("--workers", type=int, choices=(1, 2), default=1,
-                        help="with --only-side-by-side: workers of both builds; 2 also compares their projections")
+                        help="with --only-side-by-side: workers of both builds; 2 times every factor's dump and "
+                             "compares the installs' projections")
     parser.add_argument("--profile", action="store_true",
                         help="profile a one-worker build of the first factor's dump, by stage, instead")
     parser.add_argument("--splitter", help="with --profile: the build's --splitter")
@@ -338,7 +357,8 @@ def main() -> None:
     if args.only_side_by_side:
         if not args.baseline_python:
             raise SystemExit("--only-side-by-side needs --baseline-python")
-        side_by_side(args.baseline_python, dumps[max(args.factors)], args.repeats, args.workers)
+        side_by_side(args.baseline_python, [dumps[f] for f in args.factors] if args.workers == 2
+                     else [dumps[max(args.factors)]], args.repeats, args.workers)
         return
     results: dict[tuple[int, int], dict] = {}
     header = (f"{'dump':>5} {'bz2 MB':>7} {'workers':>7} {'wall s':>7} {'bz2 MB/s/worker':>15} "
@@ -348,8 +368,7 @@ def main() -> None:
         for workers in (1, 2):
             runs = [timed_build(sys.executable, dumps[factor], workers, WORK / "out") for _ in range(args.repeats)]
             r = results[(factor, workers)] = best(runs)
-            bz2_mb = dumps[factor].stat().st_size / 1e6
-            r["bz2_mb"] = bz2_mb
+            bz2_mb = r["bz2_mb"]
             print(f"{factor:>4}x {bz2_mb:>7.1f} {workers:>7} {r['seconds']:>7.1f} "
                   f"{bz2_mb / r['seconds'] / workers:>15.2f} {r['text_mb'] / r['seconds'] / workers:>16.2f} "
                   f"{r['tree_mb']:>8.0f} {r['pss_mb']:>8.0f} {r['launcher_mb']:>12.0f} {r['spill_mb']:>7.1f}",
@@ -371,21 +390,23 @@ def main() -> None:
           f"{results[(mid, 2)]['seconds']:.1f} s: {pinned['seconds'] / results[(mid, 2)]['seconds']:.2f}x")
 
     if args.baseline_python:
-        side_by_side(args.baseline_python, dumps[mid], args.repeats, 1)
+        side_by_side(args.baseline_python, [dumps[mid]], args.repeats, 1)
 
-    # Projection: the rate and sizes per bz2 byte of the largest dump with 2 workers.
+    # Projection: the marginal rate from the smallest to the largest dump with 2 workers; sizes
+    # per bz2 byte of the largest.
     r = results[(hi, 2)]
+    hours = core_hours(results[(lo, 2)], r)
     text_gb = r["text_mb"] / r["bz2_mb"] * FULL_DUMP_GB
     spill_gb = r["spill_mb"] / r["bz2_mb"] * FULL_DUMP_GB
     out_gb = r["out_mb"] / r["bz2_mb"] * FULL_DUMP_GB
     shard_mb = text_gb * 1000 * 0.9 / 256  # the default test fraction and training shards
     worker_mb = (r["pss_mb"] - r["launcher_mb"]) / 2  # with its share of the pool's server
     print(f"\nprojection for the full English dump, phase 1 ({FULL_DUMP_GB:.0f} GB bz2), assuming the {hi}x dump's "
-          f"clean text per bz2 byte ({r['text_mb'] / r['bz2_mb']:.2f}) and its per-worker rate "
-          f"({r['bz2_mb'] / r['seconds'] / 2:.2f} MB bz2/s):")
-    hours = core_hours(r)
-    print(f"  {hours:.1f} core-hours; wall {hours / 16:.2f} h on 16 cores, {hours / 64 * 60:.0f} min "
-          f"on 64 cores (start-up and stage tails not scaled)")
+          f"clean text per bz2 byte ({r['text_mb'] / r['bz2_mb']:.2f}) and the per-worker rate from the {lo}x "
+          f"to the {hi}x dump ({(r['bz2_mb'] - results[(lo, 2)]['bz2_mb']) / (r['seconds'] - results[(lo, 2)]['seconds']) / 2:.2f} MB bz2/s):")
+    print(f"  {hours:.1f} core-hours ({average_core_hours(r):.1f} at the {hi}x dump's average rate, start-up "
+          f"included); wall {hours / 16:.2f} h on 16 cores, {hours / 64 * 60:.0f} min on 64 cores (start-up and "
+          f"stage tails not counted)")
     print(f"  clean text {text_gb:.1f} GB; temporary run files {spill_gb:.1f} GB at most (freed when the text "
           f"stage ends); text + hdf5 shards {out_gb:.1f} GB")
     print(f"  memory: launcher {r['launcher_mb']:.0f} MiB, each worker {worker_mb:.0f} MiB here, plus the "
