@@ -155,25 +155,32 @@ _DONE = object()
 # busy parser for up to the whole interval, which kept the decoder idle and the parser
 # waiting on it (README, Performance).
 SWITCH_INTERVAL_S = 0.0001
-_switch = {"users": 0, "saved": 0.0}
-_switch_lock = threading.Lock()
 
 
-@contextlib.contextmanager
-def _short_switch_interval() -> Iterator[None]:
-    """SWITCH_INTERVAL_S while any prefetch runs; the interval before the first, after the last."""
-    with _switch_lock:
-        if not _switch["users"]:
-            _switch["saved"] = sys.getswitchinterval()
-            sys.setswitchinterval(min(SWITCH_INTERVAL_S, _switch["saved"]))
-        _switch["users"] += 1
-    try:
-        yield
-    finally:
-        with _switch_lock:
-            _switch["users"] -= 1
-            if not _switch["users"]:
-                sys.setswitchinterval(_switch["saved"])
+class _ShortSwitchInterval:
+    """A context in which the switch interval is SWITCH_INTERVAL_S while any thread is inside
+    it; the interval from before the first entry comes back after the last exit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._saved = 0.0
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if not self._users:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(SWITCH_INTERVAL_S, self._saved))
+            self._users += 1
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._users -= 1
+            if not self._users:
+                sys.setswitchinterval(self._saved)
+
+
+_short_switch_interval = _ShortSwitchInterval()
 
 
 def prefetched(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -207,7 +214,7 @@ def prefetched(chunks: Iterator[bytes]) -> Iterator[bytes]:
             item = err
         offer(item)
 
-    with _short_switch_interval():
+    with _short_switch_interval:
         thread = threading.Thread(target=produce, name="bz2-prefetch", daemon=True)
         thread.start()
         try:
