@@ -637,17 +637,30 @@ def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
                              "--vocab", _sample_vocab(), "--phase", "1", "--workers", "2", "--output", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
+
+    def pool() -> list:
+        # The pool's server, the two workers it forks and the stubs Beam starts to reach them.
+        return [p for p in launcher.children(recursive=True) if "bertdata.pipelines.worker" in " ".join(p.cmdline())]
+
+    def forked(processes: list) -> list:
+        # Those started by another of them: the workers the server forks, each starting at 0 s
+        # of CPU. Not the server, which preloads modules, about a second of CPU: on a fast
+        # machine that is under the threshold below, on a slow one over it.
+        pids = {p.pid for p in processes}
+        return [p for p in processes if _parent_pid(p) in pids]
+
     workers = []
-    while len(workers) < 3:  # the pool's server and the two workers it forked
+    while len(forked(workers)) < 2:
         assert launcher.poll() is None and time.time() < deadline, "build ended before its workers started"
-        workers = [p for p in launcher.children(recursive=True) if "bertdata.pipelines.worker" in " ".join(p.cmdline())]
+        workers = pool()
         time.sleep(0.05)
     # Inside the text stage: the dump is one bz2 stream, which one worker cleans in one long
-    # call, during which Beam's own channel checks never run. A worker with 1.2 s of CPU is
-    # in that call (a forked worker starts at 0); a fixed sleep was too long on a fast machine.
-    while max(_cpu_seconds(p) for p in workers) < 1.2 and not list(out.glob("sharded_*/*/*.txt")):
+    # call, during which Beam's own channel checks never run. A forked worker with 1.2 s of CPU
+    # is in that call; a fixed sleep was too long on a fast machine.
+    while max(_cpu_seconds(p) for p in forked(workers)) < 1.2 and not list(out.glob("sharded_*/*/*.txt")):
         assert time.time() < deadline, "the workers never got busy"
         time.sleep(0.05)
+        workers = pool() or workers
     assert not list(out.glob("sharded_*/*/*.txt")), "the text stage ended too soon for this test"
     os.kill(launcher.pid, signal.SIGKILL)  # the launcher alone, as a careless `kill -9 PID` does
     launcher.wait()
@@ -723,6 +736,15 @@ def _status(process) -> str | None:
     try:
         return process.status()
     except psutil.NoSuchProcess:
+        return None
+
+
+def _parent_pid(process) -> int | None:
+    import psutil
+
+    try:
+        return process.ppid()
+    except psutil.Error:
         return None
 
 
