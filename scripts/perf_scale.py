@@ -130,8 +130,8 @@ def timed_build(python: str, dump: Path, workers: int, out: Path, one_core: bool
         raise SystemExit(f"build failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.read()[-2000:]}")
     text = json.loads(next(out.glob("sharded_*/wikicorpus_en/manifest.json")).read_text())
     hdf5 = json.loads(next(out.glob("hdf5_*/wikicorpus_en/manifest.json")).read_text())
-    return {"seconds": seconds, "cpu": cpu, "bz2_mb": dump.stat().st_size / 1e6, "tree_mb": peak_tree / 2**20, "pss_mb": peak_pss / 2**20,
-            "launcher_mb": peak_launcher / 2**20,
+    return {"seconds": seconds, "cpu": cpu, "bz2_mb": dump.stat().st_size / 1e6, "tree_mb": peak_tree / 2**20,
+            "pss_mb": peak_pss / 2**20, "launcher_mb": peak_launcher / 2**20,
             "spill_mb": peak_spill / 1e6, "text_mb": text["counts"]["text_chars"] / 1e6,
             "articles": text["counts"]["articles"], "instances": hdf5["counts"]["instances"],
             "out_mb": (folder_bytes("sharded_*/*/*.txt", out) + folder_bytes("hdf5_*/*/*.hdf5", out)) / 1e6}
@@ -226,8 +226,8 @@ def profile_build(dump: Path, splitter: str | None) -> None:
     code = (f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\nimport perf_scale\n"
             f"perf_scale.sampled_build({argv!r}, {str(report)!r})")
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, cwd=WORK)
+    proc = subprocess.run([sys.executable, "-c", code], check=False, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, cwd=WORK)
     wall = time.perf_counter() - start
     if proc.returncode:
         raise SystemExit(f"build failed ({proc.returncode}): bertdata {' '.join(argv)}\n{proc.stderr[-2000:]}")
@@ -290,7 +290,8 @@ def core_hours(small: dict, large: dict) -> float:
     """The full dump's phase 1 on both cores at the marginal rate of two 2-worker runs (both
     cores busy, as on a loaded machine): the wall time the larger dump's extra bz2 bytes
     added. Start-up, paid once per build whatever its size, stays out."""
-    return (large["seconds"] - small["seconds"]) * 2 / (large["bz2_mb"] - small["bz2_mb"]) * FULL_DUMP_GB * 1000 / 3600
+    seconds_per_mb = (large["seconds"] - small["seconds"]) / (large["bz2_mb"] - small["bz2_mb"])
+    return seconds_per_mb * 2 * FULL_DUMP_GB * 1000 / 3600
 
 
 def average_core_hours(r: dict) -> float:
@@ -392,18 +393,20 @@ def main() -> None:
     if args.baseline_python:
         side_by_side(args.baseline_python, [dumps[mid]], args.repeats, 1)
 
-    # Projection: the marginal rate from the smallest to the largest dump with 2 workers; sizes
-    # per bz2 byte of the largest.
-    r = results[(hi, 2)]
-    hours = core_hours(results[(lo, 2)], r)
+    # Projection: the marginal rate from the smallest to the largest dump with 2 workers (the
+    # average rate where only one dump was timed); sizes per bz2 byte of the largest.
+    r, small = results[(hi, 2)], results[(lo, 2)]
+    hours = core_hours(small, r) if lo != hi else average_core_hours(r)
+    rate = ((r["bz2_mb"] - small["bz2_mb"]) / (r["seconds"] - small["seconds"]) if lo != hi
+            else r["bz2_mb"] / r["seconds"]) / 2
+    rate_of = f"the per-worker rate from the {lo}x to the {hi}x dump" if lo != hi else "its per-worker rate"
     text_gb = r["text_mb"] / r["bz2_mb"] * FULL_DUMP_GB
     spill_gb = r["spill_mb"] / r["bz2_mb"] * FULL_DUMP_GB
     out_gb = r["out_mb"] / r["bz2_mb"] * FULL_DUMP_GB
     shard_mb = text_gb * 1000 * 0.9 / 256  # the default test fraction and training shards
     worker_mb = (r["pss_mb"] - r["launcher_mb"]) / 2  # with its share of the pool's server
     print(f"\nprojection for the full English dump, phase 1 ({FULL_DUMP_GB:.0f} GB bz2), assuming the {hi}x dump's "
-          f"clean text per bz2 byte ({r['text_mb'] / r['bz2_mb']:.2f}) and the per-worker rate from the {lo}x "
-          f"to the {hi}x dump ({(r['bz2_mb'] - results[(lo, 2)]['bz2_mb']) / (r['seconds'] - results[(lo, 2)]['seconds']) / 2:.2f} MB bz2/s):")
+          f"clean text per bz2 byte ({r['text_mb'] / r['bz2_mb']:.2f}) and {rate_of} ({rate:.2f} MB bz2/s):")
     print(f"  {hours:.1f} core-hours ({average_core_hours(r):.1f} at the {hi}x dump's average rate, start-up "
           f"included); wall {hours / 16:.2f} h on 16 cores, {hours / 64 * 60:.0f} min on 64 cores (start-up and "
           f"stage tails not counted)")
