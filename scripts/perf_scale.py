@@ -407,9 +407,10 @@ def main() -> None:
     worker_mb = (r["pss_mb"] - r["launcher_mb"]) / 2  # with its share of the pool's server
     print(f"\nprojection for the full English dump, phase 1 ({FULL_DUMP_GB:.0f} GB bz2), assuming the {hi}x dump's "
           f"clean text per bz2 byte ({r['text_mb'] / r['bz2_mb']:.2f}) and {rate_of} ({rate:.2f} MB bz2/s):")
-    print(f"  {hours:.1f} core-hours ({average_core_hours(r):.1f} at the {hi}x dump's average rate, start-up "
-          f"included); wall {hours / 16:.2f} h on 16 cores, {hours / 64 * 60:.0f} min on 64 cores (start-up and "
-          f"stage tails not counted)")
+    beside = (f" ({average_core_hours(r):.1f} at the {hi}x dump's average rate, start-up included)" if lo != hi
+              else " (start-up included: one dump cannot tell it apart)")
+    print(f"  {hours:.1f} core-hours{beside}; wall {hours / 16:.2f} h on 16 cores, {hours / 64 * 60:.0f} min on 64 "
+          f"cores (stage tails not counted)")
     print(f"  clean text {text_gb:.1f} GB; temporary run files {spill_gb:.1f} GB at most (freed when the text "
           f"stage ends); text + hdf5 shards {out_gb:.1f} GB")
     print(f"  memory: launcher {r['launcher_mb']:.0f} MiB, each worker {worker_mb:.0f} MiB here, plus the "
