@@ -279,25 +279,27 @@ def side_by_side(baseline_python: str, dumps: list[Path], repeats: int, workers:
     if workers == 2 and len(dumps) >= 2:
         small, large = min(dumps, key=lambda d: d.stat().st_size), max(dumps, key=lambda d: d.stat().st_size)
         (o_small, t_small), (o_large, t_large) = runs[small], runs[large]
-        ours, theirs = core_hours(o_small, o_large), core_hours(t_small, t_large)
+        ours, theirs = core_hours(o_large, o_small), core_hours(t_large, t_small)
         print(f"projection (core-hours, phase 1, marginal rate): this build {ours:.2f}, baseline {theirs:.2f}: "
               f"{theirs / ours:.2f}x; at the {large.name.split('-')[1]} dump's average rate: this build "
-              f"{average_core_hours(o_large):.2f}, baseline {average_core_hours(t_large):.2f}: "
-              f"{average_core_hours(t_large) / average_core_hours(o_large):.2f}x")
+              f"{core_hours(o_large):.2f}, baseline {core_hours(t_large):.2f}: "
+              f"{core_hours(t_large) / core_hours(o_large):.2f}x")
 
 
-def core_hours(small: dict, large: dict) -> float:
-    """The full dump's phase 1 on both cores at the marginal rate of two 2-worker runs (both
-    cores busy, as on a loaded machine): the wall time the larger dump's extra bz2 bytes
-    added. Start-up, paid once per build whatever its size, stays out."""
-    seconds_per_mb = (large["seconds"] - small["seconds"]) / (large["bz2_mb"] - small["bz2_mb"])
-    return seconds_per_mb * 2 * FULL_DUMP_GB * 1000 / 3600
-
-
-def average_core_hours(r: dict) -> float:
-    """As `core_hours`, at one run's average rate, start-up included: how releases before
+def seconds_per_mb(large: dict, small: dict | None = None) -> float:
+    """Wall seconds per MB of bz2 of a 2-worker run `large`: at the margin over the smaller run
+    `small` (the time its extra bytes added; start-up, paid once per build whatever its size,
+    stays out) or, without one, at its average rate, start-up included, as releases before
     the marginal rate projected (their 3.4 core-hours)."""
-    return r["seconds"] * 2 / r["bz2_mb"] * FULL_DUMP_GB * 1000 / 3600
+    if small is None:
+        return large["seconds"] / large["bz2_mb"]
+    return (large["seconds"] - small["seconds"]) / (large["bz2_mb"] - small["bz2_mb"])
+
+
+def core_hours(large: dict, small: dict | None = None) -> float:
+    """The full dump's phase 1 on both cores (both busy, as on a loaded machine) at
+    `seconds_per_mb(large, small)`."""
+    return seconds_per_mb(large, small) * 2 * FULL_DUMP_GB * 1000 / 3600
 
 
 def same_output(ours: Path, theirs: Path) -> str:
@@ -395,10 +397,9 @@ def main() -> None:
 
     # Projection: the marginal rate from the smallest to the largest dump with 2 workers (the
     # average rate where only one dump was timed); sizes per bz2 byte of the largest.
-    r, small = results[(hi, 2)], results[(lo, 2)]
-    hours = core_hours(small, r) if lo != hi else average_core_hours(r)
-    rate = ((r["bz2_mb"] - small["bz2_mb"]) / (r["seconds"] - small["seconds"]) if lo != hi
-            else r["bz2_mb"] / r["seconds"]) / 2
+    r = results[(hi, 2)]
+    small = results[(lo, 2)] if lo != hi else None
+    hours, rate = core_hours(r, small), 1 / seconds_per_mb(r, small) / 2
     rate_of = f"the per-worker rate from the {lo}x to the {hi}x dump" if lo != hi else "its per-worker rate"
     text_gb = r["text_mb"] / r["bz2_mb"] * FULL_DUMP_GB
     spill_gb = r["spill_mb"] / r["bz2_mb"] * FULL_DUMP_GB
@@ -407,7 +408,7 @@ def main() -> None:
     worker_mb = (r["pss_mb"] - r["launcher_mb"]) / 2  # with its share of the pool's server
     print(f"\nprojection for the full English dump, phase 1 ({FULL_DUMP_GB:.0f} GB bz2), assuming the {hi}x dump's "
           f"clean text per bz2 byte ({r['text_mb'] / r['bz2_mb']:.2f}) and {rate_of} ({rate:.2f} MB bz2/s):")
-    beside = (f" ({average_core_hours(r):.1f} at the {hi}x dump's average rate, start-up included)" if lo != hi
+    beside = (f" ({core_hours(r):.1f} at the {hi}x dump's average rate, start-up included)" if lo != hi
               else " (start-up included: one dump cannot tell it apart)")
     print(f"  {hours:.1f} core-hours{beside}; wall {hours / 16:.2f} h on 16 cores, {hours / 64 * 60:.0f} min on 64 "
           f"cores (stage tails not counted)")

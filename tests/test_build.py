@@ -657,7 +657,8 @@ def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
     # Inside the text stage: the dump is one bz2 stream, which one worker cleans in one long
     # call, during which Beam's own channel checks never run. A forked worker with 1.2 s of CPU
     # is in that call; a fixed sleep was too long on a fast machine.
-    while max(_cpu_seconds(p) for p in forked(workers)) < 1.2 and not list(out.glob("sharded_*/*/*.txt")):
+    while (max((_cpu_seconds(p) for p in forked(workers)), default=0.0) < 1.2
+           and not list(out.glob("sharded_*/*/*.txt"))):
         assert time.time() < deadline, "the workers never got busy"
         time.sleep(0.05)
         workers = pool() or workers
