@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
+import zlib
+from pathlib import Path
 
+import deflate
 import h5py
 import numpy as np
 import pytest
@@ -11,6 +16,7 @@ import pytest
 from bertdata.formats.hdf5io import (DTYPES, FIELDS, WRITE_ORDER, ShardWriter, chunk_rows, read_shard, shard_attrs,
                              write_shard)
 from bertdata.formats._chunks import shuffle_chunks
+from bertdata.formats._zrle import zlib_rle
 from shards import STORED, filters
 
 
@@ -118,7 +124,7 @@ def test_a_compression_error_leaves_nothing(tmp_path, monkeypatch):
         calls.append(1)
         if len(calls) == 40:
             raise MemoryError("no room to compress")
-        return hdf5io.deflate.zlib_compress(chunk, hdf5io.GZIP_LEVEL)
+        return hdf5io.zlib_rle(chunk)
 
     monkeypatch.setattr(hdf5io, "_compress", failing)
     with pytest.raises(MemoryError, match="no room"):
@@ -164,3 +170,55 @@ def test_compiled_chunk_layout_refuses_bad_arguments():
         shuffle_chunks(np.zeros(64, np.uint8), values[:, ::2], 2, 2)
     with pytest.raises(TypeError, match="out must be a C-contiguous, writable"):
         shuffle_chunks(np.zeros(64, np.uint8)[::2], values, 2, 2)
+
+
+# --- the compiled deflate ---------------------------------------------------------------------------
+
+def byte_strings() -> list[bytes]:
+    """Edge cases, then random strings of few or many byte values, with runs or without, one with
+    counts deep enough (Fibonacci) to need more than deflate's 15-bit codes."""
+    rng = np.random.default_rng(7)
+    fixed = [b"", b"a", b"ab", b"aaa", b"aaaa", b"aaaaa", bytes(100_000), b"\xff" * 100_000, b"\xff" * 5553,
+             bytes(range(256)) * 300, rng.bytes(70_000), rng.bytes(200_000)]
+    made = []
+    for _ in range(600):
+        n = int(rng.choice([1, 2, 3, 7, 100, 1000, 20_000]))
+        values = rng.integers(0, int(rng.choice([1, 2, 3, 50, 256])), n)
+        lengths = rng.integers(1, 600 if rng.random() < 0.5 else 2, n)
+        made.append(np.repeat(values, lengths)[:n].astype(np.uint8).tobytes())
+    fib = [1, 1]
+    while len(fib) < 24:
+        fib.append(fib[-1] + fib[-2])
+    deep = np.repeat(np.arange(24, dtype=np.uint8), fib)
+    return fixed + made + [rng.permutation(deep).tobytes()]
+
+
+def test_zlib_rle_is_read_back_by_zlib_and_libdeflate():
+    for data in byte_strings():
+        stream = zlib_rle(data)
+        assert zlib.decompress(stream) == data, len(data)
+        assert deflate.zlib_decompress(stream, len(data)) == data, len(data)
+
+
+def test_zlib_rle_sends_runs_as_matches_and_random_bytes_stored():
+    assert len(zlib_rle(bytes(1_000_000))) < 4_000 + 20  # 258 bytes a match, a few bits each
+    noise = np.random.default_rng(0).bytes(100_000)
+    assert len(zlib_rle(noise)) <= len(noise) + 5 * 2 + 6  # two stored blocks, header and checksum
+
+
+def test_zlib_rle_writes_the_same_bytes_in_another_process():
+    data = random_shard(2000)["input_ids"]
+    digest = hashlib.sha256(b"".join(zlib_rle(data[i:i + 100]) for i in range(0, 2000, 100))).hexdigest()
+    code = ("import hashlib, numpy as np, sys; sys.path.insert(0, 'tests'); from test_hdf5io import random_shard; "
+            "from bertdata.formats._zrle import zlib_rle; d = random_shard(2000)['input_ids']; "
+            "print(hashlib.sha256(b''.join(zlib_rle(d[i:i + 100]) for i in range(0, 2000, 100))).hexdigest())")
+    other = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                           cwd=Path(__file__).parents[1])
+    assert other.stdout.strip() == digest
+
+
+def test_zlib_rle_refuses_what_is_not_a_contiguous_buffer():
+    with pytest.raises(TypeError):
+        zlib_rle("text")
+    with pytest.raises(ValueError, match="contiguous"):
+        zlib_rle(np.zeros((4, 4), "i4")[:, :2])

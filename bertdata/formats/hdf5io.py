@@ -10,23 +10,27 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import deflate
 import h5py
 import numpy as np
 
 from bertdata.errors import BertdataError
 from bertdata.formats._chunks import shuffle_chunks
+from bertdata.formats._zrle import zlib_rle
 from bertdata.formats.contract import ShardInfo
 from bertdata.fsutil import atomic_path
 from bertdata.instances.schema import ATTRS_KEY, DTYPES, FIELDS, shapes
 
 GZIP_LEVEL = 1
-# How each non-empty dataset is stored, as h5py reports it; recorded in every hdf5 folder's
-# manifest. The reference has gzip level 4 alone. HDF5's byte shuffle before gzip level 1 gives
-# the same arrays to every hdf5 reader (both filters are built into libhdf5) in the same chunks,
-# in smaller files for less compression work (README, Performance); level 4 gains nothing after it.
+# How each non-empty dataset is stored, as h5py reports it, and what wrote its deflate streams;
+# recorded in every hdf5 folder's manifest. The reference has gzip level 4 alone. HDF5's byte
+# shuffle before gzip gives the same arrays to every hdf5 reader (both filters are built into
+# libhdf5) in the same chunks, in smaller files for less compression work (README, Performance).
+# The gzip filter reads any zlib stream: its level is what HDF5 itself uses, on partial chunks.
 LAYOUT = {"compression": "gzip", "compression_opts": GZIP_LEVEL, "shuffle": True,
-          "chunks": "h5py's default for the dataset's shape, as the reference's"}
+          "chunks": "h5py's default for the dataset's shape, as the reference's",
+          "deflate": "whole chunks: runs as distance-1 matches and one Huffman block each "
+                     "(bertdata.formats._zrle: smaller and faster than gzip level 1 on shuffled "
+                     "token ids and masks); partial chunks: HDF5's gzip level 1"}
 # Whole shards are written dataset by dataset in this order, which fixes where each dataset's
 # chunks lie in the file: every writer of whole shards follows it, so all give the same bytes.
 # input_ids and masked_lm_positions come first: their widths give `write_shard` the shard's shape.
@@ -37,10 +41,11 @@ ArraySource = Mapping[str, np.ndarray] | Callable[[str], np.ndarray]
 
 
 def _compress(chunk: np.ndarray) -> bytes:
-    # libdeflate writes the same zlib stream format as HDF5's gzip filter, faster; its bytes
-    # differ from zlib's, but are the same every run. (ISA-L, faster still, was not: the same
-    # chunk came out of it two ways in two builds.)
-    return deflate.zlib_compress(chunk, GZIP_LEVEL)
+    # A byte-shuffled chunk is planes of near-random low bytes, skewed high bytes and zeros, and
+    # runs: earlier repeats buy little there, so a deflate that looks for runs only does less
+    # work for fewer bytes (README, Performance), and, being our own code, gives the same bytes
+    # on every machine. (ISA-L's deflate did not: one chunk came out of it two ways in two builds.)
+    return zlib_rle(chunk)
 
 
 def _compress_all(blocks: list[np.ndarray]) -> list[bytes]:
@@ -60,7 +65,7 @@ class ShardWriter:
     that shape -- the same layout the reference gets from `create_dataset(data=...)`.
     The file appears under its final name only after `close()` on success.
 
-    Whole chunks are compressed on a helper thread (libdeflate lets go of the GIL) while the
+    Whole chunks are compressed on a helper thread (`zlib_rle` lets go of the GIL) while the
     caller builds the next rows, and stored in the order they were written: the file's bytes
     do not depend on the thread's timing.
     """
