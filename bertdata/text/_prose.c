@@ -28,24 +28,36 @@ static inline int leftover(Py_UCS4 c)
     return c == ',' || c == ';' || c == ':' || c == '.' || c == 0x2013 || c == 0x2014 || c == '-';
 }
 
+/* ASCII's spaces, for a lookup in the hot loops below. */
+static const unsigned char ASCII_BLANK[128] = {['\t'] = 1, ['\v'] = 1, ['\f'] = 1, ['\r'] = 1, [' '] = 1};
+
 /* Invisible characters go, then every run of spaces becomes one ' ', which goes too at either
- * end of the text or of a line. */
+ * end of the text or of a line. Branch-free for ASCII: a test per space, which comes every few
+ * characters at no regular interval, mispredicted on most of them. The last character written
+ * is kept at hand, not read back from out. Writes out[len] ahead of need, which a later
+ * character overwrites; out has room, as each space it gains stands for a blank it lost. */
 static Py_ssize_t squeeze(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
 {
     Py_ssize_t len = 0;
-    int pending = 0; /* a run of spaces since the last character written */
+    int pending = 0;     /* a run of spaces since the last character written */
+    Py_UCS4 last = '\n'; /* the last character written; at the start, as after a newline */
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = in[i];
-        if (invisible(c))
-            continue;
-        if (blank(c)) {
-            pending = 1;
-            continue;
+        const Py_UCS4 c = in[i];
+        int is_blank;
+        if (c < 128) {
+            is_blank = ASCII_BLANK[c];
+        } else {
+            if (invisible(c))
+                continue;
+            is_blank = blank(c);
         }
-        if (pending && len && c != '\n' && out[len - 1] != '\n')
-            out[len++] = ' ';
-        pending = 0;
-        out[len++] = c;
+        const int space = !is_blank & pending & (c != '\n') & (last != '\n');
+        out[len] = ' ';
+        len += space;
+        out[len] = c;
+        len += !is_blank;
+        last = is_blank ? last : c;
+        pending = is_blank;
     }
     return len;
 }
@@ -86,15 +98,27 @@ static Py_ssize_t drop_empty_brackets(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *
     return len;
 }
 
-/* A space before ',', ';', ':', '!', '?', ')', ']' or a '.' that is not the first of "..". */
+/* What a space before it goes for; '.' only when not the first of "..". */
+static const unsigned char ASCII_CLOSING[128] = {[','] = 1, [';'] = 1, [':'] = 1, ['!'] = 1, ['?'] = 1,
+                                                 [')'] = 1, [']'] = 1};
+
+/* A space before ',', ';', ':', '!', '?', ')', ']' or a '.' that is not the first of "..".
+ * Branch-free but for the last two characters (see squeeze). */
 static Py_ssize_t drop_spaces_before_punctuation(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
 {
-    Py_ssize_t len = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    Py_ssize_t len = 0, i = 0;
+    for (; i + 2 < n; i++) {
+        const Py_UCS4 next = in[i + 1];
+        const int closing = next < 128 && ASCII_CLOSING[next];
+        const int stop = (next == '.') & (in[i + 2] != '.');
+        out[len] = in[i];
+        len += !((in[i] == ' ') & (closing | stop));
+    }
+    for (; i < n; i++) {
         if (in[i] == ' ' && i + 1 < n) {
             Py_UCS4 next = in[i + 1];
             if (next == ',' || next == ';' || next == ':' || next == '!' || next == '?' || next == ')' ||
-                next == ']' || (next == '.' && !(i + 2 < n && in[i + 2] == '.')))
+                next == ']' || next == '.')
                 continue;
         }
         out[len++] = in[i];
