@@ -343,12 +343,44 @@ done:
 /* ---- a paragraph's sentences, tidied (sentences.py) ----------------------------------- */
 
 
-/* `" ".join(piece.split())` of a str. Sets *has_word when it holds a \w character. */
+/* Whether `" ".join(piece.split())` would give the piece back (no whitespace but single ' '
+ * between other characters), and whether it holds a \w character, in one read-only pass
+ * over one kind of str. Branch-free but for the word test, which stops at the first word
+ * character: whitespace comes every few characters at no regular interval. */
+#define SINGLE_SPACED_SCAN(T)                                                                      \
+    {                                                                                              \
+        const T *chars = (const T *)data;                                                          \
+        int spaced = 1, word = 0, was_space = 1; /* as if after a space: a leading one counts */  \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                       \
+            const Py_UCS4 c = chars[i];                                                            \
+            const int space = Py_UNICODE_ISSPACE(c);                                               \
+            spaced &= !(space & ((c != ' ') | was_space));                                         \
+            was_space = space;                                                                     \
+            if (!word)                                                                             \
+                word = word_char(c);                                                               \
+        }                                                                                          \
+        *has_word = word;                                                                          \
+        return spaced & !(n && was_space);                                                         \
+    }
+
+static int already_single_spaced(int kind, const void *data, Py_ssize_t n, int *has_word)
+{
+    if (kind == PyUnicode_1BYTE_KIND)
+        SINGLE_SPACED_SCAN(Py_UCS1)
+    if (kind == PyUnicode_2BYTE_KIND)
+        SINGLE_SPACED_SCAN(Py_UCS2)
+    SINGLE_SPACED_SCAN(Py_UCS4)
+}
+
+/* `" ".join(piece.split())` of a str. Sets *has_word when it holds a \w character. Most
+ * pieces come back as they are: the cleaner has squeezed the paragraph's spaces already. */
 static PyObject *single_spaced(PyObject *piece, int *has_word)
 {
     Py_ssize_t n = PyUnicode_GET_LENGTH(piece);
     int kind = PyUnicode_KIND(piece);
     const void *data = PyUnicode_DATA(piece);
+    if (already_single_spaced(kind, data, n, has_word))
+        return Py_NewRef(piece);
     Py_UCS4 *out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4));
     if (!out)
         return PyErr_NoMemory();
