@@ -5,7 +5,6 @@ names its own folders and files: bertdata.formats)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 BOOKS_WIKI_DATASET = "books_wiki_en_corpus"
@@ -50,11 +49,6 @@ def fewer_shards(requested: int, documents: int, minimum: int) -> int:
     return shards
 
 
-def format_documents(documents: Iterable[list[str]]) -> str:
-    """One sentence per line, an empty line after each document (the reference shard format)."""
-    return "".join("".join(f"{s}\n" for s in sentences) + "\n" for sentences in documents if sentences)
-
-
 def derive_seed(seed: int, shard_name: str) -> int:
     """A per-shard seed, so shards do not all replay one random stream as the reference's do."""
     digest = hashlib.sha256(f"bertdata-seed:{seed}:{shard_name}".encode()).digest()
@@ -80,10 +74,13 @@ class TextShard:
 
 
 def render_shard(documents: list, stem: str, split: str, index: int, path: str) -> tuple[bytes, TextShard]:
-    """The bytes of a text shard from its documents (any order: sorted here by key) and its record."""
+    """The bytes of a text shard from its documents (any order: sorted here by key) and its record.
+
+    The reference shard format: one sentence per line, an empty line after each document. A
+    document's text is its lines already, in UTF-8, so they are written without being decoded."""
     ordered = sorted(documents, key=lambda d: d.key)
-    texts = [d.sentences for d in ordered]
-    data = format_documents(texts).encode("utf-8")
-    record = TextShard(split, index, stem, path, len(ordered), sum(map(len, texts)),
+    texts = [d.text for d in ordered]
+    data = b"".join(text + b"\n\n" for text in texts)
+    record = TextShard(split, index, stem, path, len(ordered), sum(text.count(b"\n") for text in texts) + len(texts),
                        len(data), hashlib.sha256(data).hexdigest())
     return data, record
