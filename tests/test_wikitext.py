@@ -161,6 +161,22 @@ def test_absurd_link_nesting_is_refused_or_cleaned() -> None:
     assert clean("A." + "]]" * depth) == "A."
 
 
+@pytest.mark.parametrize("limit, mark, per_mark, what", [
+    ("MAX_TAGS", "<b>x</b> ", 2, "tags"),
+    ("MAX_TEMPLATE_BRACES", "{{x}} ", 2, "template braces"),
+    ("MAX_TABLE_MARKS", "\n{|\n|}\n", 2, "table marks"),
+    ("MAX_STRAY_LINK_BRACKETS", "word ]] ", 1, "unbalanced or nested link brackets"),
+])
+def test_a_page_over_a_mark_limit_is_refused_and_one_at_it_is_not(monkeypatch, limit, mark, per_mark, what) -> None:
+    from bertdata.text import templates, wikitext
+
+    monkeypatch.setattr(templates if limit == "MAX_TEMPLATE_BRACES" else wikitext, limit, 40)
+    prose = "Some words of prose here. " * 10
+    assert clean(prose + mark * (40 // per_mark))
+    with pytest.raises(MalformedPage, match=rf"{41 + (per_mark > 1):,} {what}, over the limit of 40"):
+        clean(prose + mark * (40 // per_mark + 1))
+
+
 def test_skip_reasons_are_bertdata_errors() -> None:
     assert issubclass(PageTooLarge, SkippedPage) and issubclass(MalformedPage, SkippedPage)
     assert issubclass(SkippedPage, BertdataError)

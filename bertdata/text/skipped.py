@@ -56,6 +56,14 @@ class DisambiguationPage(SkippedPage):
     reason = "disambiguation"
 
 
-def refuse_if_over(count: int, limit: int, what: str, title: str) -> None:
+def refuse_if_over(text: str, marks: tuple[str, ...], limit: int, what: str, title: str) -> None:
+    """MalformedPage when `marks` occur in `text` more than `limit` times in all (`str.count`).
+
+    The marks start with different characters, so no two occurrences start at one index and a
+    text no longer than `limit` holds at most `limit`: it is not counted (a count is a pass over
+    the page, and most pages are far shorter than the limits)."""
+    if len(text) <= limit:
+        return
+    count = sum(text.count(mark) for mark in marks)
     if count > limit:
         raise MalformedPage(f"page {title!r}: {count:,} {what}, over the limit of {limit:,}")

@@ -29,7 +29,7 @@ def remove_templates(text: str, title: str) -> str:
     """
     if "{{" not in text and "}}" not in text:
         return text
-    refuse_if_over(text.count("{{") + text.count("}}"), MAX_TEMPLATE_BRACES, "template braces", title)
+    refuse_if_over(text, ("{{", "}}"), MAX_TEMPLATE_BRACES, "template braces", title)
     spans = template_spans(text, _EXPANDABLE, _EXPANDABLE_PREFIX, MAX_TEMPLATE_NAME, MAX_EXPAND_DEPTH,
                            lambda name, start, end, children: _render(text, name, start, end, children))
     return splice(text, spans)

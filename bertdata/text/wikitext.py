@@ -219,7 +219,7 @@ def _strip_tags(text: str, title: str) -> str:
     """Drop non-prose elements with their content; unwrap formatting tags (in C: `_markup`)."""
     if "<" not in text:
         return text
-    refuse_if_over(text.count("<"), MAX_TAGS, "tags", title)
+    refuse_if_over(text, ("<",), MAX_TAGS, "tags", title)
     return strip_tags(text, _DROP_CONTENT_TAGS, _BLOCK_TAGS, _KEEP_CONTENT_TAGS, _BREAK_TAGS)
 
 
@@ -227,7 +227,7 @@ def _remove_tables(text: str, title: str) -> str:
     """Remove `{| ... |}` tables (nested ones too); an unclosed table ends at a blank line."""
     if "{|" not in text:
         return text
-    refuse_if_over(text.count("{|") + text.count("|}"), MAX_TABLE_MARKS, "table marks", title)
+    refuse_if_over(text, ("{|", "|}"), MAX_TABLE_MARKS, "table marks", title)
     spans: list[tuple[int, int, str | None]] = []
     depth = 0
     start = 0
@@ -270,8 +270,7 @@ def _resolve_links(text: str, title: str, drop_link: re.Pattern) -> str:
         text = resolve_simple_links(text, lambda inner: _link_text(inner, drop_link))
     if "[[" not in text and "]]" not in text:
         return text
-    stray = text.count("[[") + text.count("]]")
-    refuse_if_over(stray, MAX_STRAY_LINK_BRACKETS, "unbalanced or nested link brackets", title)
+    refuse_if_over(text, ("[[", "]]"), MAX_STRAY_LINK_BRACKETS, "unbalanced or nested link brackets", title)
     tokens = list(_LINK_TOKEN.finditer(text))
     opens: list[int] = []
     pair = {}  # index of an opening token -> index of its closing token
