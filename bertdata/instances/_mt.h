@@ -13,8 +13,26 @@
 
 typedef struct {
     uint32_t mt[MT_N];
+    uint32_t out[MT_N]; /* mt's words tempered: what the draws from this block give */
     Py_ssize_t index;
 } MT;
+
+static inline uint32_t mt_temper(uint32_t y)
+{
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= y >> 18;
+    return y;
+}
+
+/* A block's words tempered at once (a loop the compiler vectorises), so that a draw is a load
+ * and a rejection test can look at the next word before it is drawn (mt_below). */
+static inline void mt_temper_all(MT *r)
+{
+    for (int i = 0; i < MT_N; i++)
+        r->out[i] = mt_temper(r->mt[i]);
+}
 
 /* `state`: random.Random.getstate()'s 624 words and index, as int64. */
 static inline int mt_load(MT *r, const Arr *state)
@@ -39,6 +57,7 @@ static inline int mt_load(MT *r, const Arr *state)
     for (int i = 0; i < MT_N; i++)
         r->mt[i] = (uint32_t)s[i];
     r->index = (Py_ssize_t)s[MT_N];
+    mt_temper_all(r);
     return 0;
 }
 
@@ -68,14 +87,31 @@ static inline uint64_t mt_uint32(MT *r)
 {
     if (r->index >= MT_N) {
         mt_twist(r->mt);
+        mt_temper_all(r);
         r->index = 0;
     }
-    uint32_t y = r->mt[r->index++];
-    y ^= y >> 11;
-    y ^= (y << 7) & 0x9d2c5680u;
-    y ^= (y << 15) & 0xefc60000u;
-    y ^= y >> 18;
-    return y;
+    return r->out[r->index++];
+}
+
+/* The top bits of words (32 - shift of them), drawn until one is below n: random's rejection
+ * sampling. Its test fails for up to half the words, at random, so as a branch it was
+ * mispredicted about as often: where two words are left in the block both are tested at once
+ * and the branch is taken only when both fail. */
+static inline uint64_t mt_below(MT *r, uint64_t n, int shift)
+{
+    if (r->index + 1 < MT_N) {
+        const uint64_t first = r->out[r->index] >> shift, second = r->out[r->index + 1] >> shift;
+        const int take_first = first < n;
+        if (take_first | (second < n)) {
+            r->index += 2 - take_first;
+            return take_first ? first : second;
+        }
+        r->index += 2;
+    }
+    uint64_t v = mt_uint32(r) >> shift;
+    while (v >= n)
+        v = mt_uint32(r) >> shift;
+    return v;
 }
 
 /* random.random(): 53 bits from two words (the sum is exact, so contraction cannot change it). */
@@ -99,11 +135,7 @@ static inline int bit_length(uint64_t n)
  * word, rejected until < n (so even n == 1 consumes a word). Callers guarantee the range. */
 static inline int64_t mt_randbelow(MT *r, int64_t n)
 {
-    int shift = 32 - bit_length((uint64_t)n);
-    uint64_t v = mt_uint32(r) >> shift;
-    while (v >= (uint64_t)n)
-        v = mt_uint32(r) >> shift;
-    return (int64_t)v;
+    return (int64_t)mt_below(r, (uint64_t)n, 32 - bit_length((uint64_t)n));
 }
 
 static inline int64_t mt_randint(MT *r, int64_t a, int64_t b)
@@ -128,9 +160,7 @@ static inline void mt_shuffle(MT *r, int64_t *x, Py_ssize_t len)
             shift++;
             low >>= 1;
         }
-        uint64_t j = mt_uint32(r) >> shift;
-        while (j >= (uint64_t)n)
-            j = mt_uint32(r) >> shift;
+        const uint64_t j = mt_below(r, (uint64_t)n, shift);
         int64_t tmp = x[i];
         x[i] = x[j];
         x[j] = tmp;
