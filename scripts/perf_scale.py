@@ -408,9 +408,9 @@ def main() -> None:
     worker_mb = (r["pss_mb"] - r["launcher_mb"]) / 2  # with its share of the pool's server
     print(f"\nprojection for the full English dump, phase 1 ({FULL_DUMP_GB:.0f} GB bz2), assuming the {hi}x dump's "
           f"clean text per bz2 byte ({r['text_mb'] / r['bz2_mb']:.2f}) and {rate_of} ({rate:.2f} MB bz2/s):")
-    beside = (f" ({core_hours(r):.1f} at the {hi}x dump's average rate, start-up included)" if lo != hi
+    beside = (f" ({core_hours(r):.2f} at the {hi}x dump's average rate, start-up included)" if lo != hi
               else " (start-up included: one dump cannot tell it apart)")
-    print(f"  {hours:.1f} core-hours{beside}; wall {hours / 16:.2f} h on 16 cores, {hours / 64 * 60:.0f} min on 64 "
+    print(f"  {hours:.2f} core-hours (floor 2.0){beside}; wall {hours / 16:.2f} h on 16 cores, {hours / 64 * 60:.0f} min on 64 "
           f"cores (stage tails not counted)")
     print(f"  clean text {text_gb:.1f} GB; temporary run files {spill_gb:.1f} GB at most (freed when the text "
           f"stage ends); text + hdf5 shards {out_gb:.1f} GB")
