@@ -26,10 +26,13 @@ MEASURED_DUPE_FACTOR = PHASE1.dupe_factor
 # shards (LDDL's) per byte of its output (kept until its files are cut from them).
 TEXT_RUNS_PER_TEXT_BYTE = 0.410
 LDDL_RUNS_PER_LDDL_BYTE = 1.031
-# Speed: bz2 bytes one worker turns into phase-1 hdf5 shards per second (README: the 64x dump,
-# 107 MB, in 49.1 s), and the time of both phases in both formats, and of the text stage alone,
-# against it (scripts/perf_disk.py, a 4x dump, one worker; start-up is a larger share there).
-DUMP_BYTES_PER_WORKER_SECOND = 107e6 / 49.1
+# Speed: bz2 bytes turned into phase-1 hdf5 shards per second (README, `make perf-scale`: the
+# 64x dump, 107 MB) by one worker, which keeps part of a second core busy (28.4 s), and by each
+# of several workers, a core each (2 workers: 21.1 s); and the time of both phases in both
+# formats, and of the text stage alone, against it (scripts/perf_disk.py, a 4x dump, one
+# worker; start-up is a larger share there).
+DUMP_BYTES_PER_SECOND_ONE_WORKER = 107.4e6 / 28.4
+DUMP_BYTES_PER_WORKER_SECOND = 107.4e6 / 21.1 / 2
 BOTH_PHASES_BOTH_FORMATS_TIME = 1.94
 TEXT_STAGE_TIME = 0.83
 # Room on top of the estimate: the ratios vary with the wiki and its text.
@@ -73,8 +76,13 @@ def estimate_build(dump_bytes: int, book_bytes: int, formats: Iterable[str], pha
     # The measured factor spread over the format x phase pairs beyond the first.
     pairs = len(formats) * len(phases)
     factor = 1 + (BOTH_PHASES_BOTH_FORMATS_TIME - 1) * max(0, pairs - 1) / 3 if pairs else TEXT_STAGE_TIME
-    seconds = (dump_bytes + book_bytes / TEXT_PER_DUMP_BYTE) / (DUMP_BYTES_PER_WORKER_SECOND * max(1, workers))
+    seconds = (dump_bytes + book_bytes / TEXT_PER_DUMP_BYTE) / dump_bytes_per_second(workers)
     return Estimate(tuple(parts), seconds * factor)
+
+
+def dump_bytes_per_second(workers: int) -> float:
+    """The measured phase-1 rate of `workers` workers, in bytes of bz2 dump per second."""
+    return DUMP_BYTES_PER_SECOND_ONE_WORKER if workers <= 1 else DUMP_BYTES_PER_WORKER_SECOND * workers
 
 
 def free_bytes(path: str) -> int:

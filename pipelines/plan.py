@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from bertdata.config import BuildConfig, phase_number
 from bertdata.errors import BertdataError
-from bertdata.estimate import (DUMP_BYTES_PER_WORKER_SECOND, MARGIN, Estimate, duration_text, estimate_build,
+from bertdata.estimate import (MARGIN, Estimate, dump_bytes_per_second, duration_text, estimate_build,
                                folder_bytes, free_bytes, size_text)
 from bertdata.formats import ACROSS_SHARDS, PER_SHARD, PER_SPLIT
 from bertdata.manifest import MANIFEST
@@ -142,8 +142,8 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
                                             if not cfg.check_disk else "does not fit: the build would refuse")
         lines.append(f"disk at {cfg.output}: {need.describe()}: {verdict}")
         lines.append(f"time: {duration_text(need.estimate.seconds)} with {workers} worker(s), at the measured "
-                     f"{DUMP_BYTES_PER_WORKER_SECOND / 1e6:.2f} MB of bz2 dump per second per worker (README, "
-                     "Performance); less for stages reused")
+                     f"{dump_bytes_per_second(workers) / max(1, workers) / 1e6:.2f} MB of bz2 dump per second per "
+                     "worker (README, Performance); less for stages reused")
     return lines
 
 

@@ -23,7 +23,10 @@ def test_the_estimate_grows_with_the_dump_the_phases_the_formats_and_the_dupe_fa
     # Books are text already; a reused text stage writes no text and no text runs.
     assert estimate_build(10**9, 10**8, ("hdf5",), (PHASE1,)).total > one.total
     assert dict(estimate_build(10**9, 0, ("hdf5",), (PHASE1,), text=False).parts)["text shards"] == 0
-    assert estimate_build(10**9, 0, ("hdf5",), (PHASE1,), workers=4).seconds == pytest.approx(one.seconds / 4)
+    two = estimate_build(10**9, 0, ("hdf5",), (PHASE1,), workers=2)
+    # A second worker adds less than the first: one worker keeps part of a second core busy.
+    assert one.seconds / 2 < two.seconds < one.seconds
+    assert estimate_build(10**9, 0, ("hdf5",), (PHASE1,), workers=4).seconds == pytest.approx(two.seconds / 2)
 
 
 def test_a_build_that_would_not_fit_is_refused_in_one_line_before_anything_is_written(tmp_path, monkeypatch,

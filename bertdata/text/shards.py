@@ -81,6 +81,6 @@ def render_shard(documents: list, stem: str, split: str, index: int, path: str) 
     ordered = sorted(documents, key=lambda d: d.key)
     texts = [d.text for d in ordered]
     data = b"".join(text + b"\n\n" for text in texts)
-    record = TextShard(split, index, stem, path, len(ordered), sum(text.count(b"\n") for text in texts) + len(texts),
-                       len(data), hashlib.sha256(data).hexdigest())
+    sentences = sum(text.count(b"\n") for text in texts) + len(texts)
+    record = TextShard(split, index, stem, path, len(ordered), sentences, len(data), hashlib.sha256(data).hexdigest())
     return data, record
