@@ -9,15 +9,16 @@
 #include <stdint.h>
 #include <string.h>
 
-#define HUFFMAN_MAX_SYMBOLS 286 /* deflate's literal/length alphabet, its largest */
-#define MAX_BITS 15             /* the longest code deflate allows */
+/* deflate's literal/length alphabet, its largest: 0-255 literals, 256 end of block, 257-285 lengths */
+#define LITLEN_CODES 286
+#define MAX_BITS 15 /* the longest code deflate allows */
 
 /* keyed[0..n) (count << 16 | symbol, already in symbol order) sorted by count, ties kept in
  * symbol order: a radix sort on the count, a byte at a time, as many passes as the largest
  * count has bytes. qsort's calls to a comparison function took as long as finding a chunk's runs. */
 static void sort_keys(uint64_t *keyed, int n, uint32_t largest)
 {
-    uint64_t spare[HUFFMAN_MAX_SYMBOLS];
+    uint64_t spare[LITLEN_CODES];
     uint64_t *from = keyed, *to = spare;
     for (int shift = 16; shift < 48 && (largest >> (shift - 16)); shift += 8) {
         int start[257] = {0};
@@ -41,9 +42,9 @@ static void sort_keys(uint64_t *keyed, int n, uint32_t largest)
  * up, until it fits. A lone used symbol gets length 1, as deflate wants. */
 static void huffman_lengths(const uint32_t *freqs, int n, int max_bits, uint8_t *lengths)
 {
-    uint64_t keyed[HUFFMAN_MAX_SYMBOLS]; /* freq << 16 | symbol: sorted, ascending counts by symbol */
-    uint32_t depth[HUFFMAN_MAX_SYMBOLS];
-    uint32_t scaled[HUFFMAN_MAX_SYMBOLS];
+    uint64_t keyed[LITLEN_CODES]; /* freq << 16 | symbol: sorted, ascending counts by symbol */
+    uint32_t depth[LITLEN_CODES];
+    uint32_t scaled[LITLEN_CODES];
     int used = 0;
     memset(lengths, 0, (size_t)n);
     for (int s = 0; s < n; s++)

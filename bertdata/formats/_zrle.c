@@ -19,7 +19,6 @@
 #define MIN_MATCH 3
 #define MAX_MATCH 258
 #define END_OF_BLOCK 256
-#define LITLEN_CODES 286 /* 0-255 literals, 256 end of block, 257-285 lengths */
 #define CL_CODES 19
 #define CL_MAX_BITS 7    /* the longest code-length code */
 #define STORED_MAX 65535 /* the most bytes a stored block holds */
@@ -278,12 +277,22 @@ static size_t runs(const uint8_t *data, size_t n, uint16_t *symbols, uint32_t *f
     return count;
 }
 
-/* Bytes of the zlib stream of data[0..n), written to out (which holds zrle_bound(n) bytes). */
-static size_t zrle_bound(size_t n)
+/* The bytes of n bytes sent as stored blocks: each holds at most STORED_MAX, after 5 bytes of
+ * header (3 bits, padded to a byte, then its length twice). */
+static size_t stored_bytes(size_t n)
 {
-    return 2 + n + 5 * (n / STORED_MAX + 1) + 4 + 8;
+    return n + 5 * (n / STORED_MAX + 1);
 }
 
+/* The most zrle writes for n bytes: its zlib header, stored blocks (it sends the dynamic block
+ * only where that is smaller), the checksum, and 8 for the bit writer's whole-word stores. */
+static size_t zrle_bound(size_t n)
+{
+    return 2 + stored_bytes(n) + 4 + 8;
+}
+
+/* The zlib stream of data[0..n), written to out (zrle_bound(n) bytes); its size. `symbols`
+ * holds n. */
 static size_t zrle(const uint8_t *data, size_t n, uint8_t *out, uint16_t *symbols)
 {
     uint32_t freqs[LITLEN_CODES] = {0};
@@ -328,7 +337,7 @@ static size_t zrle(const uint8_t *data, size_t n, uint8_t *out, uint16_t *symbol
     BitWriter w = {.out = out, .pos = 0, .bits = 0, .count = 0};
     out[w.pos++] = 0x78; /* deflate, 32 KB window */
     out[w.pos++] = 0x01; /* no dictionary, "fastest" level; 0x7801 is a multiple of 31 */
-    if ((bits + 7) / 8 >= n + 5 * (n / STORED_MAX + 1)) {
+    if ((bits + 7) / 8 >= stored_bytes(n)) {
         size_t done = 0;
         do {
             const size_t k = n - done < STORED_MAX ? n - done : STORED_MAX;
