@@ -483,6 +483,27 @@ def test_download_command_rejects_a_bad_date_before_any_request(server, tmp_path
     assert server.mirror.log == []
 
 
+def test_a_note_and_its_newline_are_one_write(monkeypatch):
+    """A signal runs its handler between two writes, never inside one: a stop message printed
+    after a note interrupted there would otherwise share the note's line."""
+    import sys
+
+    class Recorder:
+        def __init__(self):
+            self.writes = []
+
+        def write(self, text):
+            self.writes.append(text)
+
+        def flush(self):
+            pass
+
+    stderr = Recorder()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    download.note("retry 1/5 in 1.0s")
+    assert "retry 1/5 in 1.0s\n" in stderr.writes
+
+
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
 def test_download_command_stopped_by_a_signal_says_so_and_a_rerun_resumes(server, tmp_path, signame):
     import os

@@ -55,7 +55,9 @@ def _host(url: str) -> str:
 
 
 def note(message: str) -> None:
-    tqdm.write(message, file=sys.stderr)
+    # The line and its newline in one write: a signal that stops the command lands between two
+    # writes, and the stop message was seen glued onto a retry note that lacked its newline.
+    tqdm.write(message + "\n", file=sys.stderr, end="")
 
 
 def _describe_network_error(err: BaseException, timeout: float) -> str:
