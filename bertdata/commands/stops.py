@@ -5,6 +5,7 @@ ends (143, 129)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 
@@ -26,6 +27,10 @@ def stopped_by_signals(*signums: int):
         if not stopping:  # a repeated signal must not break off the cleanup the first one started
             stopping.append(signum)
             threading.excepthook = _quiet
+            # Their logged errors too ("Failed to read inputs in the data plane", with its
+            # traceback, as the workers the signal also reached vanish): once the build's
+            # stderr is the terminal again they would land after the command's line.
+            logging.disable(logging.CRITICAL)
             raise interruption(signum)
 
     # One that is ignored (SIGHUP under nohup, SIGINT in a background job) stays ignored.
