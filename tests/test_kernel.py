@@ -15,7 +15,7 @@ import pytest
 
 from bertdata.instances import _engine, _rows, _wordpiece
 from bertdata.formats import _chunks, _zrle
-from bertdata.text import _markup, _prose, _scan, _tags
+from bertdata.text import _bunzip, _markup, _prose, _scan, _tags
 
 from bertdata.instances import kernel
 from bertdata.instances.documents import Documents
@@ -370,7 +370,7 @@ def test_generate_refuses_to_run_on_a_drifted_random(fresh_self_check, monkeypat
 
 # --- the stub -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("module", [_engine, _rows, _wordpiece, _scan, _markup, _tags, _prose, _chunks, _zrle], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [_engine, _rows, _wordpiece, _scan, _markup, _tags, _prose, _chunks, _zrle, _bunzip], ids=lambda m: m.__name__)
 def test_the_stub_lists_every_function_with_its_signature(module):
     stub = ast.parse(Path(module.__file__).with_name(module.__name__.rsplit(".", 1)[1] + ".pyi").read_text())
     stubbed = {node.name: node for node in stub.body if isinstance(node, ast.FunctionDef)}

@@ -1,0 +1,111 @@
+"""The compiled bzip2 decoder (`_bunzip.decode`) against libbz2 (Python's `bz2`)."""
+
+from __future__ import annotations
+
+import bz2
+import random
+
+import pytest
+
+from bertdata.text import _bunzip
+from bertdata.text.multistream import stream_ranges
+from bertdata.text.wikidump import sample_paths
+
+
+def decode_all(data: bytes, sizes: list[int] | None = None) -> bytes:
+    bit = level = crc = 0
+    parts = []
+    while True:
+        out, bit, level, crc = _bunzip.decode(data, bit, level, crc)
+        if not out and not level and bit == len(data) * 8:
+            return b"".join(parts)
+        parts.append(out)
+        if sizes is not None:
+            sizes.append(len(out))
+
+
+def runs(rng: random.Random, size: int) -> bytes:
+    """Text full of runs of every length around the first run-length stage's 4 and 4 + 255."""
+    out = bytearray()
+    while len(out) < size:
+        out += bytes([rng.randrange(256)]) * rng.choice([1, 2, 3, 4, 5, 6, 258, 259, 260, 261, 1000])
+        out += bytes(rng.randrange(97, 123) for _ in range(rng.randrange(0, 20)))
+    return bytes(out[:size])
+
+
+CASES = {
+    "empty": b"",
+    "one byte": b"a",
+    "four equal bytes last": b"xyzzzz",
+    "all byte values": bytes(range(256)) * 7,
+    "zeros": bytes(1_500_000),
+    "text": b"".join(b"the %d quick brown foxes jumped over %d lazy dogs\n" % (i, i * 7) for i in range(60_000)),
+    "noise": random.Random(1).randbytes(700_000),
+    "runs": runs(random.Random(2), 2_000_000),
+}
+
+
+@pytest.mark.parametrize("level", [1, 5, 9])
+@pytest.mark.parametrize("case", list(CASES))
+def test_it_decodes_what_libbz2_decodes(case, level):
+    data = CASES[case]
+    assert decode_all(bz2.compress(data, level)) == data
+
+
+def test_streams_back_to_back_with_empty_ones_between_decode_as_one():
+    parts = [CASES["text"][:300_000], b"", CASES["runs"][:50_000], b"", b"", CASES["noise"][:120_000]]
+    data = b"".join(bz2.compress(p, level) for p, level in zip(parts, [1, 9, 2, 3, 4, 1]))
+    assert decode_all(data) == b"".join(parts)
+
+
+def test_the_sample_dump_range_by_range():
+    dump, index, _ = sample_paths()
+    raw = dump.read_bytes()
+    ranges = stream_ranges(dump, index)
+    for start, end in ranges:
+        assert decode_all(raw[start:end]) == bz2.decompress(raw[start:end]), (start, end)
+    whole = raw[ranges[0][0]:]
+    assert decode_all(whole) == bz2.decompress(whole)
+
+
+def test_a_call_returns_a_bounded_amount_of_a_stream_that_expands_fifty_fold():
+    data = bz2.compress(b"a" * (200 << 20) + b"end", 9)  # a few hundred bytes
+    sizes: list[int] = []
+    assert decode_all(data, sizes) == b"a" * (200 << 20) + b"end"
+    assert len(sizes) > 1 and max(sizes) <= 48 << 20  # one block's worth at most (259 / 5 of 900k)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "trailing bytes", "not bz2", "flipped bits"])
+def test_damage_is_a_value_error_never_wrong_bytes(damage):
+    original = CASES["text"][:400_000]
+    good = bz2.compress(original, 1)
+    rng = random.Random(damage)
+    for _ in range(60):
+        data = bytearray(good)
+        if damage == "truncated":
+            data = data[:rng.randrange(1, len(data))]
+        elif damage == "trailing bytes":
+            data += rng.randbytes(rng.randrange(1, 9))
+        elif damage == "not bz2":
+            data = bytearray(rng.randbytes(rng.randrange(4, 200)))
+        else:
+            for _ in range(rng.randrange(1, 4)):
+                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        try:
+            out = decode_all(bytes(data))
+        except ValueError as err:
+            assert str(err).startswith("bz2 data: ")
+        else:  # what CRCs let through must be the data itself
+            assert out == original
+
+
+def test_bad_arguments_are_refused():
+    data = bz2.compress(b"abc")
+    with pytest.raises(ValueError):
+        _bunzip.decode(data, 3, 0, 0)  # between streams, but not at a byte boundary
+    with pytest.raises(ValueError):
+        _bunzip.decode(data, len(data) * 8 + 8, 0, 0)
+    with pytest.raises(ValueError):
+        _bunzip.decode(data, 0, 10, 0)
+    with pytest.raises(TypeError):
+        _bunzip.decode("text", 0, 0, 0)
