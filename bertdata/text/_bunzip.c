@@ -30,16 +30,19 @@
 #define BLOCK_MAGIC 0x314159265359ULL
 #define END_MAGIC 0x177245385090ULL
 
-static uint32_t crc_table[256];
+static uint32_t crc_tables[8][256]; /* [k][b]: byte b followed by k zero bytes */
 
-static void init_crc_table(void)
+static void init_crc_tables(void)
 {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i << 24;
         for (int k = 0; k < 8; k++)
             c = (c & 0x80000000u) ? (c << 1) ^ 0x04c11db7u : c << 1;
-        crc_table[i] = c;
+        crc_tables[0][i] = c;
     }
+    for (int k = 1; k < 8; k++)
+        for (int i = 0; i < 256; i++)
+            crc_tables[k][i] = (crc_tables[k - 1][i] << 8) ^ crc_tables[0][crc_tables[k - 1][i] >> 24];
 }
 
 /* MSB-first bits; `bits` holds `count` of them at its top. Past the data it reads zeros,
@@ -316,32 +319,13 @@ static void walk_blocks(Block *blocks, int count, uint8_t *scratch)
     }
 }
 
-typedef struct {
-    uint8_t *data;
-    size_t size, cap;
-} Out;
-
-static int reserve(Out *o, size_t more)
-{
-    if (o->size + more <= o->cap) return 0;
-    size_t cap = o->cap ? o->cap : (1 << 20);
-    while (cap < o->size + more) cap *= 2;
-    uint8_t *p = realloc(o->data, cap);
-    if (!p) return -1;
-    o->data = p;
-    o->cap = cap;
-    return 0;
-}
-
 /* The first run-length stage undone (4 equal bytes, then a count of 0-255 more): with `out`
- * NULL, only the size it takes; else written there, and the block's CRC returned. -1 for a
- * run cut off at the block's end. */
-static int64_t unrun(const Block *b, uint8_t *out, size_t *size)
+ * NULL, only the size it takes; else written there. -1 for a run cut off at the block's end. */
+static int64_t unrun(const Block *b, uint8_t *out)
 {
     const uint8_t *w = b->walk;
     const int32_t n = b->n;
-    uint32_t crc = 0xffffffffu;
-    size_t total = 0;
+    int64_t total = 0;
     int32_t i = 0;
     while (i < n) {
         const uint8_t c = w[i];
@@ -353,15 +337,27 @@ static int64_t unrun(const Block *b, uint8_t *out, size_t *size)
             if (i >= n) return -1;
             length += w[i++];
         }
-        total += (size_t)length;
-        if (out)
-            for (int32_t k = 0; k < length; k++) {
-                *out++ = c;
-                crc = (crc << 8) ^ crc_table[(crc >> 24) ^ c];
-            }
+        if (out) {
+            memset(out, c, (size_t)length);
+            out += length;
+        }
+        total += length;
     }
-    *size = total;
-    return (int64_t)(~crc & 0xffffffffu);
+    return total;
+}
+
+/* bzip2's CRC (CRC-32 MSB first) of `n` bytes, eight at a time. */
+static uint32_t crc_of(const uint8_t *p, size_t n)
+{
+    uint32_t crc = 0xffffffffu;
+    for (; n >= 8; n -= 8, p += 8) {
+        crc ^= (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        crc = crc_tables[7][crc >> 24] ^ crc_tables[6][(crc >> 16) & 0xff] ^ crc_tables[5][(crc >> 8) & 0xff]
+              ^ crc_tables[4][crc & 0xff] ^ crc_tables[3][p[4]] ^ crc_tables[2][p[5]] ^ crc_tables[1][p[6]]
+              ^ crc_tables[0][p[7]];
+    }
+    for (; n; n--, p++) crc = (crc << 8) ^ crc_tables[0][(crc >> 24) ^ *p];
+    return ~crc;
 }
 
 enum { EV_BLOCK, EV_END };
@@ -370,6 +366,130 @@ typedef struct {
     int kind, block;
     uint32_t crc;
 } Event;
+
+/* What a call needs besides its output: kept between the calls of one range (their tables'
+ * first touch cost as much as a tenth of the decoding) and freed when a call reaches its end. */
+typedef struct {
+    Block blocks[GROUP_BLOCKS];
+    Table tables[MAX_GROUPS];
+    uint8_t selectors[MAX_SELECTORS];
+    uint8_t idle_walk[900000];
+} Scratch;
+
+static Scratch *cached_scratch;
+
+static void free_scratch(Scratch *s)
+{
+    if (!s) return;
+    for (int k = 0; k < GROUP_BLOCKS; k++) {
+        free(s->blocks[k].tt);
+        free(s->blocks[k].walk);
+    }
+    free(s);
+}
+
+/* Thread-safe without the GIL: whoever takes the one cached set has it to itself. */
+static Scratch *take_scratch(void)
+{
+    Scratch *s = __atomic_exchange_n(&cached_scratch, NULL, __ATOMIC_ACQ_REL);
+    return s ? s : calloc(1, sizeof(Scratch));
+}
+
+static void keep_scratch(Scratch *s) { free_scratch(__atomic_exchange_n(&cached_scratch, s, __ATOMIC_ACQ_REL)); }
+
+typedef struct {
+    const char *damage;
+    int memory, n_events;
+    Event events[MAX_EVENTS];
+    int64_t sizes[MAX_EVENTS];
+    uint64_t bit;
+    int level;
+} Group;
+
+/* Read up to GROUP_BLOCKS blocks from `g->bit`, walk them, and size their output; events past
+ * MAX_OUTPUT are dropped and `g->bit`/`g->level` moved back to the first of them. */
+static void read_group(Group *g, Scratch *s, const uint8_t *data, size_t size)
+{
+    Reader r = {data, size, (size_t)(g->bit / 8), 0, 0};
+    refill(&r);
+    if (g->bit % 8) take(&r, (int)(g->bit % 8));
+    int level = g->level, n_blocks = 0;
+    while (n_blocks < GROUP_BLOCKS && g->n_events < MAX_EVENTS - 1) {
+        if (level == 0) {
+            if (bit_position(&r) == (uint64_t)size * 8) break;
+            if (size * 8 - bit_position(&r) < 32) { g->damage = "bytes after the last stream"; return; }
+            uint32_t head = take(&r, 32);
+            if ((head >> 8) != 0x425a68u || (head & 0xff) < '1' || (head & 0xff) > '9') {
+                g->damage = "not the start of a bz2 stream";
+                return;
+            }
+            level = (int)(head & 0xff) - '0'; /* the combined CRC restarts at the end event before */
+        }
+        const uint64_t at = bit_position(&r);
+        uint64_t magic = (uint64_t)take(&r, 24) << 24;
+        magic |= take(&r, 24);
+        if (magic == BLOCK_MAGIC) {
+            Block *b = &s->blocks[n_blocks];
+            if (!b->tt) {
+                b->tt = huge_table();
+                b->walk = malloc(900000);
+                if (!b->tt || !b->walk) { g->memory = 1; return; }
+            }
+            if (read_block(&r, b, level, s->tables, s->selectors)) { g->damage = "corrupt block"; return; }
+            b->start = at;
+            b->level = level;
+            g->events[g->n_events++] = (Event){EV_BLOCK, n_blocks++, 0};
+        } else if (magic == END_MAGIC) {
+            uint32_t stored = take(&r, 32);
+            if (overrun(&r)) { g->damage = "truncated"; return; }
+            g->events[g->n_events++] = (Event){EV_END, 0, stored};
+            uint64_t end = bit_position(&r);
+            if (end % 8) take(&r, (int)(8 - end % 8));
+            level = 0;
+        } else {
+            g->damage = overrun(&r) ? "truncated" : "bad block magic";
+            return;
+        }
+    }
+    g->bit = bit_position(&r);
+    g->level = level;
+    if (n_blocks) walk_blocks(s->blocks, n_blocks, s->idle_walk);
+    int64_t total = 0;
+    for (int e = 0; e < g->n_events; e++) {
+        g->sizes[e] = 0;
+        if (g->events[e].kind != EV_BLOCK) continue;
+        const Block *b = &s->blocks[g->events[e].block];
+        int64_t n = unrun(b, NULL);
+        if (n < 0) { g->damage = "corrupt block"; return; }
+        if (total && total + n > MAX_OUTPUT) { /* the rest next time */
+            g->n_events = e;
+            g->bit = b->start;
+            g->level = b->level;
+            return;
+        }
+        g->sizes[e] = n;
+        total += n;
+    }
+}
+
+/* The group's bytes into `out`, every CRC checked; the stream's combined CRC goes on in `combined`. */
+static void write_group(Group *g, Scratch *s, uint8_t *out, uint32_t *combined)
+{
+    for (int e = 0; e < g->n_events; e++) {
+        const Event *ev = &g->events[e];
+        if (ev->kind == EV_END) {
+            if (*combined != ev->crc) { g->damage = "stream CRC mismatch"; return; }
+            *combined = 0;
+            continue;
+        }
+        const Block *b = &s->blocks[ev->block];
+        unrun(b, out);
+        uint32_t crc = crc_of(out, (size_t)g->sizes[e]);
+        if (crc != b->stored_crc) { g->damage = "block CRC mismatch"; return; }
+        *combined = ((*combined << 1) | (*combined >> 31)) ^ crc;
+        out += g->sizes[e];
+    }
+}
 
 static PyObject *decode(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwargs)
 {
@@ -380,105 +500,53 @@ static PyObject *decode(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwa
     unsigned long crc_in;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*Kik:decode", kwlist, &view, &bit, &level, &crc_in))
         return NULL;
-    const char *damage = NULL;
-    Out out = {NULL, 0, 0};
-    Block blocks[GROUP_BLOCKS];
-    memset(blocks, 0, sizeof blocks);
-    Table *tables = malloc(MAX_GROUPS * sizeof(Table));
-    uint8_t *selectors = malloc(MAX_SELECTORS);
+    if (level < 0 || level > 9 || bit > (unsigned long long)view.len * 8 || (level == 0 && bit % 8)) {
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError, "bz2 data: bad position or state");
+    }
+    Group *g = calloc(1, sizeof(Group));
+    Scratch *s = NULL;
+    PyObject *out = NULL;
     uint32_t combined = level ? (uint32_t)crc_in : 0;
-    int memory = !tables || !selectors;
-    if (level < 0 || level > 9 || bit > (unsigned long long)view.len * 8 || (level == 0 && bit % 8))
-        damage = "bad position or state";
+    if (!g) goto fail;
+    g->bit = bit;
+    g->level = level;
     Py_BEGIN_ALLOW_THREADS
-    Reader r = {(const uint8_t *)view.buf, (size_t)view.len, 0, 0, 0};
-    Event events[MAX_EVENTS];
-    int n_events = 0, n_blocks = 0;
-    if (!memory && !damage) {
-        r.next = (size_t)(bit / 8);
-        refill(&r);
-        if (bit % 8) take(&r, (int)(bit % 8));
-        while (n_blocks < GROUP_BLOCKS && n_events < MAX_EVENTS - 1) {
-            if (level == 0) {
-                if (bit_position(&r) == (uint64_t)r.size * 8) break;
-                if (r.size * 8 - bit_position(&r) < 32) { damage = "bytes after the last stream"; break; }
-                uint32_t head = take(&r, 32);
-                if ((head >> 8) != 0x425a68u || (head & 0xff) < '1' || (head & 0xff) > '9') {
-                    damage = "not the start of a bz2 stream";
-                    break;
-                }
-                level = (int)(head & 0xff) - '0'; /* `combined` restarts at the end event before */
-            }
-            const uint64_t at = bit_position(&r);
-            uint64_t magic = (uint64_t)take(&r, 24) << 24;
-            magic |= take(&r, 24);
-            if (magic == BLOCK_MAGIC) {
-                Block *b = &blocks[n_blocks];
-                if (!b->tt) {
-                    b->tt = huge_table();
-                    b->walk = malloc(900000);
-                    if (!b->tt || !b->walk) { memory = 1; break; }
-                }
-                if (read_block(&r, b, level, tables, selectors)) { damage = "corrupt block"; break; }
-                b->start = at;
-                b->level = level;
-                events[n_events++] = (Event){EV_BLOCK, n_blocks++, 0};
-            } else if (magic == END_MAGIC) {
-                uint32_t stored = take(&r, 32);
-                if (overrun(&r)) { damage = "truncated"; break; }
-                events[n_events++] = (Event){EV_END, 0, stored};
-                uint64_t at = bit_position(&r);
-                if (at % 8) take(&r, (int)(8 - at % 8));
-                level = 0;
-            } else {
-                damage = overrun(&r) ? "truncated" : "bad block magic";
-                break;
-            }
-        }
-    }
-    uint8_t *scratch = n_blocks ? malloc(900000) : NULL;
-    if (n_blocks && !scratch) memory = 1;
-    if (!memory && !damage && n_blocks) walk_blocks(blocks, n_blocks, scratch);
-    free(scratch);
-    bit = bit_position(&r);
-    for (int e = 0; e < n_events && !memory && !damage; e++) {
-        if (events[e].kind == EV_BLOCK) {
-            size_t size;
-            const Block *b = &blocks[events[e].block];
-            if (unrun(b, NULL, &size) < 0) { damage = "corrupt block"; break; }
-            if (out.size && out.size + size > MAX_OUTPUT) { /* the rest next time */
-                bit = b->start;
-                level = b->level;
-                break;
-            }
-            if (reserve(&out, size)) { memory = 1; break; }
-            int64_t c = unrun(b, out.data + out.size, &size);
-            out.size += size;
-            if ((uint32_t)c != blocks[events[e].block].stored_crc) { damage = "block CRC mismatch"; break; }
-            combined = ((combined << 1) | (combined >> 31)) ^ (uint32_t)c;
-        } else {
-            if (combined != events[e].crc) { damage = "stream CRC mismatch"; break; }
-            combined = 0;
-        }
-    }
-    Py_END_ALLOW_THREADS
-    for (int k = 0; k < GROUP_BLOCKS; k++) {
-        free(blocks[k].tt);
-        free(blocks[k].walk);
-    }
-    free(tables);
-    free(selectors);
-    PyBuffer_Release(&view);
-    PyObject *result = NULL;
-    if (memory)
-        PyErr_NoMemory();
-    else if (damage)
-        PyErr_Format(PyExc_ValueError, "bz2 data: %s", damage);
+    s = take_scratch();
+    if (!s)
+        g->memory = 1;
     else
-        result = Py_BuildValue("(y#Kik)", out.data ? (const char *)out.data : "", (Py_ssize_t)out.size,
-                               bit, level, (unsigned long)combined);
-    free(out.data);
+        read_group(g, s, (const uint8_t *)view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    if (g->memory || g->damage) goto fail;
+    int64_t total = 0;
+    for (int e = 0; e < g->n_events; e++) total += g->sizes[e];
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!out) goto fail;
+    Py_BEGIN_ALLOW_THREADS
+    write_group(g, s, (uint8_t *)PyBytes_AS_STRING(out), &combined);
+    Py_END_ALLOW_THREADS
+    if (g->damage) goto fail;
+    const int finished = !g->level && g->bit == (uint64_t)view.len * 8;
+    PyObject *result = Py_BuildValue("(NKik)", out, (unsigned long long)g->bit, g->level, (unsigned long)combined);
+    out = NULL;
+    if (finished)
+        free_scratch(s);
+    else
+        keep_scratch(s);
+    free(g);
+    PyBuffer_Release(&view);
     return result;
+fail:
+    Py_XDECREF(out);
+    if (g && g->damage)
+        PyErr_Format(PyExc_ValueError, "bz2 data: %s", g->damage);
+    else if (!PyErr_Occurred())
+        PyErr_NoMemory();
+    free_scratch(s);
+    free(g);
+    PyBuffer_Release(&view);
+    return NULL;
 }
 
 /* The doc starts with its signature and "--", so inspect.signature reads it (_bunzip.pyi must agree). */
@@ -498,6 +566,6 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__bunzip(void)
 {
-    init_crc_table();
+    init_crc_tables();
     return PyModule_Create(&module);
 }
