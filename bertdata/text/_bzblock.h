@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define MAX_ALPHA 258
 #define MAX_GROUPS 6
@@ -125,19 +124,7 @@ static inline int decode_symbol(Reader *r, const Table *t, int alpha)
     return t->perm[p];
 }
 
-#define TT_BYTES (4u << 20) /* 900,000 entries of 4 bytes, rounded up to two huge pages */
-
-/* A block's link table, in huge pages where the kernel grants them: a walk's loads land all
- * over its 3.6 MB, and in 4 KB pages nearly each one missed the TLB too, which serialised them. */
-static uint32_t *huge_table(void)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, 2u << 20, TT_BYTES)) return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, TT_BYTES, MADV_HUGEPAGE);
-#endif
-    return p;
-}
+#define MAX_BLOCK 900000 /* bytes in a block of the largest size (level 9) */
 
 typedef struct {
     uint32_t *tt;  /* low byte: the BWT's last column; high 24 bits: the inverse's links */

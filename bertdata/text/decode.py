@@ -99,8 +99,8 @@ def bz2_chunks(f: BinaryIO, name: str, start: int, end: int | None, hint: str = 
 
 def compiled_bz2_chunks(raw: bytes, name: str, start: int, end: int, hint: str = "") -> Iterator[bytes | memoryview]:
     """Decompress `raw`, the bz2 streams in bytes [start, end) of the dump, with bertdata's own
-    decoder (`_bunzip`): it walks several blocks' inverse BWTs at once, for about 0.8x
-    indexed_bzip2's CPU time and 0.7x libbz2's (README, Performance), and releases the GIL.
+    decoder (`_bunzip`): it walks several blocks' inverse BWTs at once, for 0.76-0.87x
+    indexed_bzip2's CPU time and about 0.65x libbz2's (README, Performance).
 
     libbz2 stays the reference. The compiled decoder checks every block's CRC and every
     stream's before it hands their bytes over, and stops at any damage (bytes that start no
