@@ -109,3 +109,17 @@ def test_bad_arguments_are_refused():
         _bunzip.decode(data, 0, 10, 0)
     with pytest.raises(TypeError):
         _bunzip.decode("text", 0, 0, 0)
+
+
+def test_release_unmaps_the_scratch_between_calls_and_decoding_goes_on():
+    data = bz2.compress(CASES["text"], 1)  # blocks of 100k: several calls
+    bit = level = crc = 0
+    parts = []
+    while True:
+        out, bit, level, crc = _bunzip.decode(data, bit, level, crc)
+        _bunzip.release()
+        _bunzip.release()  # nothing kept: nothing to do
+        if not out and not level and bit == len(data) * 8:
+            break
+        parts.append(out)
+    assert len(parts) > 1 and b"".join(parts) == CASES["text"]

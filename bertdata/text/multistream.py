@@ -20,7 +20,7 @@ from xml.sax.saxutils import escape, quoteattr
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path, check_output_path
 from bertdata.text.decode import (BZ2_MAGIC, OUT_SIZE, Opener, bz2_chunks, compiled_bz2_chunks,
-                                  open_local, opened, prefetched)
+                                  compiled_decoder_scratch, open_local, opened, prefetched)
 from bertdata.text.wikidump import EXPORT_ROOT, DumpParser, Page
 from bertdata.text.skipped import DEFAULT_MAX_CHARS
 
@@ -200,7 +200,7 @@ def iter_pages_in_ranges(
 
 def _ranges_xml(name: str, ranges: list[tuple[int, int]], opener: Opener, prefetch: bool) -> Iterator[bytes | object]:
     """Each range's XML chunks, then _RANGE_END, range after range."""
-    with opened(name, opener) as f:
+    with opened(name, opener) as f, compiled_decoder_scratch():
         for start, end in ranges:
             _check_stream_start(f, start, name)
             f.seek(start)
