@@ -27,12 +27,12 @@ MEASURED_DUPE_FACTOR = PHASE1.dupe_factor
 TEXT_RUNS_PER_TEXT_BYTE = 0.410
 LDDL_RUNS_PER_LDDL_BYTE = 1.031
 # Speed: bz2 bytes turned into phase-1 hdf5 shards per second (README, `make perf-scale`: the
-# 64x dump, 107 MB) by one worker, which keeps part of a second core busy (28.4 s), and by each
-# of several workers, a core each (2 workers: 21.1 s); and the time of both phases in both
+# 64x dump, 107 MB) by one worker, which keeps part of a second core busy (27.8 s), and by each
+# of several workers, a core each (2 workers: 20.3 s); and the time of both phases in both
 # formats, and of the text stage alone, against it (scripts/perf_disk.py, a 4x dump, one
 # worker; start-up is a larger share there).
-DUMP_BYTES_PER_SECOND_ONE_WORKER = 107.4e6 / 28.4
-DUMP_BYTES_PER_WORKER_SECOND = 107.4e6 / 21.1 / 2
+DUMP_BYTES_PER_SECOND_ONE_WORKER = 107.4e6 / 27.8
+DUMP_BYTES_PER_WORKER_SECOND = 107.4e6 / 20.3 / 2
 BOTH_PHASES_BOTH_FORMATS_TIME = 1.94
 TEXT_STAGE_TIME = 0.83
 # Room on top of the estimate: the ratios vary with the wiki and its text.
