@@ -169,7 +169,7 @@ static void keep_scratch(Scratch *s) { free_scratch(__atomic_exchange_n(&cached_
 
 typedef struct {
     const char *damage;
-    int memory, n_events;
+    int n_events;
     Event events[MAX_EVENTS];
     int64_t sizes[MAX_EVENTS];
     uint64_t bit;
@@ -269,43 +269,36 @@ static PyObject *decode(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwa
         PyBuffer_Release(&view);
         return PyErr_Format(PyExc_ValueError, "bz2 data: bad position or state");
     }
-    Group *g = calloc(1, sizeof(Group));
+    Group g = {.bit = bit, .level = level};
     Scratch *s = NULL;
     PyObject *out = NULL;
     uint32_t combined = level ? (uint32_t)crc_in : 0;
-    if (!g) goto fail;
-    g->bit = bit;
-    g->level = level;
     Py_BEGIN_ALLOW_THREADS
     s = take_scratch();
-    if (!s)
-        g->memory = 1;
-    else
-        read_group(g, s, (const uint8_t *)view.buf, (size_t)view.len);
+    if (s)
+        read_group(&g, s, (const uint8_t *)view.buf, (size_t)view.len);
     Py_END_ALLOW_THREADS
-    if (g->memory || g->damage) goto fail;
+    if (!s || g.damage) goto fail;
     int64_t total = 0;
-    for (int e = 0; e < g->n_events; e++) total += g->sizes[e];
+    for (int e = 0; e < g.n_events; e++) total += g.sizes[e];
     out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
     if (!out) goto fail;
     Py_BEGIN_ALLOW_THREADS
-    write_group(g, s, (uint8_t *)PyBytes_AS_STRING(out), &combined);
+    write_group(&g, s, (uint8_t *)PyBytes_AS_STRING(out), &combined);
     Py_END_ALLOW_THREADS
-    if (g->damage) goto fail;
-    PyObject *result = Py_BuildValue("(NKik)", out, (unsigned long long)g->bit, g->level, (unsigned long)combined);
+    if (g.damage) goto fail;
+    PyObject *result = Py_BuildValue("(NKik)", out, (unsigned long long)g.bit, g.level, (unsigned long)combined);
     out = NULL;
     keep_scratch(s);
-    free(g);
     PyBuffer_Release(&view);
     return result;
 fail:
     Py_XDECREF(out);
-    if (g && g->damage)
-        PyErr_Format(PyExc_ValueError, "bz2 data: %s", g->damage);
+    if (g.damage)
+        PyErr_Format(PyExc_ValueError, "bz2 data: %s", g.damage);
     else if (!PyErr_Occurred())
         PyErr_NoMemory();
     free_scratch(s);
-    free(g);
     PyBuffer_Release(&view);
     return NULL;
 }

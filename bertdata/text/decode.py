@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from bertdata.errors import BertdataError
-from bertdata.text import _bunzip
 from bertdata.fsutil import input_errors
+from bertdata.text import _bunzip
 
 Opener = Callable[[str], BinaryIO]
 
