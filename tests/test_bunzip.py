@@ -16,7 +16,7 @@ def decode_all(data: bytes, sizes: list[int] | None = None) -> bytes:
     bit = level = crc = 0
     parts = []
     while True:
-        out, bit, level, crc = _bunzip.decode(data, bit, level, crc)
+        out, bit, level, crc, _ = _bunzip.decode(data, bit, level, crc)
         if not out and not level and bit == len(data) * 8:
             return b"".join(parts)
         parts.append(out)
@@ -54,8 +54,17 @@ def test_it_decodes_what_libbz2_decodes(case, level):
 
 def test_streams_back_to_back_with_empty_ones_between_decode_as_one():
     parts = [CASES["text"][:300_000], b"", CASES["runs"][:50_000], b"", b"", CASES["noise"][:120_000]]
-    data = b"".join(bz2.compress(p, level) for p, level in zip(parts, [1, 9, 2, 3, 4, 1]))
+    streams = [bz2.compress(p, level) for p, level in zip(parts, [1, 9, 2, 3, 4, 1])]
+    data = b"".join(streams)
     assert decode_all(data) == b"".join(parts)
+    # Where each stream ends, in the data and in the output, as a caller cutting ranges sees it.
+    bit = level = crc = made = 0
+    seen = []
+    while bit < len(data) * 8:
+        out, bit, level, crc, ends = _bunzip.decode(data, bit, level, crc)
+        seen += [(byte, made + offset) for byte, offset in ends]
+        made += len(out)
+    assert seen == [(sum(map(len, streams[:k + 1])), sum(map(len, parts[:k + 1]))) for k in range(len(parts))]
 
 
 def test_the_sample_dump_range_by_range():
@@ -116,7 +125,7 @@ def test_release_unmaps_the_scratch_between_calls_and_decoding_goes_on():
     bit = level = crc = 0
     parts = []
     while True:
-        out, bit, level, crc = _bunzip.decode(data, bit, level, crc)
+        out, bit, level, crc, _ = _bunzip.decode(data, bit, level, crc)
         _bunzip.release()
         _bunzip.release()  # nothing kept: nothing to do
         if not out and not level and bit == len(data) * 8:

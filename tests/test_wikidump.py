@@ -147,6 +147,59 @@ def test_a_bad_range_read_back_to_back_fails_after_the_ranges_before_it(fragment
         list(next(reader))
 
 
+def test_the_compiled_decoder_reads_ahead_across_ranges_and_cuts_its_output_at_their_ends(
+        monkeypatch, fragment_multistream):
+    """Ranges of a stream or two are decoded as one run, so its walks run 8 at a time; each range
+    still gets exactly its own pages."""
+    dump, index = fragment_multistream
+    ranges = stream_ranges(dump, index)
+    real_decode = decode._bunzip.decode
+    crossed = []
+
+    def spy(data, bit, level, crc):
+        out, bit, level, crc, ends = real_decode(data, bit, level, crc)
+        crossed.append(len(ends))
+        return out, bit, level, crc, ends
+
+    monkeypatch.setattr(decode._bunzip, "decode", spy)
+    each = [list(iter_pages_in_range(dump, *r, prefetch=True)) for r in ranges]
+    assert [list(pages) for pages in iter_pages_in_ranges(dump, ranges, prefetch=False)] == each
+    assert len(crossed) < len(ranges) and max(crossed) > 1
+    # Ranges that do not touch are runs of their own.
+    apart = ranges[1::3]
+    crossed.clear()
+    assert [list(pages) for pages in iter_pages_in_ranges(dump, apart, prefetch=False)] == each[1::3]
+    assert max(crossed) == 1
+
+
+def test_a_range_that_ends_inside_a_stream_fails_in_a_run_as_alone(fragment_multistream):
+    """Read ahead, the decoder would go on past such an end; it is caught, and libbz2 names it."""
+    dump, index = fragment_multistream
+    (a, b), (_, c) = stream_ranges(dump, index)[1:3]
+    cut = (b + c) // 2
+    for check_start in (lambda f, offset, name: None, multistream._check_stream_start):
+        with open(dump, "rb") as f:
+            chunks = decode.compiled_ranges_chunks(f, str(dump), [(a, cut), (cut, c)], "", check_start)
+            with pytest.raises(BertdataError, match=rf"the byte range \[{a}, {cut}\) ends at compressed byte {cut} "
+                                                    rf"inside the stream starting at byte {b}"):
+                list(chunks)
+
+
+def test_damage_in_the_range_read_ahead_fails_after_the_pages_before_it(tmp_path, fragment_multistream):
+    dump, index = fragment_multistream
+    ranges = stream_ranges(dump, index)
+    (a, b), (_, c) = ranges[1:3]
+    data = bytearray(dump.read_bytes())
+    for i in range(b + 100, b + 140):
+        data[i] ^= 0x5A
+    bad = tmp_path / "corrupt.xml.bz2"
+    bad.write_bytes(bytes(data))
+    reader = iter_pages_in_ranges(bad, [(a, b), (b, c)], prefetch=False)
+    assert list(next(reader)) == list(iter_pages_in_range(dump, a, b))
+    with pytest.raises(BertdataError, match=rf"corrupt bz2 data in the stream starting at byte {b}"):
+        list(next(reader))
+
+
 def test_parse_speed(fragment_pages):
     """Whole-fragment decompress + parse; a floor far below the measured ~9 MB/s per core."""
     import time
@@ -228,8 +281,8 @@ def test_libbz2_supplies_what_the_compiled_decoder_left_out(monkeypatch, sample_
         calls.append(bit)
         if len(calls) > 1:
             raise ValueError("bz2 data: corrupt block")
-        out, bit, level, crc = real_decode(data, bit, level, crc)
-        return out[:1000], bit, level, crc  # not all it made: the hand-over is mid-block
+        out, bit, level, crc, _ = real_decode(data, bit, level, crc)
+        return out[:1000], bit, level, crc, ()  # not all it made: the hand-over is mid-block
 
     monkeypatch.setattr(decode._bunzip, "decode", fails_after_one_call)
     ranges = stream_ranges(SAMPLE_DUMP, SAMPLE_INDEX)

@@ -124,6 +124,7 @@ enum { EV_BLOCK, EV_END };
 typedef struct {
     int kind, block;
     uint32_t crc;
+    uint64_t next; /* EV_END: the byte after the stream, where the next one may start */
 } Event;
 
 /* What a call needs besides its output, about 37 MB, kept for the next call until `release`:
@@ -203,13 +204,13 @@ static void read_group(Group *g, Scratch *s, const uint8_t *data, size_t size)
             if (read_block(&r, b, level, s->tables, s->selectors)) { g->damage = "corrupt block"; return; }
             b->start = at;
             b->level = level;
-            g->events[g->n_events++] = (Event){EV_BLOCK, n_blocks++, 0};
+            g->events[g->n_events++] = (Event){EV_BLOCK, n_blocks++, 0, 0};
         } else if (magic == END_MAGIC) {
             uint32_t stored = take(&r, 32);
             if (overrun(&r)) { g->damage = "truncated"; return; }
-            g->events[g->n_events++] = (Event){EV_END, 0, stored};
             uint64_t end = bit_position(&r);
             if (end % 8) take(&r, (int)(8 - end % 8));
+            g->events[g->n_events++] = (Event){EV_END, 0, stored, (end + 7) / 8};
             level = 0;
         } else {
             g->damage = overrun(&r) ? "truncated" : "bad block magic";
@@ -271,7 +272,7 @@ static PyObject *decode(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwa
     }
     Group g = {.bit = bit, .level = level};
     Scratch *s = NULL;
-    PyObject *out = NULL;
+    PyObject *out = NULL, *ends = NULL;
     uint32_t combined = level ? (uint32_t)crc_in : 0;
     Py_BEGIN_ALLOW_THREADS
     s = take_scratch();
@@ -287,13 +288,30 @@ static PyObject *decode(PyObject *Py_UNUSED(self), PyObject *args, PyObject *kwa
     write_group(&g, s, (uint8_t *)PyBytes_AS_STRING(out), &combined);
     Py_END_ALLOW_THREADS
     if (g.damage) goto fail;
-    PyObject *result = Py_BuildValue("(NKik)", out, (unsigned long long)g.bit, g.level, (unsigned long)combined);
-    out = NULL;
+    /* Where each stream that ended in this call ends, in the data and in the output: a caller
+     * that handed over several ranges at once cuts the output at theirs. */
+    int n_ends = 0;
+    for (int e = 0; e < g.n_events; e++) n_ends += g.events[e].kind == EV_END;
+    ends = PyTuple_New(n_ends);
+    if (!ends) goto fail;
+    int64_t at = 0;
+    for (int e = 0, k = 0; e < g.n_events; e++) {
+        if (g.events[e].kind == EV_END) {
+            PyObject *end = Py_BuildValue("(KL)", (unsigned long long)g.events[e].next, (long long)at);
+            if (!end) goto fail;
+            PyTuple_SET_ITEM(ends, k++, end);
+        }
+        at += g.sizes[e];
+    }
+    PyObject *result = Py_BuildValue("(NKikN)", out, (unsigned long long)g.bit, g.level, (unsigned long)combined,
+                                     ends);
+    out = ends = NULL;
     keep_scratch(s);
     PyBuffer_Release(&view);
     return result;
 fail:
     Py_XDECREF(out);
+    Py_XDECREF(ends);
     if (g.damage)
         PyErr_Format(PyExc_ValueError, "bz2 data: %s", g.damage);
     else if (!PyErr_Occurred())
@@ -314,7 +332,8 @@ static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))decode, METH_VARARGS | METH_KEYWORDS,
      "decode(data, bit, level, crc)\n--\n\n"
      "Decode the next few blocks of the bz2 streams in data from bit offset bit: (bytes, bit, level, crc) "
-     "to continue from. The GIL is released."},
+     "to continue from, and ends: (byte, output offset) where each stream that ended is over. "
+     "The GIL is released."},
     {"release", (PyCFunction)release, METH_NOARGS,
      "release()\n--\n\n"
      "Unmap the scratch decode keeps between calls (about 37 MB)."},

@@ -108,36 +108,92 @@ def compiled_decoder_scratch() -> Iterator[None]:
         _bunzip.release()
 
 
-def compiled_bz2_chunks(raw: bytes, name: str, start: int, end: int, hint: str = "") -> Iterator[bytes | memoryview]:
-    """Decompress `raw`, the bz2 streams in bytes [start, end) of the dump, with bertdata's own
-    decoder (`_bunzip`): it walks several blocks' inverse BWTs at once, for 0.76-0.87x
-    indexed_bzip2's CPU time and about 0.65x libbz2's (README, Performance).
+# The marker that ends each range's chunks in compiled_ranges_chunks.
+RANGE_END = object()
+
+# Compressed bytes the compiled decoder is handed past where it stands: a few groups of its 8
+# blocks (~250 KB each in a text dump), so its walks run 8 at a time across the ends of ranges
+# smaller than that. Decoded one at a time, ranges of one 4-block stream took 1.33x the CPU
+# time of ranges of two (README, Performance).
+LOOKAHEAD = 4 << 20
+
+
+def compiled_ranges_chunks(f: BinaryIO, name: str, ranges: list[tuple[int, int]], hint: str,
+                           check_start: Callable[[BinaryIO, int, str], None]) -> Iterator[bytes | memoryview | object]:
+    """Each range's XML chunks, then RANGE_END, range after range: the bz2 streams in bytes
+    [start, end) of the dump `f`, decoded with bertdata's own decoder (`_bunzip`), which walks
+    several blocks' inverse BWTs at once, for about 0.65x libbz2's CPU time (README,
+    Performance). Ranges that follow one another in the file are read ahead (LOOKAHEAD) and
+    decoded as one run, the output cut where each range's last stream ends; `check_start(f,
+    offset, name)` checks each range that starts a run.
 
     libbz2 stays the reference. The compiled decoder checks every block's CRC and every
     stream's before it hands their bytes over, and stops at any damage (bytes that start no
-    stream included); libbz2 then decodes the range again, names the damage as it would have
-    alone, and passes on only what the compiled decoder had not."""
-    produced = 0
+    stream included), as at a range whose end is not a stream's; libbz2 then decodes that
+    range again, names the damage as it would have alone, and passes on only what the
+    compiled decoder had not."""
+    window, base, loaded = b"", 0, 0  # the compressed bytes [base, base + len(window)): ranges[:loaded]
     bit = level = crc = 0
-    try:
-        while True:
-            out, bit, level, crc = _bunzip.decode(raw, bit, level, crc)
-            if not out and not level and bit == len(raw) * 8:
-                return
-            # In pieces of at most OUT_SIZE, as the other decoders give, for the prefetch queue's
-            # bound; views, not copies.
-            view = memoryview(out)
-            for at in range(0, len(out), OUT_SIZE):
-                piece = view[at:at + OUT_SIZE]
-                produced += len(piece)
-                yield piece
-    except ValueError:
-        pass
-    for chunk in bz2_chunks(io.BytesIO(raw), name, start, end, hint):
-        kept = chunk[produced:]
-        produced = max(0, produced - len(chunk))
-        if kept:
-            yield kept
+    current, produced = 0, 0  # the range being decoded, and its bytes handed over so far
+
+    def pieces(out: bytes, at: int, to: int) -> Iterator[memoryview]:
+        # At most OUT_SIZE each, as the other decoders give, for the prefetch queue's bound; views, not copies.
+        view = memoryview(out)
+        for k in range(at, to, OUT_SIZE):
+            yield view[k:min(k + OUT_SIZE, to)]
+
+    while current < len(ranges):
+        start, end = ranges[current]
+        if current == loaded:
+            check_start(f, start, name)
+            f.seek(start)
+            window, base, loaded = f.read(end - start), start, current + 1
+            bit = level = crc = 0
+        ahead = base + len(window)
+        while (loaded < len(ranges) and ranges[loaded][0] == ahead < ranges[loaded][1]
+               and ahead - (base + bit // 8) < LOOKAHEAD):
+            try:
+                check_start(f, ahead, name)
+            except BertdataError:
+                break  # named once the range is reached, after the pages before it
+            f.seek(ahead)
+            more = f.read(ranges[loaded][1] - ahead)
+            cut = start - base  # what earlier ranges left
+            window, base, bit, loaded = window[cut:] + more, start, bit - 8 * cut, loaded + 1
+            ahead = base + len(window)
+        try:
+            out, bit, level, crc, ends = _bunzip.decode(window, bit, level, crc)
+            at = 0
+            for byte, offset in ends:
+                if base + byte < end:
+                    continue
+                if base + byte > end:
+                    raise ValueError("the range ends inside a stream")
+                yield from pieces(out, at, offset)
+                yield RANGE_END
+                at, current, produced = offset, current + 1, 0
+                if current == loaded:
+                    break
+                start, end = ranges[current]
+            if current < loaded and base * 8 + bit > end * 8:
+                raise ValueError("the range ends inside a stream")
+            if at < len(out):
+                yield from pieces(out, at, len(out))
+                produced += len(out) - at
+            elif not ends and not level and bit == len(window) * 8:  # the window is done, and the range
+                if start < end:
+                    raise ValueError("the range ends inside a stream")
+                yield RANGE_END
+                current += 1
+        except ValueError:
+            for chunk in bz2_chunks(io.BytesIO(window[start - base:end - base]), name, start, end, hint):
+                kept = chunk[produced:]
+                produced = max(0, produced - len(chunk))
+                if kept:
+                    yield kept
+            yield RANGE_END
+            current, produced = current + 1, 0
+            loaded = current  # the next range starts a run of its own
 
 
 _PREFETCH_CHUNKS = 8

@@ -19,7 +19,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path, check_output_path
-from bertdata.text.decode import (BZ2_MAGIC, OUT_SIZE, Opener, bz2_chunks, compiled_bz2_chunks,
+from bertdata.text.decode import (BZ2_MAGIC, OUT_SIZE, RANGE_END, Opener, bz2_chunks, compiled_ranges_chunks,
                                   compiled_decoder_scratch, open_local, opened, prefetched)
 from bertdata.text.wikidump import EXPORT_ROOT, DumpParser, Page
 from bertdata.text.skipped import DEFAULT_MAX_CHARS
@@ -169,7 +169,6 @@ def iter_pages_in_range(
         yield from pages
 
 
-_RANGE_END = object()
 _HINT = "; does the multistream index match this dump?"
 
 
@@ -199,21 +198,21 @@ def iter_pages_in_ranges(
 
 
 def _ranges_xml(name: str, ranges: list[tuple[int, int]], opener: Opener, prefetch: bool) -> Iterator[bytes | object]:
-    """Each range's XML chunks, then _RANGE_END, range after range."""
+    """Each range's XML chunks, then RANGE_END, range after range."""
     with opened(name, opener) as f, compiled_decoder_scratch():
+        if not prefetch:
+            yield from compiled_ranges_chunks(f, name, ranges, _HINT, _check_stream_start)
+            return
         for start, end in ranges:
             _check_stream_start(f, start, name)
             f.seek(start)
-            if prefetch:
-                yield from bz2_chunks(f, name, start, end, _HINT)
-            else:
-                yield from compiled_bz2_chunks(f.read(end - start), name, start, end, _HINT)
-            yield _RANGE_END
+            yield from bz2_chunks(f, name, start, end, _HINT)
+            yield RANGE_END
 
 
 def _until_range_end(chunks: Iterator[bytes | object]) -> Iterator[bytes]:
     for chunk in chunks:
-        if chunk is _RANGE_END:
+        if chunk is RANGE_END:
             return
         yield chunk
 
