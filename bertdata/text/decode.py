@@ -132,7 +132,7 @@ def compiled_ranges_chunks(f: BinaryIO, name: str, ranges: list[tuple[int, int]]
     stream included), as at a range whose end is not a stream's; libbz2 then decodes that
     range again, names the damage as it would have alone, and passes on only what the
     compiled decoder had not."""
-    window, base, loaded = b"", 0, 0  # the compressed bytes [base, base + len(window)): ranges[:loaded]
+    window, base, loaded = b"", 0, 0  # the compressed bytes [base, base + len(window)), ranges[:loaded] read
     bit = level = crc = 0
     current, produced = 0, 0  # the range being decoded, and its bytes handed over so far
 
@@ -158,8 +158,8 @@ def compiled_ranges_chunks(f: BinaryIO, name: str, ranges: list[tuple[int, int]]
                 break  # named once the range is reached, after the pages before it
             f.seek(ahead)
             more = f.read(ranges[loaded][1] - ahead)
-            cut = start - base  # what earlier ranges left
-            window, base, bit, loaded = window[cut:] + more, start, bit - 8 * cut, loaded + 1
+            cut = bit // 8  # what the decoder is done with
+            window, base, bit, loaded = window[cut:] + more, base + cut, bit - 8 * cut, loaded + 1
             ahead = base + len(window)
         try:
             out, bit, level, crc, ends = _bunzip.decode(window, bit, level, crc)
@@ -186,7 +186,8 @@ def compiled_ranges_chunks(f: BinaryIO, name: str, ranges: list[tuple[int, int]]
                 yield RANGE_END
                 current += 1
         except ValueError:
-            for chunk in bz2_chunks(io.BytesIO(window[start - base:end - base]), name, start, end, hint):
+            f.seek(start)
+            for chunk in bz2_chunks(f, name, start, end, hint):
                 kept = chunk[produced:]
                 produced = max(0, produced - len(chunk))
                 if kept:
