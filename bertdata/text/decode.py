@@ -180,7 +180,7 @@ def compiled_ranges_chunks(f: BinaryIO, name: str, ranges: list[tuple[int, int]]
             if at < len(out):
                 yield from pieces(out, at, len(out))
                 produced += len(out) - at
-            elif not ends and not level and bit == len(window) * 8:  # the window is done, and the range
+            elif not ends and not level and bit == len(window) * 8:  # nothing left: only an empty range ends so
                 if start < end:
                     raise ValueError("the range ends inside a stream")
                 yield RANGE_END
