@@ -376,7 +376,11 @@ def test_sigterm_and_sighup_stop_a_build_as_ctrl_c_does(sample_build, tmp_path, 
             pytest.fail(f"the build finished before {signame} at {moment} landed")
         assert proc.returncode == 128 + signum, stderr
         line = "interrupted" if signum == signal.SIGINT else f"stopped by {signame}"
-        assert stderr.splitlines()[-1] == f"bertdata build: {line}" and "Traceback" not in stderr
+        # The last visible line: a CI run once ended with a blank line after it, written by some
+        # process the group's signal reached (not reproduced in 30 runs since); the full tail shows
+        # which, should anything else follow.
+        assert stderr.rstrip().splitlines()[-1] == f"bertdata build: {line}" and "Traceback" not in stderr, \
+            repr(stderr[-3000:])
         assert not (out / WORK_FOLDER).exists() and not (out / LOCK_NAME).exists()
         assert not list(pool_tmp.iterdir())  # nor Beam's beam-pipeline-temp* folder
     finally:
