@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bz2
 import contextlib
-import io
 import queue
 import sys
 import threading
