@@ -377,6 +377,49 @@ def test_index_that_does_not_match_the_dump(tmp_path, fragment_multistream):
         stream_ranges(SAMPLE_DUMP, backwards)
 
 
+def _offsets_line_by_line(index: Path) -> list[int]:
+    with open(index, "rb") as f:
+        return multistream._offsets_by_line(multistream._index_chunks(f, str(index)), str(index))
+
+
+def test_index_read_a_stream_at_a_time_gives_every_offset(fragment_multistream):
+    index = fragment_multistream[1]
+    by_line = _offsets_line_by_line(index)
+    assert len(by_line) > 10
+    assert multistream.index_offsets(index) == by_line
+    # The fast path itself, not its fallback, over chunks cut anywhere: inside a stream's lines,
+    # inside a line, and in its offset.
+    text = bz2.decompress(index.read_bytes())
+    for size in (1, 7, 50, 997, len(text)):
+        chunks = (text[k:k + size] for k in range(0, len(text), size))
+        assert multistream._offsets_by_stream(chunks) == by_line, size
+    assert multistream._offsets_by_stream(iter([text.rstrip(b"\n")])) == by_line  # no newline at the end
+
+
+def test_index_lines_the_fast_path_does_not_take(tmp_path):
+    odd = tmp_path / "odd.txt"
+    # A blank line, offsets written with a leading zero and a stream whose lines are apart:
+    # read line by line, with the same result the line-by-line reading gives.
+    odd.write_bytes(b"600:1:A\n\n0600:2:B\n900:3:C d\n900:4:\n1200:5:E\n1200:6:F")
+    assert multistream._offsets_by_stream(iter([odd.read_bytes()])) is None
+    assert multistream.index_offsets(odd) == [600, 900, 1200]
+    digits = tmp_path / "digits.txt"
+    digits.write_text("600:1:A\n6\u00b2:2:B\n", encoding="utf-8")  # a superscript two is no digit of an offset
+    with pytest.raises(BertdataError, match=r"digits.txt: line 2 is not `offset:page_id:title` \('6\u00b2:2:B'\)"):
+        multistream.index_offsets(digits)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    with pytest.raises(BertdataError, match="empty.txt: empty multistream index"):
+        multistream.index_offsets(empty)
+    damaged = bytearray(bz2.compress(b"600:1:A\n" * 5000))
+    damaged[len(damaged) // 2] ^= 0xFF
+    broken = tmp_path / "broken-index.txt.bz2"
+    broken.write_bytes(bytes(damaged))
+    with pytest.raises(BertdataError, match=r"broken-index.txt.bz2: corrupt bz2 data in the stream starting at "
+                                            r"byte 0 .*; is this a multistream index\?"):
+        multistream.index_offsets(broken)
+
+
 def test_range_not_on_stream_boundaries(fragment_multistream, decoder_options):
     dump, index = fragment_multistream
     ranges = stream_ranges(dump, index)
