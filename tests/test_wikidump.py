@@ -407,6 +407,10 @@ def test_index_lines_the_fast_path_does_not_take(tmp_path):
     digits.write_text("600:1:A\n6\u00b2:2:B\n", encoding="utf-8")  # a superscript two is no digit of an offset
     with pytest.raises(BertdataError, match=r"digits.txt: line 2 is not `offset:page_id:title` \('6\u00b2:2:B'\)"):
         multistream.index_offsets(digits)
+    no_lines = tmp_path / "no-lines.bin"
+    no_lines.write_bytes(b"600:1:A\n" + bytes(range(11, 256)) * 2000)  # no newline in 490 KB
+    with pytest.raises(BertdataError, match=r"no-lines.bin: line 2 is over 65,536 bytes long"):
+        multistream.index_offsets(no_lines)
     empty = tmp_path / "empty.txt"
     empty.write_text("\n")
     with pytest.raises(BertdataError, match="empty.txt: empty multistream index"):

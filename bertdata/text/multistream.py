@@ -31,6 +31,9 @@ from bertdata.text.skipped import DEFAULT_MAX_CHARS
 # (100 lines in Wikimedia's dumps), so English's ~24M lines are read at the speed of
 # decompressing them, where a loop over lines took longer than that again.
 _STREAM_LINES = re.compile(rb"(\d+):\d+:[^\n]*\n(?:\1:\d+:[^\n]*\n)*")
+# A title is at most 255 bytes; a file given as the index by mistake may have no newline at
+# all, and is refused here instead of held whole.
+_MAX_LINE_BYTES = 1 << 16
 
 
 def index_offsets(index_path: str | os.PathLike, opener: Opener = open_local) -> list[int]:
@@ -68,6 +71,8 @@ def _offsets_by_stream(chunks: Iterator[bytes]) -> list[int] | None:
         if not _add_stream_offsets(data, end, offsets):
             return None
         carry = data[end:]
+        if len(carry) > _MAX_LINE_BYTES:
+            return None
     if carry and not _add_stream_offsets(carry + b"\n", len(carry) + 1, offsets):  # no newline at the end
         return None
     return offsets
@@ -94,6 +99,10 @@ def _offsets_by_line(chunks: Iterator[bytes], name: str) -> list[int]:
     carry = b""
     for chunk in itertools.chain(chunks, [b"\n"]):
         *lines, carry = (carry + chunk).split(b"\n")
+        if len(carry) > _MAX_LINE_BYTES:
+            shown = carry[:60].decode(errors="replace")
+            raise BertdataError(f"{name}: line {lineno + len(lines) + 1} is over {_MAX_LINE_BYTES:,} bytes long "
+                                f"({shown!r}...); is this a multistream index?")
         for line in lines:
             lineno += 1
             if not line:
