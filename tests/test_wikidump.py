@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import io
 import re
 import subprocess
 import sys
@@ -415,6 +416,15 @@ def test_index_lines_the_fast_path_does_not_take(tmp_path):
     empty.write_text("\n")
     with pytest.raises(BertdataError, match="empty.txt: empty multistream index"):
         multistream.index_offsets(empty)
+
+    class FailsAfterItsMagic(io.BytesIO):
+        def read(self, size=-1):
+            if self.tell() >= 3:
+                raise OSError("connection reset by peer")
+            return super().read(size)
+
+    with pytest.raises(BertdataError, match=r"^remote-index.txt.bz2: unreadable multistream index \(connection reset"):
+        multistream.index_offsets("remote-index.txt.bz2", lambda path: FailsAfterItsMagic(bz2.compress(b"600:1:A\n")))
     damaged = bytearray(bz2.compress(b"600:1:A\n" * 5000))
     damaged[len(damaged) // 2] ^= 0xFF
     broken = tmp_path / "broken-index.txt.bz2"

@@ -43,11 +43,14 @@ def index_offsets(index_path: str | os.PathLike, opener: Opener = open_local) ->
     stream at a time (a malformed or blank line, offsets that go backwards) is read again a
     line at a time, which names what is wrong."""
     name = os.fspath(index_path)
-    with opened(name, opener, "multistream index") as f:
-        offsets = _offsets_by_stream(_index_chunks(f, name))
-    if offsets is None:
+    try:
         with opened(name, opener, "multistream index") as f:
-            offsets = _offsets_by_line(_index_chunks(f, name), name)
+            offsets = _offsets_by_stream(_index_chunks(f, name))
+        if offsets is None:
+            with opened(name, opener, "multistream index") as f:
+                offsets = _offsets_by_line(_index_chunks(f, name), name)
+    except OSError as err:  # a read that fails part way (a network file system, an object store)
+        raise BertdataError(f"{name}: unreadable multistream index ({err})") from None
     if not offsets:
         raise BertdataError(f"{name}: empty multistream index")
     return offsets
