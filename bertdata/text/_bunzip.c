@@ -152,6 +152,12 @@ static Scratch *new_scratch(void)
 {
     Scratch *s = mmap(NULL, sizeof(Scratch), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (s == MAP_FAILED) return NULL;
+    /* The walks' loads land anywhere in 8 tables of 3.6 MB: on 4 KB pages nearly each one misses
+     * the TLB as well as the caches. Huge pages, where the kernel grants them, save some of the
+     * decoder's CPU (README, Performance); refused or unsupported, nothing else changes. */
+#ifdef MADV_HUGEPAGE
+    madvise(s, sizeof(Scratch), MADV_HUGEPAGE);
+#endif
     for (int k = 0; k < GROUP_BLOCKS; k++) {
         s->blocks[k].tt = s->tt[k];
         s->blocks[k].walk = s->walk[k];
