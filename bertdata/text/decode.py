@@ -277,7 +277,8 @@ def prefetched(chunks: Iterator[bytes]) -> Iterator[bytes]:
             thread.join()
 
 
-def _raw_chunks(f: BinaryIO) -> Iterator[bytes]:
+def raw_chunks(f: BinaryIO) -> Iterator[bytes]:
+    """An uncompressed file's bytes, in reads of the size the decoders read."""
     while chunk := f.read(_READ_SIZE):
         yield chunk
 
@@ -295,4 +296,4 @@ def xml_chunks(f: BinaryIO, name: str) -> Iterator[bytes]:
     if not head.startswith(_UTF16_STARTS) and not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") \
             and head.strip():
         raise BertdataError(f"{name}: neither XML nor bz2 (starts with bytes {head!r})")
-    return _raw_chunks(f)
+    return raw_chunks(f)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bz2
 import contextlib
-import functools
 import itertools
 import os
 import re
@@ -22,7 +21,7 @@ from xml.sax.saxutils import escape, quoteattr
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path, check_output_path
 from bertdata.text.decode import (BZ2_MAGIC, OUT_SIZE, RANGE_END, Opener, bz2_chunks, compiled_ranges_chunks,
-                                  compiled_decoder_scratch, open_local, opened, prefetched)
+                                  compiled_decoder_scratch, open_local, opened, prefetched, raw_chunks)
 from bertdata.text.wikidump import EXPORT_ROOT, DumpParser, Page
 from bertdata.text.skipped import DEFAULT_MAX_CHARS
 
@@ -61,7 +60,7 @@ def _index_chunks(f: BinaryIO, name: str) -> Iterator[bytes]:
         f.seek(0)
         return bz2_chunks(f, name, 0, None, "; is this a multistream index?")
     f.seek(0)
-    return iter(functools.partial(f.read, 1 << 20), b"")
+    return raw_chunks(f)
 
 
 def _offsets_by_stream(chunks: Iterator[bytes]) -> list[int] | None:
