@@ -41,6 +41,8 @@ CASES = {
     "zeros": bytes(1_500_000),
     "text": b"".join(b"the %d quick brown foxes jumped over %d lazy dogs\n" % (i, i * 7) for i in range(60_000)),
     "noise": random.Random(1).randbytes(700_000),
+    # Move-to-front indices on both sides of the 16 that the compiled move handles at once.
+    "twenty values": bytes(random.Random(3).choices(range(65, 85), k=400_000)),
     "runs": runs(random.Random(2), 2_000_000),
 }
 

@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "_bzblock.h"
 
@@ -78,6 +81,27 @@ static void walk_blocks(Block *blocks, int count, uint8_t *scratch)
     }
 }
 
+/* Where the next run of 4 equal bytes starts in w[i, n) (n: none). Text has few: the bytes
+ * between are copied whole, where a test per byte, twice (sizing, then writing), took a tenth
+ * of the decoder's time. Sixteen places are tested at once where SSE2 is there (all x86-64). */
+static inline int32_t next_run(const uint8_t *w, int32_t i, int32_t n)
+{
+#ifdef __SSE2__
+    for (; i + 19 <= n; i += 16) {
+        const __m128i a = _mm_loadu_si128((const __m128i *)(w + i));
+        const __m128i same = _mm_and_si128(
+            _mm_and_si128(_mm_cmpeq_epi8(a, _mm_loadu_si128((const __m128i *)(w + i + 1))),
+                          _mm_cmpeq_epi8(a, _mm_loadu_si128((const __m128i *)(w + i + 2)))),
+            _mm_cmpeq_epi8(a, _mm_loadu_si128((const __m128i *)(w + i + 3))));
+        const unsigned starts = (unsigned)_mm_movemask_epi8(same);
+        if (starts) return i + __builtin_ctz(starts);
+    }
+#endif
+    for (; i + 3 < n; i++)
+        if (w[i] == w[i + 1] && w[i] == w[i + 2] && w[i] == w[i + 3]) return i;
+    return n;
+}
+
 /* The first run-length stage undone (4 equal bytes, then a count of 0-255 more): with `out`
  * NULL, only the size it takes; else written there. -1 for a run cut off at the block's end. */
 static int64_t unrun(const Block *b, uint8_t *out)
@@ -85,22 +109,16 @@ static int64_t unrun(const Block *b, uint8_t *out)
     const uint8_t *w = b->walk;
     const int32_t n = b->n;
     int64_t total = 0;
-    int32_t i = 0;
-    while (i < n) {
-        const uint8_t c = w[i];
-        int32_t same = 1;
-        while (same < 4 && i + same < n && w[i + same] == c) same++;
-        i += same;
-        int32_t length = same;
-        if (same == 4) {
-            if (i >= n) return -1;
-            length += w[i++];
-        }
-        if (out) {
-            memset(out, c, (size_t)length);
-            out += length;
-        }
+    for (int32_t i = 0; i < n;) {
+        const int32_t run = next_run(w, i, n);
+        if (out) memcpy(out + total, w + i, (size_t)(run - i));
+        total += run - i;
+        if (run == n) break;
+        if (run + 4 >= n) return -1;
+        const int32_t length = 4 + w[run + 4];
+        if (out) memset(out + total, w[run], (size_t)length);
         total += length;
+        i = run + 5;
     }
     return total;
 }
