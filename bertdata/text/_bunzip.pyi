@@ -11,5 +11,5 @@ def decode(data: bytes, bit: int, level: int, crc: int) -> tuple[bytes, int, int
     stream's is checked before its bytes are returned."""
 
 def release() -> None:
-    """Unmap the scratch `decode` keeps from one call to the next (about 37 MB): the next call
+    """Unmap the scratch `decode` keeps from one call to the next (about 22 MB): the next call
     maps it again."""

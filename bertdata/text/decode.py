@@ -98,7 +98,7 @@ def bz2_chunks(f: BinaryIO, name: str, start: int, end: int | None, hint: str = 
 
 @contextlib.contextmanager
 def compiled_decoder_scratch() -> Iterator[None]:
-    """Inside, the compiled decoder keeps its scratch (~37 MB) from one range to the next: mapped
+    """Inside, the compiled decoder keeps its scratch (~22 MB) from one range to the next: mapped
     afresh for each range, its first touch cost ~7% of a two-worker build of the 64x dump, whose
     ranges are ~1 MB. Unmapped on the way out, so later stages do not carry it."""
     try:
@@ -110,10 +110,10 @@ def compiled_decoder_scratch() -> Iterator[None]:
 # The marker that ends each range's chunks in compiled_ranges_chunks.
 RANGE_END = object()
 
-# Compressed bytes the compiled decoder is handed past where it stands: a few groups of its 8
-# blocks (~250 KB each in a text dump), so its walks run 8 at a time across the ends of ranges
-# smaller than that. Decoded one at a time, ranges of one 4-block stream took 1.33x the CPU
-# time of ranges of two (README, Performance).
+# Compressed bytes the compiled decoder is handed past where it stands: a few groups of its 4
+# blocks (~250 KB each in a text dump), so each call reads a whole group across the ends of
+# ranges smaller than that. When a call walked one chain per block, ranges of one 4-block stream
+# decoded one at a time took 1.33x the CPU time of ranges of two (README, Performance).
 LOOKAHEAD = 4 << 20
 
 

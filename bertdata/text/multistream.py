@@ -227,7 +227,7 @@ def iter_pages_in_range(
     releases the GIL: worth it only when a core is free for it, else the hand-offs cost more
     than they overlap. Without it the range (a work item: a few MB) is read whole and decoded
     in line by the compiled decoder, the cheaper one for a busy core; libbz2 keeps the
-    helper thread's memory to 1 MB pieces, where the compiled decoder's scratch is ~37 MB.
+    helper thread's memory to 1 MB pieces, where the compiled decoder's scratch is ~22 MB.
     """
     for pages in iter_pages_in_ranges(path, [(start, end)], opener, max_page_chars, prefetch):
         yield from pages
