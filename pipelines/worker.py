@@ -17,6 +17,7 @@ harness fails exits the ordinary way, with its traceback and status.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import logging
@@ -63,6 +64,9 @@ def serve(listener_fd: int, reports_fd: int) -> None:
     try:
         for name in PRELOAD:
             importlib.import_module(name)
+        # What was imported lives as long as the workers: out of the collector's reach, whose
+        # passes over it would cost each worker time and write to the pages it shares with us.
+        gc.freeze()
         # A finished worker wakes the loop below (through the wakeup pipe) to be reaped.
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
