@@ -130,7 +130,8 @@ static inline int decode_symbol(Reader *r, const Table *t, int alpha)
 #define MAX_BLOCK 900000 /* bytes in a block of the largest size (level 9) */
 
 typedef struct {
-    uint32_t *tt;  /* low byte: the BWT's last column; high 24 bits: the inverse's links */
+    uint32_t *tt;  /* low byte: the BWT's last column; above it the inverse's links (the top bit:
+                    * a segment's start while the block is walked, _bzwalk.h) */
     uint8_t *walk; /* the block's bytes before run-length decoding */
     int32_t n, orig_ptr;
     uint32_t stored_crc;

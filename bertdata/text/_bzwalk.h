@@ -173,7 +173,7 @@ static int walk_blocks(Walks *s, Block *blocks, int count)
                 continue;
             }
             *lanes.out[k]++ = (uint8_t)e;
-            lanes.pos[k] = (e >> 8) & LINK_MASK;
+            lanes.pos[k] = e >> 8; /* not flagged: the link alone */
             if (__builtin_expect(lanes.out[k] == lanes.end[k], 0)) next_chunk(&lanes, s, k);
         }
     }
