@@ -4,24 +4,10 @@
  */
 
 #include "_chars.h"
+#include "_punkt.h"
 #include <stdint.h>
 
 /* ---- punkt's sentence boundaries (fastpunkt.py) ------------------------------------ */
-
-/* NLTK punkt's PunktLanguageVars: marks that may end a sentence, and characters that may not be
- * inside a word (`_re_non_word_chars`), which may follow a mark directly. */
-static inline int punkt_mark(Py_UCS4 c) { return c == '.' || c == '?' || c == '!'; }
-
-static inline int punkt_non_word(Py_UCS4 c)
-{
-    switch (c) {
-    case ')': case '"': case ';': case '}': case ']': case '*': case ':': case '@': case '\'':
-    case '(': case '{': case '[': case '!': case '?':
-        return 1;
-    default:
-        return 0;
-    }
-}
 
 /* NLTK looks back for the word before a mark over string.whitespace only. */
 static inline int ascii_space(Py_UCS4 c)
@@ -41,11 +27,6 @@ static inline int punkt_realign(Py_UCS4 c)
     return c == '"' || c == '\'' || c == ')' || c == ']' || c == '}';
 }
 
-typedef struct {
-    PyObject *abbrev, *collocations, *starters, *ortho, *general;
-    long ortho_lc, ortho_mid_uc, ortho_uc, ortho_beg_lc;
-} PunktModel;
-
 static int all_alpha(int kind, const void *data, Py_ssize_t a, Py_ssize_t b)
 {
     if (a >= b)
@@ -54,68 +35,6 @@ static int all_alpha(int kind, const void *data, Py_ssize_t a, Py_ssize_t b)
         if (!Py_UNICODE_ISALPHA(PyUnicode_READ(kind, data, i)))
             return 0;
     return 1;
-}
-
-static PyObject *lower_of(PyObject *text, Py_ssize_t a, Py_ssize_t b)
-{
-    PyObject *part = PyUnicode_Substring(text, a, b);
-    if (!part)
-        return NULL;
-    PyObject *lower = PyObject_CallMethod(part, "lower", NULL);
-    Py_DECREF(part);
-    return lower;
-}
-
-/* -1 error, else the ortho context flags of `typ` (0 where the model has none). */
-static long ortho_of(PunktModel *m, PyObject *typ)
-{
-    PyObject *v = PyDict_GetItemWithError(m->ortho, typ);
-    if (!v)
-        return PyErr_Occurred() ? -1 : 0;
-    return PyLong_AsLong(v);
-}
-
-/* fastpunkt's `_reclassify` for a word of letters (first: 1 break, 2 abbreviation) before
- * `following` (text[fa:fb], never punctuation) of type `next_typ`: -1 error, else 0/1. */
-static int punkt_reclassify(PunktModel *m, int first, PyObject *typ, int initial, Py_UCS4 following0,
-                            PyObject *next_typ)
-{
-    PyObject *pair = PyTuple_Pack(2, typ, next_typ);
-    if (!pair)
-        return -1;
-    int colloc = PySet_Contains(m->collocations, pair);
-    Py_DECREF(pair);
-    if (colloc)
-        return colloc < 0 ? -1 : 0;
-    int upper = Py_UNICODE_ISUPPER(following0), lower = Py_UNICODE_ISLOWER(following0);
-    long ortho = -2;
-    /* The orthographic heuristic: 1 starts a sentence, 0 does not, 2 unsure. */
-    int starts = 2;
-    if ((first == 2 && !initial) || initial) {
-        ortho = ortho_of(m, next_typ);
-        if (ortho == -1 && PyErr_Occurred())
-            return -1;
-        if (upper && (ortho & m->ortho_lc) && !(ortho & m->ortho_mid_uc))
-            starts = 1;
-        else if (lower && ((ortho & m->ortho_uc) || !(ortho & m->ortho_beg_lc)))
-            starts = 0;
-    }
-    if (first == 2 && !initial) {
-        if (starts == 1)
-            return 1;
-        if (upper) {
-            int starter = PySet_Contains(m->starters, next_typ);
-            if (starter)
-                return starter;
-        }
-    }
-    if (initial) {
-        if (starts == 0)
-            return 0;
-        if (starts == 2 && upper && !(ortho & m->ortho_lc))
-            return 0;
-    }
-    return first == 1;
 }
 
 /* Whether the mark at `at` ends a sentence: -1 error, else 0/1. The context is text[start:end],
@@ -137,7 +56,7 @@ static int punkt_breaks(PunktModel *m, PyObject *text, int kind, const void *dat
                 plain = 0;
         }
         if (plain) {
-            PyObject *next_typ = lower_of(text, next, fb);
+            PyObject *next_typ = lower_of(text, kind, data, next, fb);
             if (!next_typ)
                 return -1;
             if (following_first == -1) {
@@ -151,7 +70,7 @@ static int punkt_breaks(PunktModel *m, PyObject *text, int kind, const void *dat
                 /* fastpunkt._first_pass lower-cases the word without its period; the same
                  * characters, so the same string but for a final sigma, which only the whole
                  * word decides: lower-case the part alone, as NLTK does. */
-                PyObject *alone = lower_of(text, next, end - 1);
+                PyObject *alone = lower_of(text, kind, data, next, end - 1);
                 int abbrev = alone ? PySet_Contains(m->abbrev, alone) : -1;
                 Py_XDECREF(alone);
                 if (abbrev < 0) {
@@ -167,19 +86,25 @@ static int punkt_breaks(PunktModel *m, PyObject *text, int kind, const void *dat
                     next_typ = bare;
                 }
             }
-            PyObject *typ = lower_of(text, start, at);
+            PyObject *typ = lower_of(text, kind, data, start, at);
             if (!typ) {
                 Py_DECREF(next_typ);
                 return -1;
             }
             int abbrev = PySet_Contains(m->abbrev, typ);
-            int r = abbrev < 0 ? -1 : punkt_reclassify(m, abbrev ? 2 : 1, typ, at - start == 1,
-                                                        PyUnicode_READ(kind, data, next), next_typ);
+            int r = abbrev < 0 ? -1 : punkt_reclassify(m, abbrev ? 2 : 1, typ, at - start == 1, 0,
+                                                        PyUnicode_READ(kind, data, next), 0, next_typ);
             Py_DECREF(typ);
             Py_DECREF(next_typ);
             return r;
         }
     }
+    /* NLTK annotates a context that spans lines line by line (fastpunkt's `_general`). */
+    int lines = 0;
+    for (Py_ssize_t i = start; i < end && !lines; i++)
+        lines = PyUnicode_READ(kind, data, i) == '\n';
+    if (!lines)
+        return punkt_general(m, text, kind, data, start, end);
     PyObject *context = PyUnicode_Substring(text, start, end);
     if (!context)
         return -1;
