@@ -215,14 +215,21 @@ static PyObject *fast_tidy_prose(PyObject *self, PyObject *args, PyObject *kwarg
         PyMem_Free(b);
         return a ? PyErr_NoMemory() : NULL;
     }
-    /* No pass lengthens the text, so two buffers of its length serve them all in turn. */
+    /* No pass lengthens the text, so two buffers of its length serve them all in turn. Those
+     * between the squeezes only delete: if they kept every character, the text is squeezed. */
     static const Pass passes[] = {squeeze, trim_brackets, drop_empty_brackets, drop_spaces_before_punctuation,
                                   drop_empty_links_and_commas, squeeze};
-    for (size_t p = 0; p < sizeof passes / sizeof passes[0]; p++) {
+    const size_t last = sizeof passes / sizeof passes[0] - 1;
+    Py_ssize_t squeezed = -1;
+    for (size_t p = 0; p <= last; p++) {
+        if (p == last && n == squeezed)
+            break;
         n = passes[p](a, n, b);
         Py_UCS4 *t = a;
         a = b;
         b = t;
+        if (p == 0)
+            squeezed = n;
     }
     PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, a, n);
     PyMem_Free(a);
