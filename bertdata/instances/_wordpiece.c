@@ -68,6 +68,65 @@ fail:
     return NULL;
 }
 
+/* The pieces of `buf` (runs between space, tab, CR and LF) and its newlines: what `scan` will
+ * find, so the caller can size its outputs without a pass over the bytes per separator. */
+static PyObject *fast_count_pieces(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"buf", NULL};
+    Arr buf = {.name = "buf"};
+    Arr *all[] = {&buf};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&:count_pieces", kwlist, conv_in, &buf))
+        return NULL;
+    if (require(&buf, K_U8, 1) < 0) {
+        release(all, 1);
+        return NULL;
+    }
+    const uint8_t *b = (const uint8_t *)buf.data;
+    Py_ssize_t pieces = 0, newlines = 0;
+    int in_piece = 0;
+    for (Py_ssize_t i = 0; i < buf.len; i++) {
+        const uint8_t c = b[i];
+        const int sep = c == 32 || c == 9 || c == 13 || c == 10;
+        pieces += !sep & !in_piece;
+        newlines += c == 10;
+        in_piece = !sep;
+    }
+    release(all, 1);
+    return Py_BuildValue("nn", pieces, newlines);
+}
+
+/* How many ids the first `words` pieces of word_entry have in all: the size `assemble` fills. */
+static PyObject *fast_count_ids(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"word_entry", "words", "value_lengths", NULL};
+    Arr word_entry = {.name = "word_entry"}, value_lengths = {.name = "value_lengths"};
+    Arr *all[] = {&word_entry, &value_lengths};
+    Py_ssize_t words;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&nO&:count_ids", kwlist, conv_in, &word_entry, &words,
+                                     conv_in, &value_lengths))
+        return NULL;
+    int64_t total = 0;
+    if (require(&word_entry, K_I32, 1) < 0 || require(&value_lengths, K_I32, 1) < 0)
+        goto fail;
+    if (words < 0 || words > word_entry.len) {
+        PyErr_SetString(PyExc_ValueError, "count_ids: words out of range of word_entry");
+        goto fail;
+    }
+    const int32_t *went = (const int32_t *)word_entry.data, *vlen = (const int32_t *)value_lengths.data;
+    for (Py_ssize_t k = 0; k < words; k++) {
+        if (went[k] < 0 || went[k] >= value_lengths.len) {
+            PyErr_SetString(PyExc_ValueError, "count_ids: an entry outside value_lengths");
+            goto fail;
+        }
+        total += vlen[went[k]];
+    }
+    release(all, 2);
+    return PyLong_FromLongLong(total);
+fail:
+    release(all, 2);
+    return NULL;
+}
+
 static PyObject *fast_scan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"buf", "slots", "hashes", "key_offsets", "key_lengths", "keys", "meta",
@@ -301,6 +360,8 @@ fail:
 /* Each doc starts with its signature and "--", so inspect.signature reads it (_wordpiece.pyi must agree). */
 static PyMethodDef methods[] = {
     FN(rehash, "rehash(slots, hashes, count)\n--\n\nReinsert entries 0..count-1 into empty slots."),
+    FN(count_pieces, "count_pieces(buf)\n--\n\nThe pieces scan will find in buf, and its newlines."),
+    FN(count_ids, "count_ids(word_entry, words, value_lengths)\n--\n\nThe ids of the first words pieces, in all."),
     FN(scan, "scan(buf, *, slots, hashes, key_offsets, key_lengths, keys, meta, word_entry, line_words, "
        "whole_line)\n--\n\nSplit buf into pieces, adding new ones to the table; return how many."),
     FN(assemble, "assemble(word_entry, *, line_words, whole_line, value_offsets, value_lengths, values, "

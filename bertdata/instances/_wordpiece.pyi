@@ -12,6 +12,12 @@ Array = np.ndarray[Any, np.dtype[Any]]
 def rehash(slots: Array, hashes: Array, count: int) -> None:
     """Insert entries 0..count-1 into the empty (all -1) int32 `slots` by their uint64 hashes."""
 
+def count_pieces(buf: Array | bytes) -> tuple[int, int]:
+    """The pieces `scan` finds in UTF-8 `buf` (runs between space, tab, CR and LF), and its newlines."""
+
+def count_ids(word_entry: Array, words: int, value_lengths: Array) -> int:
+    """How many ids the first `words` pieces of int32 `word_entry` have, by int32 `value_lengths`."""
+
 def scan(buf: Array, *, slots: Array, hashes: Array, key_offsets: Array, key_lengths: Array, keys: Array,
          meta: Array, word_entry: Array, line_words: Array, whole_line: Array) -> int:
     """Split UTF-8 `buf` (lines joined by newlines) into pieces, adding new ones to the table;

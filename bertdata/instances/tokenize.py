@@ -16,6 +16,8 @@ from tokenizers import AddedToken, Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordPiece as WordPieceModel
 
 from bertdata.instances._wordpiece import assemble as _assemble
+from bertdata.instances._wordpiece import count_ids as _count_ids
+from bertdata.instances._wordpiece import count_pieces as _count_pieces
 from bertdata.instances._wordpiece import rehash as _rehash
 from bertdata.instances._wordpiece import scan as _scan
 from bertdata.instances.vocab import SPECIAL_TOKENS, Vocab
@@ -81,15 +83,13 @@ class WordPiece:
 
     def _encode_batch(self, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
         buf = np.frombuffer("\n".join(lines).encode("utf-8"), dtype=np.uint8)
-        if np.count_nonzero(buf == 10) != len(lines) - 1:
+        # Exactly how many pieces `_scan` will find, to size its output.
+        pieces, newlines = _count_pieces(buf)
+        if newlines != len(lines) - 1:
             raise ValueError("encode_lines: a line contains a newline")
         table = self._table
         if table.count > CACHE_PIECES or table.meta[1] > CACHE_KEY_BYTES:
             table.clear()
-        # Exactly how many pieces `_scan` will find (runs between space/tab/CR/LF), to size its output.
-        separator = (buf == 32) | (buf == 9) | (buf == 13) | (buf == 10)
-        pieces = int(np.count_nonzero(~separator[1:] & separator[:-1])) + int(len(buf) > 0 and not separator[0])
-        del separator
         table.reserve(pieces, len(buf))
         first_new, first_key_byte = table.count, int(table.meta[1])
         word_entry = np.empty(pieces, dtype=np.int32)
@@ -110,7 +110,7 @@ class WordPiece:
         np.cumsum(whole_offsets, out=whole_offsets)
         lengths = np.empty(len(lines), dtype=np.int32)
         # An upper bound: pieces of lines sent whole are counted too.
-        size = int(table.value_lengths[word_entry[:words]].sum()) + len(whole_ids)
+        size = _count_ids(word_entry, words, table.value_lengths) + len(whole_ids)
         out = np.empty(size, dtype=self.id_dtype)
         used = _assemble(word_entry, line_words=line_words, whole_line=whole_line,
                          value_offsets=table.value_offsets, value_lengths=table.value_lengths,
