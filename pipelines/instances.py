@@ -54,10 +54,11 @@ class _MakeInstances(StepDoFn):
     takes = (TextShard,)
 
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool, same_seed_per_shard: bool,
-                 force: bool, megatron: MegatronOutput | None = None):
+                 force: bool, megatron: MegatronOutput | None = None, helper_threads: bool = True):
         super().__init__()
         self.vocab, self.phases, self.megatron = vocab, phases, megatron
         self.lowercase, self.same_seed, self.force = lowercase, same_seed_per_shard, force
+        self.helper_threads = helper_threads
 
     def setup(self):
         super().setup()
@@ -108,7 +109,7 @@ class _MakeInstances(StepDoFn):
                 if out is not None:
                     with contextlib.ExitStack() as stack:
                         local = [stack.enter_context(fsio.local_output(path)) for path in paths]
-                        out.format.write(local, instances, {**attrs, **stats})
+                        out.format.write(local, instances, {**attrs, **stats}, helper_thread=self.helper_threads)
                         with open(local[0], "rb") as f:  # here, not read back from a store
                             sha = file_sha256(f)
             if to_lddl:
@@ -167,12 +168,14 @@ def _reusable(fmt: PerShardFormat, paths: list[str], attrs: dict) -> dict | None
 class TextShardsToInstances(beam.PTransform):
     """TextShard records -> per phase, an HDF5Shard record (the shard's files, whatever their
     format) and/or the shard's LDDL runs (ShardRuns, training shards only); with `megatron`, once
-    per text shard, its Megatron pair (a MegatronPart)."""
+    per text shard, its Megatron pair (a MegatronPart). `helper_threads`: whether workers have a
+    spare core to compress on."""
 
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool,
-                 same_seed_per_shard: bool, force: bool = False, megatron: MegatronOutput | None = None):
+                 same_seed_per_shard: bool, force: bool = False, megatron: MegatronOutput | None = None,
+                 helper_threads: bool = True):
         super().__init__()
-        self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force, megatron)
+        self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force, megatron, helper_threads)
 
     def expand(self, records):
         return (

@@ -261,7 +261,7 @@ class InstancesStage(Stage):
     def steps(self) -> beam.PTransform:
         i = self.inputs
         return TextShardsToInstances(i.vocab, self.outputs, i.text.lowercase, i.cfg.same_seed_per_shard,
-                                     i.cfg.force, self.megatron)
+                                     i.cfg.force, self.megatron, helper_threads=spare_cores(i.cfg.runner))
 
     def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
         write_shard_manifests(stage, provenance,

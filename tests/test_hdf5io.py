@@ -101,16 +101,18 @@ def test_chunks_compressed_off_thread_are_stored_in_write_order(tmp_path, monkey
     from bertdata.formats import hdf5io
 
     arrays = random_shard(5000)
-    for copy, ahead in (("a.hdf5", hdf5io.COMPRESS_AHEAD), ("b.hdf5", 0)):
+    # ... and so must a writer without a helper thread, which compresses in line.
+    for copy, ahead, helper in (("a.hdf5", hdf5io.COMPRESS_AHEAD, True), ("b.hdf5", 0, True),
+                                ("c.hdf5", hdf5io.COMPRESS_AHEAD, False)):
         monkeypatch.setattr(hdf5io, "COMPRESS_AHEAD", ahead)
-        with ShardWriter(tmp_path / copy, 5000, 128, 20) as writer:
+        with ShardWriter(tmp_path / copy, 5000, 128, 20, helper_thread=helper) as writer:
             rows = chunk_rows(writer)
             for name in WRITE_ORDER:
                 aligned = rows[name] * 3
                 writer.write(name, 0, arrays[name][:aligned])
                 writer.write(name, aligned, arrays[name][aligned:aligned + 7])
                 writer.write(name, aligned + 7, arrays[name][aligned + 7:])
-    assert (tmp_path / "a.hdf5").read_bytes() == (tmp_path / "b.hdf5").read_bytes()
+    assert (tmp_path / "a.hdf5").read_bytes() == (tmp_path / "b.hdf5").read_bytes() == (tmp_path / "c.hdf5").read_bytes()
     back = read_shard(tmp_path / "a.hdf5")
     assert all(np.array_equal(back[k], arrays[k]) for k in FIELDS)
 

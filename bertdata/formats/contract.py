@@ -106,7 +106,10 @@ class PerShardFormat(Protocol):
 
     def file_names(self, stem: str, split: str, index: int) -> tuple[str, ...]: ...
 
-    def write(self, paths: Sequence[PathLike], instances: "Instances", attrs: Mapping[str, Any]) -> None: ...
+    def write(self, paths: Sequence[PathLike], instances: "Instances", attrs: Mapping[str, Any], *,
+              helper_thread: bool = True) -> None:
+        """`helper_thread`: whether the writer may use a helper thread, as on a core of its own
+        (False for a worker that shares every core with other workers)."""
 
     def info(self, paths: Sequence[PathLike]) -> ShardInfo: ...
 

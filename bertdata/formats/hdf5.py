@@ -51,10 +51,11 @@ WRITE_BLOCK_BYTES = 4 << 20
 
 
 def write_instances(path: str | os.PathLike, instances: Instances,
-                    attrs: Mapping[str, Any] | None = None) -> None:
-    """Write the six datasets atomically, building a few MB of rows at a time."""
+                    attrs: Mapping[str, Any] | None = None, *, helper_thread: bool = True) -> None:
+    """Write the six datasets atomically, building a few MB of rows at a time (`helper_thread`:
+    see `ShardWriter`)."""
     n, seq, pred = len(instances), instances.max_seq_length, instances.max_predictions_per_seq
-    with ShardWriter(path, n, seq, pred, attrs) as writer:
+    with ShardWriter(path, n, seq, pred, attrs, helper_thread=helper_thread) as writer:
         chunks = chunk_rows(writer)
         for name in WRITE_ORDER if n else ():  # the datasets of an empty shard stay empty
             row_bytes = BY_NAME[name].row_bytes(seq, pred)
@@ -102,10 +103,11 @@ class Hdf5Shards:
     def file_names(self, stem: str, split: str, index: int) -> tuple[str, ...]:
         return (f"{stem}{SUFFIX}",)
 
-    def write(self, paths: Sequence[PathLike], instances: Instances, attrs: Mapping[str, Any]) -> None:
+    def write(self, paths: Sequence[PathLike], instances: Instances, attrs: Mapping[str, Any], *,
+              helper_thread: bool = True) -> None:
         path = _one(paths, self.name)
         _make_parent(path)
-        write_instances(path, instances, attrs)
+        write_instances(path, instances, attrs, helper_thread=helper_thread)
 
     def info(self, paths: Sequence[PathLike]) -> ShardInfo:
         return shard_info(_one(paths, self.name))

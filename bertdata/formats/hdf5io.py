@@ -67,11 +67,13 @@ class ShardWriter:
 
     Whole chunks are compressed on a helper thread (`zlib_rle` lets go of the GIL) while the
     caller builds the next rows, and stored in the order they were written: the file's bytes
-    do not depend on the thread's timing.
+    do not depend on the thread's timing. Without `helper_thread` (a worker that shares every
+    core with others) they are compressed in line: the hand-offs cost more than they overlap.
     """
 
     def __init__(self, path: str | os.PathLike, num_instances: int, max_seq_length: int,
-                 max_predictions_per_seq: int, attrs: Mapping[str, Any] | None = None):
+                 max_predictions_per_seq: int, attrs: Mapping[str, Any] | None = None, *,
+                 helper_thread: bool = True):
         self.path = os.fspath(path)
         self._atomic = atomic_path(self.path)
         tmp = self._atomic.__enter__()
@@ -83,7 +85,7 @@ class ShardWriter:
                 self._file.attrs[ATTRS_KEY] = json.dumps(dict(attrs), sort_keys=True)
             self._datasets = {}
             self._pending: collections.deque[tuple[h5py.Dataset, list[tuple[int, ...]], Future]] = collections.deque()
-            self._compressor = ThreadPoolExecutor(1, thread_name_prefix="hdf5-deflate")
+            self._compressor = ThreadPoolExecutor(1, thread_name_prefix="hdf5-deflate") if helper_thread else None
             for name, shape in shapes(num_instances, max_seq_length, max_predictions_per_seq).items():
                 # chunks=True on an empty shape is an error in HDF5; an empty shard stays contiguous.
                 self._datasets[name] = self._file.create_dataset(
@@ -118,7 +120,12 @@ class ShardWriter:
         blocks = blocks.reshape(n_rows * n_cols, -1)
         offsets = [(start + i * rows_per, j * cols_per) if values.ndim == 2 else (start + i * rows_per,)
                    for i in range(n_rows) for j in range(n_cols)]
-        self._pending.append((dataset, offsets, self._compressor.submit(_compress_all, list(blocks))))
+        if self._compressor is None:
+            compressed: Future = Future()
+            compressed.set_result(_compress_all(list(blocks)))
+        else:
+            compressed = self._compressor.submit(_compress_all, list(blocks))
+        self._pending.append((dataset, offsets, compressed))
         self._store(COMPRESS_AHEAD)
 
     def _store(self, keep: int) -> None:
@@ -140,7 +147,8 @@ class ShardWriter:
         except BaseException as err:
             self._abort(err)
             raise
-        self._compressor.shutdown()
+        if self._compressor is not None:
+            self._compressor.shutdown()
         self._file.close()
         self._atomic.__exit__(None, None, None)
 
