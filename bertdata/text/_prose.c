@@ -5,6 +5,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <string.h>
 
 /* Removed from prose: zero-width spaces and joiners, directional marks, soft hyphens, BOMs. */
 static inline int invisible(Py_UCS4 c)
@@ -62,18 +63,31 @@ static Py_ssize_t squeeze(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
     return len;
 }
 
+/* in[i:j] copied to out + len, j the first of `a` or `b` at or after i (n if none): the passes
+ * below act only at a few characters, and copy the runs between them whole. */
+static inline Py_ssize_t copy_until(const Py_UCS4 *in, Py_ssize_t i, Py_ssize_t n, Py_UCS4 a, Py_UCS4 b,
+                                    Py_UCS4 *out, Py_ssize_t *len)
+{
+    Py_ssize_t j = i;
+    while (j < n && in[j] != a && in[j] != b)
+        j++;
+    memcpy(out + *len, in + i, (j - i) * sizeof(Py_UCS4));
+    *len += j - i;
+    return j;
+}
+
 /* Separators go after each '(' and before each ')'. */
 static Py_ssize_t trim_brackets(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
 {
     Py_ssize_t len = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = in[i];
+    for (Py_ssize_t i = copy_until(in, 0, n, '(', ')', out, &len); i < n; i = copy_until(in, i, n, '(', ')', out, &len)) {
+        const Py_UCS4 c = in[i++];
         if (c == ')')
             while (len && separator(out[len - 1]))
                 len--;
         out[len++] = c;
         if (c == '(')
-            while (i + 1 < n && separator(in[i + 1]))
+            while (i < n && separator(in[i]))
                 i++;
     }
     return len;
@@ -83,17 +97,14 @@ static Py_ssize_t trim_brackets(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
 static Py_ssize_t drop_empty_brackets(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
 {
     Py_ssize_t len = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (in[i] == '(') {
-            Py_ssize_t j = i + 1;
-            while (j < n && (leftover(in[j]) || (in[j] == ' ' && in[j - 1] != ' ')))
-                j++;
-            if (j < n && in[j] == ')') {
-                i = j;
-                continue;
-            }
-        }
-        out[len++] = in[i];
+    for (Py_ssize_t i = copy_until(in, 0, n, '(', '(', out, &len); i < n; i = copy_until(in, i, n, '(', '(', out, &len)) {
+        Py_ssize_t j = i + 1;
+        while (j < n && (leftover(in[j]) || (in[j] == ' ' && in[j - 1] != ' ')))
+            j++;
+        if (j < n && in[j] == ')')
+            i = j + 1;
+        else
+            out[len++] = in[i++];
     }
     return len;
 }
@@ -126,22 +137,24 @@ static Py_ssize_t drop_spaces_before_punctuation(const Py_UCS4 *in, Py_ssize_t n
     return len;
 }
 
-/* "[]" goes (left to right, as str.replace), then each run of commas becomes one. */
+/* "[]" goes (left to right, as str.replace), then each run of commas becomes one: in one pass,
+ * as a comma is kept unless the last character kept is one. */
 static Py_ssize_t drop_empty_links_and_commas(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
 {
     Py_ssize_t len = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (in[i] == '[' && i + 1 < n && in[i + 1] == ']') {
+    for (Py_ssize_t i = copy_until(in, 0, n, '[', ',', out, &len); i < n; i = copy_until(in, i, n, '[', ',', out, &len)) {
+        if (in[i] == '[') {
+            if (i + 1 < n && in[i + 1] == ']')
+                i += 2;
+            else
+                out[len++] = in[i++];
+        } else {
+            if (!(len && out[len - 1] == ','))
+                out[len++] = ',';
             i++;
-            continue;
         }
-        out[len++] = in[i];
     }
-    Py_ssize_t kept = 0;
-    for (Py_ssize_t i = 0; i < len; i++)
-        if (!(out[i] == ',' && kept && out[kept - 1] == ','))
-            out[kept++] = out[i];
-    return kept;
+    return len;
 }
 
 /* A line that is not prose: a heading (`[ \t]*=.*=[ \t]*`), a rule (`[ \t]*-{4,}.*`), or a table row
