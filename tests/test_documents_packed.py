@@ -62,4 +62,4 @@ def test_sentence_counts_equal_counting_sentence_by_sentence():
         expected = _counts_one_by_one(sentences)
         assert sentence_counts(sentences) == expected, sentences
         assert sentence_counts(iter(sentences)) == expected, sentences
-        assert sentence_counts(tuple(sentences), joined_text(sentences)) == expected, sentences
+        assert sentence_counts(tuple(sentences)) == expected, sentences

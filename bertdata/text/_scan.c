@@ -368,9 +368,43 @@ fail:
     return NULL;
 }
 
+/* What ends a terminated sentence (articles._ENDINGS). */
+static inline int sentence_ending(Py_UCS4 c)
+{
+    return c == '.' || c == '!' || c == '?' || c == '"' || c == '\'' || c == 0x201D || c == 0x2019 || c == ')' ||
+           c == ']';
+}
+
+static PyObject *fast_sentence_stats(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"sentences", NULL};
+    PyObject *sentences;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!:sentence_stats", kwlist, &PyTuple_Type, &sentences))
+        return NULL;
+    Py_ssize_t chars = 0, spaces = 0, words = 0, unterminated = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(sentences); k++) {
+        PyObject *s = PyTuple_GET_ITEM(sentences, k);
+        if (!PyUnicode_Check(s)) {
+            PyErr_SetString(PyExc_TypeError, "sentence_stats: sentences must be str");
+            return NULL;
+        }
+        const Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+        const int kind = PyUnicode_KIND(s);
+        const void *data = PyUnicode_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++)
+            spaces += PyUnicode_READ(kind, data, i) == ' ';
+        chars += n;
+        words += n > 0;
+        unterminated += !(n && sentence_ending(PyUnicode_READ(kind, data, n - 1)));
+    }
+    return Py_BuildValue("nnn", chars, spaces + words, unterminated);
+}
+
 static PyMethodDef methods[] = {
     FN(punkt_sentences, "punkt_sentences(text, abbrev, collocations, starters, ortho, general, flags)\n--\n\n"
        "NLTK punkt's sentences of text (see fastpunkt.py)."),
+    FN(sentence_stats, "sentence_stats(sentences)\n--\n\n"
+       "(characters, words, unterminated sentences) of a tuple of sentences (see articles.sentence_counts)."),
     FN(tidy_sentences, "tidy_sentences(pieces)\n--\n\n"
        "A paragraph's sentences from punkt's pieces: single-spaced, wordless pieces glued to the one before."),
     {NULL, NULL, 0, NULL},

@@ -14,3 +14,8 @@ def tidy_sentences(pieces: list[str]) -> list[str]:
     """A paragraph's sentences from punkt's `pieces`: each `" ".join(piece.split())`; a piece
     without a `\\w` character is glued onto the sentence before it, or dropped if it is the
     first (or empty)."""
+
+def sentence_stats(sentences: tuple[str, ...]) -> tuple[int, int, int]:
+    """(characters, words, unterminated sentences) of `sentences`: words are counted as spaces
+    plus one per non-empty sentence; a sentence is unterminated unless its last character is one
+    of `.!?"'` U+201D U+2019 `)]`."""
