@@ -559,5 +559,6 @@ def test_a_line_longer_than_many_blocks_is_read_in_linear_time(tmp_path, monkeyp
     path = tmp_path / "long.txt"
     path.write_text("x" * 2_000_000 + "\nend\r\n")
     started = time.perf_counter()
-    assert list(textshard._blocks(str(path), "strict", None)) == ["x" * 2_000_000 + "\nend"]
+    starts = np.array([0, 2_000_001], dtype=np.int64).tobytes()
+    assert list(textshard._blocks(str(path), "strict", None)) == [(b"x" * 2_000_000 + b"\nend", starts, b"\0\0")]
     assert time.perf_counter() - started < 1.5  # ~0.06 s; 4.5 s before

@@ -321,3 +321,30 @@ def test_ten_megabyte_line_of_commas_in_bounded_memory(tmp_path):
     assert proc.returncode == 0, proc.stderr
     grown_mb = int(proc.stdout)
     assert grown_mb < 400, f"{grown_mb} MB more to tokenize a 4 MB line"
+
+
+WHITE_SPACE = [chr(c) for c in range(0x110000) if chr(c).isspace() and chr(c) != "\n"]
+
+
+def _python_lines(text: str) -> tuple[bytes, bytes, bytes]:
+    stripped = [line.strip() for line in text.split("\n")]
+    kept = [line.encode("utf-8") for line in stripped if line]
+    starts = np.cumsum([0] + [len(k) + 1 for k in kept[:-1]]).astype(np.int64) if kept else np.empty(0, np.int64)
+    return b"\n".join(kept), starts.tobytes(), bytes(not line for line in stripped)
+
+
+def test_text_lines_strip_as_str_strip_does():
+    """A text shard's lines stripped in UTF-8 (`_wordpiece.text_lines`) as `str.strip` strips them,
+    every white space character of str.isspace included, or None where the bytes are not UTF-8."""
+    from bertdata.instances._wordpiece import text_lines
+
+    rng = __import__("random").Random(11)
+    alphabet = ["a", "é", "中", "🙂", "\n", "\n", " "] + WHITE_SPACE
+    for _ in range(4000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 20)))
+        assert text_lines(text.encode("utf-8")) == _python_lines(text), repr(text)
+    for space in WHITE_SPACE:  # each alone, at either end, between words
+        for text in (space, f"{space}x{space}", f"x{space}y\n{space}\n{space}{space}z"):
+            assert text_lines(text.encode("utf-8")) == _python_lines(text), repr(text)
+    for bad in (b"\xff", b"a\xc3", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80", b"\xe0\x80\xaf", b"x\n\x80"):
+        assert text_lines(bad) is None, bad

@@ -12,6 +12,11 @@ Array = np.ndarray[Any, np.dtype[Any]]
 def rehash(slots: Array, hashes: Array, count: int) -> None:
     """Insert entries 0..count-1 into the empty (all -1) int32 `slots` by their uint64 hashes."""
 
+def text_lines(block: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """A block of a text shard (UTF-8, lines split at LF only): its non-blank lines, stripped as
+    `str.strip` strips them, joined by LF; an int64 array's bytes of where each starts in that;
+    a byte per line, 1 for a blank one. None if `block` is not valid UTF-8."""
+
 def count_pieces(buf: Array | bytes) -> tuple[int, int]:
     """The pieces `scan` finds in UTF-8 `buf` (runs between space, tab, CR and LF), and its newlines."""
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from bertdata.errors import BertdataError
 from bertdata.fsutil import input_errors
+from bertdata.instances._wordpiece import text_lines
 from bertdata.instances.tokenize import WordPiece
 
 # Bytes decoded and tokenized at a time: bounds the memory spent on text, whatever the shard size.
@@ -78,15 +79,12 @@ def read_documents(inputs: str | os.PathLike | Sequence[str | os.PathLike], toke
     # reference keeps appending to its last document when a new file starts.
     blank_lines = 0
     for path in paths:
-        for text in _blocks(path, errors, progress):
-            lines = text.split("\n")
-            stripped = [line.strip() for line in lines]
-            blank = np.fromiter(map(bool, stripped), dtype=bool, count=len(stripped))
-            np.logical_not(blank, out=blank)
+        for joined, starts, blank in _blocks(path, errors, progress):
+            blank = np.frombuffer(blank, dtype=bool)
             doc_of_line = np.cumsum(blank) + blank_lines
             blank_lines = int(doc_of_line[-1])
-            sentences = [line for line in stripped if line]
-            ids, lengths = tokenizer.encode_lines(sentences, dtype=tokenizer.id_dtype)
+            ids, lengths = tokenizer.encode_joined(joined, np.frombuffer(starts, dtype=np.int64),
+                                                   dtype=tokenizer.id_dtype)
             id_parts.append(ids)
             length_parts.append(lengths)
             doc_parts.append(doc_of_line[~blank])
@@ -120,8 +118,9 @@ def binary_kind(head: bytes) -> str | None:
 
 
 def _blocks(path: str, errors: str, progress: Callable[[int], object] | None):
-    """The file's text in blocks of whole lines, universal newlines turned into \\n;
-    no trailing newline, so the last line of a block is a real line."""
+    """The file's text in blocks of whole lines, universal newlines turned into \\n, each as
+    `text_lines` gives it: the lines stripped as `str.strip` strips them, the non-blank ones in
+    UTF-8 joined by newlines, where each starts, and which lines are blank."""
     with input_errors(path, "text shard"):
         f = open(path, "rb")  # noqa: SIM115 -- closed in the finally below
     try:
@@ -144,22 +143,24 @@ def _blocks(path: str, errors: str, progress: Callable[[int], object] | None):
             cut = data.rfind(b"\n") + 1 if chunk else len(data)
             block, rest = data[:cut], data[cut:]
             carry = [rest] if rest else []
-            try:
-                text = block.decode("utf-8", errors)
-            except UnicodeDecodeError as err:
-                where = line + block.count(b"\n", 0, err.start)
-                raise BertdataError(
-                    f"{path}: not UTF-8 at line {where} (byte offset {offset + err.start}: "
-                    f"{err.object[err.start:err.end]!r}); pass --errors replace to replace "
-                    "undecodable bytes with U+FFFD") from None
-            if "\r" in text:
+            # \r and \n are never part of a longer UTF-8 sequence: bytes and text alike.
+            text = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if b"\r" in block else block
+            lines = text_lines(text[:-1] if text.endswith(b"\n") else text)
+            if lines is None:  # not UTF-8: an error, or U+FFFD for each undecodable byte
+                try:
+                    text = block.decode("utf-8", errors)
+                except UnicodeDecodeError as err:
+                    where = line + block.count(b"\n", 0, err.start)
+                    raise BertdataError(
+                        f"{path}: not UTF-8 at line {where} (byte offset {offset + err.start}: "
+                        f"{err.object[err.start:err.end]!r}); pass --errors replace to replace "
+                        "undecodable bytes with U+FFFD") from None
                 text = text.replace("\r\n", "\n").replace("\r", "\n")
-            if text.endswith("\n"):
-                text = text[:-1]
+                lines = text_lines(text.removesuffix("\n").encode("utf-8"))
             if progress is not None:
                 progress(len(block))
             offset += len(block)
             line += block.count(b"\n")
-            yield text
+            yield lines
     finally:
         f.close()

@@ -10,6 +10,7 @@ That is about 8x faster than handing whole lines to `encode_batch`, with the sam
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 
 import numpy as np
 from tokenizers import AddedToken, Tokenizer, normalizers, pre_tokenizers
@@ -72,20 +73,44 @@ class WordPiece:
                      ) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of all lines (no [CLS]/[SEP] added), flat, and each line's token count.
         Lines must not contain a newline."""
+        def batch(start: int, stop: int) -> tuple[bytes, Callable[[int], str]]:
+            return "\n".join(lines[start:stop]).encode("utf-8"), lambda k: lines[start + k]
+
+        return self._encode_all(len(lines), batch, dtype)
+
+    def encode_joined(self, joined: bytes, starts: np.ndarray, dtype: np.dtype | type = np.int32
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """`encode_lines` of lines given in UTF-8, joined by newlines, `starts` where each begins
+        (as `_wordpiece.text_lines` gives them): no str is made but for a line sent whole."""
+        count = len(starts)
+        ends = np.append(starts[1:] - 1, len(joined)).tolist()
+        starts = starts.tolist()
+
+        def batch(start: int, stop: int) -> tuple[bytes, Callable[[int], str]]:
+            return (joined[starts[start]:ends[stop - 1]],
+                    lambda k: joined[starts[start + k]:ends[start + k]].decode("utf-8"))
+
+        return self._encode_all(count, batch, dtype)
+
+    def _encode_all(self, count: int, batch: Callable[[int, int], tuple[bytes, Callable[[int], str]]],
+                dtype: np.dtype | type) -> tuple[np.ndarray, np.ndarray]:
+        """`count` lines' ids, `batch(start, stop)` giving lines start:stop joined by newlines in
+        UTF-8 and a function from a line's place in that batch to its text."""
         id_parts: list[np.ndarray] = []
-        lengths = np.empty(len(lines), dtype=np.int32)
-        for start in range(0, len(lines), BATCH_LINES):
-            batch = lines[start:start + BATCH_LINES]
-            ids, lengths[start:start + len(batch)] = self._encode_batch(batch)
+        lengths = np.empty(count, dtype=np.int32)
+        for start in range(0, count, BATCH_LINES):
+            stop = min(count, start + BATCH_LINES)
+            ids, lengths[start:stop] = self._encode_batch(*batch(start, stop), stop - start)
             id_parts.append(ids)
         ids = np.concatenate(id_parts) if id_parts else np.empty(0, self.id_dtype)
         return ids.astype(dtype, copy=ids.dtype != np.dtype(dtype)), lengths
 
-    def _encode_batch(self, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        buf = np.frombuffer("\n".join(lines).encode("utf-8"), dtype=np.uint8)
+    def _encode_batch(self, data: bytes, line: Callable[[int], str], count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Ids of `count` lines, `data` in UTF-8 joined by newlines; `line(k)`: the k-th as str."""
+        buf = np.frombuffer(data, dtype=np.uint8)
         # Exactly how many pieces `_scan` will find, to size its output.
         pieces, newlines = _count_pieces(buf)
-        if newlines != len(lines) - 1:
+        if newlines != count - 1:
             raise ValueError("encode_lines: a line contains a newline")
         table = self._table
         if table.count > CACHE_PIECES or table.meta[1] > CACHE_KEY_BYTES:
@@ -93,8 +118,8 @@ class WordPiece:
         table.reserve(pieces, len(buf))
         first_new, first_key_byte = table.count, int(table.meta[1])
         word_entry = np.empty(pieces, dtype=np.int32)
-        line_words = np.empty(len(lines), dtype=np.int32)
-        whole_line = np.zeros(len(lines), dtype=np.bool_)
+        line_words = np.empty(count, dtype=np.int32)
+        whole_line = np.zeros(count, dtype=np.bool_)
         words = _scan(buf, slots=table.slots, hashes=table.hashes, key_offsets=table.key_offsets,
                       key_lengths=table.key_lengths, keys=table.keys, meta=table.meta,
                       word_entry=word_entry, line_words=line_words, whole_line=whole_line)
@@ -104,11 +129,11 @@ class WordPiece:
             table.set_values(first_new, self._encode_ids([keys[a:b].decode("utf-8")
                                                           for a, b in zip(bounds, bounds[1:])]))
         whole = np.flatnonzero(whole_line)
-        whole_ids, whole_lengths = self._encode_ids([lines[k] for k in whole])
-        whole_offsets = np.zeros(len(lines) + 1, dtype=np.int64)
+        whole_ids, whole_lengths = self._encode_ids([line(k) for k in whole.tolist()])
+        whole_offsets = np.zeros(count + 1, dtype=np.int64)
         whole_offsets[whole + 1] = whole_lengths
         np.cumsum(whole_offsets, out=whole_offsets)
-        lengths = np.empty(len(lines), dtype=np.int32)
+        lengths = np.empty(count, dtype=np.int32)
         # An upper bound: pieces of lines sent whole are counted too.
         size = _count_ids(word_entry, words, table.value_lengths) + len(whole_ids)
         out = np.empty(size, dtype=self.id_dtype)
