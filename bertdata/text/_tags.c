@@ -122,6 +122,13 @@ static int find_closer(int kind, const void *data, Py_ssize_t n, Py_ssize_t from
     return 0;
 }
 
+/* text[start:end], in the text's kind, to out + *len (characters). */
+static inline void copy_run(char *out, Py_ssize_t *len, int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
+{
+    memcpy(out + *len * kind, (const char *)data + start * kind, (end - start) * kind);
+    *len += end - start;
+}
+
 /* Whether the lower-cased name is in `set` (-1: error). */
 static int named(PyObject *name, PyObject *set) { return PySet_Contains(set, name); }
 
@@ -138,7 +145,9 @@ static PyObject *fast_strip_tags(PyObject *self, PyObject *args, PyObject *kwarg
     /* Where the next closing tag of each dropped element is (None: there is none left), so
      * that unclosed elements never rescan the rest of the page. */
     PyObject *next_close = PyDict_New();
-    Py_UCS4 *out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4));
+    /* In the text's own kind: the result only drops characters and puts a space or two newlines
+     * where a tag of three or more was, so it is no longer, and no wider. */
+    char *out = PyMem_Malloc((n ? n : 1) * kind);
     if (!next_close || !out) {
         Py_XDECREF(next_close);
         PyMem_Free(out);
@@ -146,9 +155,15 @@ static PyObject *fast_strip_tags(PyObject *self, PyObject *args, PyObject *kwarg
     }
     Py_ssize_t len = 0, pos = 0;
     for (Py_ssize_t at = 0; at < n; at++) {
+        /* str's own search (memchr where it can) to the next '<': most characters are not one. */
+        at = PyUnicode_FindChar(text, '<', at, n, 1);
+        if (at < 0) {
+            if (at == -2)
+                goto fail;
+            break;
+        }
         Tag tag;
-        if (PyUnicode_READ(kind, data, at) != '<' || !match_tag(kind, data, n, at, &tag) ||
-            prose_not_tag(kind, data, &tag))
+        if (!match_tag(kind, data, n, at, &tag) || prose_not_tag(kind, data, &tag))
             continue;
         PyObject *name = PyUnicode_Substring(text, tag.name, tag.name_end);
         PyObject *lower = name ? PyObject_CallMethod(name, "lower", NULL) : NULL;
@@ -159,13 +174,13 @@ static PyObject *fast_strip_tags(PyObject *self, PyObject *args, PyObject *kwarg
         if (dropped < 0 || kept < 0)
             goto fail_name;
         if (dropped) {
-            copy_chars(out, &len, kind, data, pos, tag.start);
+            copy_run(out, &len, kind, data, pos, tag.start);
             int block = named(lower, blocks);
             if (block < 0)
                 goto fail_name;
             if (block && !holds(kind, data, tag.attrs, tag.attrs_end, "inline")) {
-                out[len++] = '\n';
-                out[len++] = '\n';
+                PyUnicode_WRITE(kind, out, len++, '\n');
+                PyUnicode_WRITE(kind, out, len++, '\n');
             }
             pos = tag.end;
             at = tag.end - 1;
@@ -196,15 +211,15 @@ static PyObject *fast_strip_tags(PyObject *self, PyObject *args, PyObject *kwarg
                 }
             }
         } else if (kept) {
-            copy_chars(out, &len, kind, data, pos, tag.start);
+            copy_run(out, &len, kind, data, pos, tag.start);
             int breaking = named(lower, breaks);
             if (breaking < 0)
                 goto fail_name;
             if (PyUnicode_CompareWithASCIIString(lower, "br") == 0) {
-                out[len++] = ' ';
+                PyUnicode_WRITE(kind, out, len++, ' ');
             } else if (breaking) {
-                out[len++] = '\n';
-                out[len++] = '\n';
+                PyUnicode_WRITE(kind, out, len++, '\n');
+                PyUnicode_WRITE(kind, out, len++, '\n');
             }
             pos = tag.end;
             at = tag.end - 1;
@@ -215,8 +230,8 @@ static PyObject *fast_strip_tags(PyObject *self, PyObject *args, PyObject *kwarg
         Py_DECREF(lower);
         goto fail;
     }
-    copy_chars(out, &len, kind, data, pos, n);
-    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
+    copy_run(out, &len, kind, data, pos, n);
+    PyObject *result = PyUnicode_FromKindAndData(kind, out, len);
     PyMem_Free(out);
     Py_DECREF(next_close);
     return result;
