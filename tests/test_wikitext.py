@@ -442,6 +442,9 @@ def test_a_link_text_longer_than_its_link_is_refused():
 
     with pytest.raises(ValueError, match="no longer than the link"):
         resolve_simple_links("a [[x:y]] b", lambda inner: inner * 3)
+    # The text is built in the page's own kind: a wider character could not be written there.
+    with pytest.raises(ValueError, match="of no wider characters"):
+        resolve_simple_links("a [[x:y]] b", lambda inner: "\u4e2d")
 
 
 def test_template_spans_are_the_python_matcher_they_replaced():

@@ -1,5 +1,5 @@
-/* What the text stage's compiled passes (_scan.c, _markup.c, _tags.c) share: `re`'s \w, and
- * copying a str's code points out of its own kind.
+/* What the text stage's compiled passes (_scan.c, _markup.c, _tags.c) share: `re`'s \w, finding
+ * characters and copying runs of a str's code points in its own width.
  */
 
 #ifndef BERTDATA_CHARS_H
@@ -12,12 +12,43 @@
 /* `re`'s \w on str. */
 static inline int word_char(Py_UCS4 c) { return Py_UNICODE_ISALNUM(c) || c == '_'; }
 
-/* Copy text[start:end] to out + *len. */
-static inline void copy_chars(Py_UCS4 *out, Py_ssize_t *len, int kind, const void *data, Py_ssize_t start,
-                              Py_ssize_t end)
+/* The first of `a` or `b` in text[i:n], n if neither: a loop of the str's own width, not a
+ * switch on its kind per character. */
+static inline Py_ssize_t find_either(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, Py_UCS4 a, Py_UCS4 b)
 {
-    for (Py_ssize_t i = start; i < end; i++)
-        out[(*len)++] = PyUnicode_READ(kind, data, i);
+    switch (kind) {
+    case PyUnicode_1BYTE_KIND: {
+        const Py_UCS1 *p = data;
+        while (i < n && p[i] != a && p[i] != b)
+            i++;
+        return i;
+    }
+    case PyUnicode_2BYTE_KIND: {
+        const Py_UCS2 *p = data;
+        while (i < n && p[i] != a && p[i] != b)
+            i++;
+        return i;
+    }
+    default: {
+        const Py_UCS4 *p = data;
+        while (i < n && p[i] != a && p[i] != b)
+            i++;
+        return i;
+    }
+    }
+}
+
+/* text[start:end] to out + *len (characters), out being of `kind`, no narrower than text's. */
+static inline void copy_run(char *out, Py_ssize_t *len, int kind, PyObject *text, Py_ssize_t start, Py_ssize_t end)
+{
+    const int from = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    if (from == kind)
+        memcpy(out + *len * kind, (const char *)data + start * kind, (end - start) * kind);
+    else
+        for (Py_ssize_t i = start; i < end; i++)
+            PyUnicode_WRITE(kind, out, *len + i - start, PyUnicode_READ(from, data, i));
+    *len += end - start;
 }
 
 #endif

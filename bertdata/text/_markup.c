@@ -8,12 +8,14 @@
 
 /* ---- links ----------------------------------------------------------------------------------- */
 
-/* Where "[[" next starts at or after `from`, or -1. */
-static Py_ssize_t find_open(int kind, const void *data, Py_ssize_t n, Py_ssize_t from)
+/* Where "[[" next starts at or after `from`, or -1 (-2: error); each '[' found by str's own search. */
+static Py_ssize_t find_open(PyObject *text, int kind, const void *data, Py_ssize_t n, Py_ssize_t from)
 {
-    for (Py_ssize_t i = from; i + 1 < n; i++)
-        if (PyUnicode_READ(kind, data, i) == '[' && PyUnicode_READ(kind, data, i + 1) == '[')
+    for (Py_ssize_t i = from; i + 1 < n; i++) {
+        i = PyUnicode_FindChar(text, '[', i, n - 1, 1);
+        if (i < 0 || PyUnicode_READ(kind, data, i + 1) == '[')
             return i;
+    }
     return -1;
 }
 
@@ -68,14 +70,12 @@ static PyObject *fast_resolve_simple_links(PyObject *self, PyObject *args, PyObj
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t open = find_open(kind, data, n, 0);
-    if (open < 0) {
-        Py_INCREF(text);
-        return text;
-    }
+    Py_ssize_t open = find_open(text, kind, data, n, 0);
+    if (open < 0)
+        return open == -2 ? NULL : Py_NewRef(text);
     /* A link's text is a part of its inside (link_text's too, checked below): the output is
-     * never longer than the input. */
-    Py_UCS4 *out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4));
+     * never longer than the input, nor wider, so it is made in the text's kind. */
+    char *out = PyMem_Malloc((n ? n : 1) * kind);
     if (!out)
         return PyErr_NoMemory();
     Py_ssize_t len = 0, pos = 0;
@@ -88,33 +88,34 @@ static PyObject *fast_resolve_simple_links(PyObject *self, PyObject *args, PyObj
             close++;
         }
         if (close + 1 >= n || PyUnicode_READ(kind, data, close) != ']' || PyUnicode_READ(kind, data, close + 1) != ']') {
-            open = find_open(kind, data, n, open + 1);
+            open = find_open(text, kind, data, n, open + 1);
             continue;
         }
-        copy_chars(out, &len, kind, data, pos, open);
+        copy_run(out, &len, kind, text, pos, open);
         Py_ssize_t from, to;
         if (plain_link(kind, data, open + 2, close, &from, &to)) {
-            copy_chars(out, &len, kind, data, from, to);
+            copy_run(out, &len, kind, text, from, to);
         } else {
             PyObject *inner = PyUnicode_Substring(text, open + 2, close);
             PyObject *shown = inner ? PyObject_CallOneArg(link_text, inner) : NULL;
             Py_XDECREF(inner);
-            if (shown && (!PyUnicode_Check(shown) || PyUnicode_GET_LENGTH(shown) > close - open)) {
-                PyErr_SetString(PyExc_ValueError, "link_text must return a str no longer than the link");
+            if (shown && (!PyUnicode_Check(shown) || PyUnicode_GET_LENGTH(shown) > close - open
+                          || PyUnicode_KIND(shown) > kind)) {
+                PyErr_SetString(PyExc_ValueError, "link_text must return a str no longer than the link, of no wider characters");
                 Py_CLEAR(shown);
             }
             if (!shown) {
                 PyMem_Free(out);
                 return NULL;
             }
-            copy_chars(out, &len, PyUnicode_KIND(shown), PyUnicode_DATA(shown), 0, PyUnicode_GET_LENGTH(shown));
+            copy_run(out, &len, kind, shown, 0, PyUnicode_GET_LENGTH(shown));
             Py_DECREF(shown);
         }
         pos = close + 2;
-        open = find_open(kind, data, n, pos);
+        open = find_open(text, kind, data, n, pos);
     }
-    copy_chars(out, &len, kind, data, pos, n);
-    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
+    copy_run(out, &len, kind, text, pos, n);
+    PyObject *result = open == -2 ? NULL : PyUnicode_FromKindAndData(kind, out, len);
     PyMem_Free(out);
     return result;
 }
@@ -181,12 +182,8 @@ static PyObject *fast_template_spans(PyObject *self, PyObject *args, PyObject *k
     Py_ssize_t depth = 0, capacity = 0;
     if (!spans)
         return NULL;
-    for (Py_ssize_t i = 0; i < n;) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c != '{' && c != '}') {
-            i++;
-            continue;
-        }
+    for (Py_ssize_t i = find_either(kind, data, 0, n, '{', '}'); i < n; i = find_either(kind, data, i, n, '{', '}')) {
+        const Py_UCS4 c = PyUnicode_READ(kind, data, i);
         Py_ssize_t j = i + 1;
         while (j < n && PyUnicode_READ(kind, data, j) == c)
             j++;

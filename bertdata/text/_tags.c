@@ -122,13 +122,6 @@ static int find_closer(int kind, const void *data, Py_ssize_t n, Py_ssize_t from
     return 0;
 }
 
-/* text[start:end], in the text's kind, to out + *len (characters). */
-static inline void copy_run(char *out, Py_ssize_t *len, int kind, const void *data, Py_ssize_t start, Py_ssize_t end)
-{
-    memcpy(out + *len * kind, (const char *)data + start * kind, (end - start) * kind);
-    *len += end - start;
-}
-
 /* Whether the lower-cased name is in `set` (-1: error). */
 static int named(PyObject *name, PyObject *set) { return PySet_Contains(set, name); }
 
@@ -174,7 +167,7 @@ static PyObject *fast_strip_tags(PyObject *self, PyObject *args, PyObject *kwarg
         if (dropped < 0 || kept < 0)
             goto fail_name;
         if (dropped) {
-            copy_run(out, &len, kind, data, pos, tag.start);
+            copy_run(out, &len, kind, text, pos, tag.start);
             int block = named(lower, blocks);
             if (block < 0)
                 goto fail_name;
@@ -211,7 +204,7 @@ static PyObject *fast_strip_tags(PyObject *self, PyObject *args, PyObject *kwarg
                 }
             }
         } else if (kept) {
-            copy_run(out, &len, kind, data, pos, tag.start);
+            copy_run(out, &len, kind, text, pos, tag.start);
             int breaking = named(lower, breaks);
             if (breaking < 0)
                 goto fail_name;
@@ -230,7 +223,7 @@ static PyObject *fast_strip_tags(PyObject *self, PyObject *args, PyObject *kwarg
         Py_DECREF(lower);
         goto fail;
     }
-    copy_run(out, &len, kind, data, pos, n);
+    copy_run(out, &len, kind, text, pos, n);
     PyObject *result = PyUnicode_FromKindAndData(kind, out, len);
     PyMem_Free(out);
     Py_DECREF(next_close);
