@@ -12,26 +12,26 @@
 /* `re`'s \w on str. */
 static inline int word_char(Py_UCS4 c) { return Py_UNICODE_ISALNUM(c) || c == '_'; }
 
-/* The first of `a` or `b` in text[i:n], n if neither: a loop of the str's own width, not a
- * switch on its kind per character. */
-static inline Py_ssize_t find_either(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, Py_UCS4 a, Py_UCS4 b)
+/* The first character of text[i:n] that `table` (indexed by ASCII code) holds, n if none: a loop
+ * of the str's own width, not a switch on its kind per character. */
+static inline Py_ssize_t find_in(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, const unsigned char table[128])
 {
     switch (kind) {
     case PyUnicode_1BYTE_KIND: {
         const Py_UCS1 *p = data;
-        while (i < n && p[i] != a && p[i] != b)
+        while (i < n && !(p[i] < 128 && table[p[i]]))
             i++;
         return i;
     }
     case PyUnicode_2BYTE_KIND: {
         const Py_UCS2 *p = data;
-        while (i < n && p[i] != a && p[i] != b)
+        while (i < n && !(p[i] < 128 && table[p[i]]))
             i++;
         return i;
     }
     default: {
         const Py_UCS4 *p = data;
-        while (i < n && p[i] != a && p[i] != b)
+        while (i < n && !(p[i] < 128 && table[p[i]]))
             i++;
         return i;
     }

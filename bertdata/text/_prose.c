@@ -189,26 +189,29 @@ static PyObject *fast_drop_junk_lines(PyObject *self, PyObject *args, PyObject *
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     const int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_UCS4 *out = NULL;
+    char *out = NULL; /* in the text's kind */
     Py_ssize_t len = 0, copied = 0; /* text[:copied] is in out */
     for (Py_ssize_t line = 0; line <= n;) {
-        Py_ssize_t eol = line;
-        while (eol < n && PyUnicode_READ(kind, data, eol) != '\n')
-            eol++;
+        Py_ssize_t eol = PyUnicode_FindChar(text, '\n', line, n, 1);
+        if (eol == -2) {
+            PyMem_Free(out);
+            return NULL;
+        }
+        eol = eol < 0 ? n : eol;
         if (junk_line(kind, data, line, eol)) {
-            if (!out && !(out = PyMem_Malloc((n ? n : 1) * sizeof(Py_UCS4))))
+            if (!out && !(out = PyMem_Malloc((n ? n : 1) * kind)))
                 return PyErr_NoMemory();
-            for (Py_ssize_t i = copied; i < line; i++)
-                out[len++] = PyUnicode_READ(kind, data, i);
+            memcpy(out + len * kind, (const char *)data + copied * kind, (line - copied) * kind);
+            len += line - copied;
             copied = eol;
         }
         line = eol + 1;
     }
     if (!out) /* most pages: no such line left once tables and templates are gone */
         return Py_NewRef(text);
-    for (Py_ssize_t i = copied; i < n; i++)
-        out[len++] = PyUnicode_READ(kind, data, i);
-    PyObject *result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, len);
+    memcpy(out + len * kind, (const char *)data + copied * kind, (n - copied) * kind);
+    len += n - copied;
+    PyObject *result = PyUnicode_FromKindAndData(kind, out, len);
     PyMem_Free(out);
     return result;
 }
