@@ -284,7 +284,44 @@ fail:
     return NULL;
 }
 
+/* ---- headings -------------------------------------------------------------------------------- */
+
+/* Where each line starts whose first characters but spaces and tabs are "==": the only lines a
+ * heading pattern (`^[ \t]*==...`, MULTILINE) can match at. */
+static PyObject *fast_heading_lines(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", NULL};
+    PyObject *text;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:heading_lines", kwlist, &text))
+        return NULL;
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    PyObject *lines = PyList_New(0);
+    for (Py_ssize_t line = 0; lines && line < n;) {
+        Py_ssize_t i = line;
+        while (i < n && (PyUnicode_READ(kind, data, i) == ' ' || PyUnicode_READ(kind, data, i) == '\t'))
+            i++;
+        if (i + 1 < n && PyUnicode_READ(kind, data, i) == '=' && PyUnicode_READ(kind, data, i + 1) == '=') {
+            PyObject *at = PyLong_FromSsize_t(line);
+            if (!at || PyList_Append(lines, at) < 0)
+                Py_CLEAR(lines);
+            Py_XDECREF(at);
+        }
+        const Py_ssize_t eol = i < n ? PyUnicode_FindChar(text, '\n', i, n, 1) : -1;
+        if (eol == -2)
+            Py_CLEAR(lines);
+        if (eol < 0)
+            break;
+        line = eol + 1;
+    }
+    return lines;
+}
+
 static PyMethodDef methods[] = {
+    {"heading_lines", (PyCFunction)(void (*)(void))fast_heading_lines, METH_VARARGS | METH_KEYWORDS,
+     "heading_lines(text)\n--\n\n"
+     "Where each line of text starts whose first characters but spaces and tabs are \"==\"."},
     {"template_spans", (PyCFunction)(void (*)(void))fast_template_spans, METH_VARARGS | METH_KEYWORDS,
      "template_spans(text, names, prefix, max_name, max_depth, render)\n--\n\n"
      "The spans (start, end, shown) of text's templates for splice, matched as MediaWiki matches\n"

@@ -19,3 +19,7 @@ def template_spans(text: str, names: frozenset[str], prefix: str, max_name: int,
     lower-cased, '_' read as ' ') is one of `names` or starts with `prefix` shows
     `render(name, start, end, children)`; every other shows None."""
 
+
+def heading_lines(text: str) -> list[int]:
+    """Where each line of `text` (split at '\\n') starts whose first characters but spaces and
+    tabs are "==": the lines a pattern `^[ \\t]*==...` with MULTILINE can match at."""
