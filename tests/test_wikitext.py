@@ -603,7 +603,7 @@ def test_junk_lines_dropped_where_the_regex_dropped_them():
 
 
 def test_table_lines_found_where_the_regex_found_them():
-    """`_table_lines` against the MULTILINE regex `_remove_tables` used before it."""
+    """`_markup.table_lines` against the MULTILINE regex `_remove_tables` used before it."""
     import random
 
     from bertdata.text import wikitext as w
@@ -614,4 +614,4 @@ def test_table_lines_found_where_the_regex_found_them():
     for _ in range(40_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
         expected = [(m.start(), m.group(1), m.end()) for m in table_line.finditer(text)]
-        assert list(w._table_lines(text)) == expected, repr(text)
+        assert w.table_lines(text) == expected, repr(text)

@@ -318,7 +318,50 @@ static PyObject *fast_heading_lines(PyObject *self, PyObject *args, PyObject *kw
     return lines;
 }
 
+/* ---- tables ---------------------------------------------------------------------------------- */
+
+/* (line start, mark, mark end) for each line whose first characters but spaces, tabs and colons are
+ * a table's "{|" or "|}": where `^[ \t:]*(\{\||\|\})` with MULTILINE matches. */
+static PyObject *fast_table_lines(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", NULL};
+    PyObject *text;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:table_lines", kwlist, &text))
+        return NULL;
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    PyObject *marks = PyList_New(0);
+    for (Py_ssize_t line = 0; marks && line < n;) {
+        Py_ssize_t i = line;
+        Py_UCS4 c;
+        while (i < n && ((c = PyUnicode_READ(kind, data, i)) == ' ' || c == '\t' || c == ':'))
+            i++;
+        if (i + 1 < n) {
+            const Py_UCS4 a = PyUnicode_READ(kind, data, i), b = PyUnicode_READ(kind, data, i + 1);
+            const char *mark = a == '{' && b == '|' ? "{|" : a == '|' && b == '}' ? "|}" : NULL;
+            if (mark) {
+                PyObject *found = Py_BuildValue("(nsn)", line, mark, i + 2);
+                if (!found || PyList_Append(marks, found) < 0)
+                    Py_CLEAR(marks);
+                Py_XDECREF(found);
+            }
+        }
+        const Py_ssize_t eol = i < n ? PyUnicode_FindChar(text, '\n', i, n, 1) : -1;
+        if (eol == -2)
+            Py_CLEAR(marks);
+        if (eol < 0)
+            break;
+        line = eol + 1;
+    }
+    return marks;
+}
+
 static PyMethodDef methods[] = {
+    {"table_lines", (PyCFunction)(void (*)(void))fast_table_lines, METH_VARARGS | METH_KEYWORDS,
+     "table_lines(text)\n--\n\n"
+     "(line start, mark, mark end) for each line of text whose first characters but spaces, tabs\n"
+     "and colons are '{|' or '|}'."},
     {"heading_lines", (PyCFunction)(void (*)(void))fast_heading_lines, METH_VARARGS | METH_KEYWORDS,
      "heading_lines(text)\n--\n\n"
      "Where each line of text starts whose first characters but spaces and tabs are \"==\"."},

@@ -23,3 +23,8 @@ def template_spans(text: str, names: frozenset[str], prefix: str, max_name: int,
 def heading_lines(text: str) -> list[int]:
     """Where each line of `text` (split at '\\n') starts whose first characters but spaces and
     tabs are "==": the lines a pattern `^[ \\t]*==...` with MULTILINE can match at."""
+
+def table_lines(text: str) -> list[tuple[int, str, int]]:
+    """`(line start, mark, mark end)` for each line of `text` (split at '\\n') whose first
+    characters but spaces, tabs and colons are "{|" or "|}": where `^[ \\t:]*(\\{\\||\\|\\})`
+    with MULTILINE matches."""

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bertdata.text import languages
-from bertdata.text._markup import heading_lines, resolve_simple_links
+from bertdata.text._markup import heading_lines, resolve_simple_links, table_lines
 from bertdata.text._prose import drop_junk_lines, tidy_prose
 from bertdata.text._tags import strip_tags
 from bertdata.text.skipped import (DEFAULT_MAX_CHARS, MAX_LINK_DEPTH, MAX_STRAY_LINK_BRACKETS, MAX_TABLE_MARKS, MAX_TAGS,
@@ -70,7 +70,6 @@ _KEEP_CONTENT_TAGS = frozenset(
 )
 _BREAK_TAGS = frozenset(("br", "hr", "p", "li", "dd", "dt", "div", "poem", "blockquote"))
 
-_TABLE_MARK = re.compile(r"\{\||\|\}")
 _LINK_TOKEN = re.compile(r"\[\[|\]\]")
 _EXTERNAL_LINK = re.compile(
     r"\[(?:https?:|ftp:|mailto:|news:|irc:|//)[^\s\[\]<>\"]{0,2000}(?:[ \t]([^\[\]\n]{0,500}))?\]"
@@ -224,7 +223,7 @@ def _remove_tables(text: str, title: str) -> str:
     spans: list[tuple[int, int, str | None]] = []
     depth = 0
     start = 0
-    for line, mark, end in _table_lines(text):
+    for line, mark, end in table_lines(text):
         if mark == "{|":
             if depth == 0:
                 start = line
@@ -238,15 +237,6 @@ def _remove_tables(text: str, title: str) -> str:
         blank = text.find("\n\n", start)
         spans.append((start, len(text) if blank < 0 else blank, None))
     return splice(text, spans)
-
-
-def _table_lines(text: str) -> Iterator[tuple[int, str, int]]:
-    """(line start, mark, mark end) where `^[ \\t:]*(\\{\\||\\|\\})` would match with MULTILINE: the
-    marks are found first and their lines checked, where that regex tried every character."""
-    for m in _TABLE_MARK.finditer(text):
-        line = text.rfind("\n", 0, m.start()) + 1
-        if not text[line:m.start()].strip(" \t:"):
-            yield line, m.group(), m.end()
 
 
 def _resolve_links(text: str, title: str, drop_link: re.Pattern) -> str:
