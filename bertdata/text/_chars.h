@@ -1,4 +1,4 @@
-/* What the text stage's compiled passes (_scan.c, _markup.c, _tags.c) share: `re`'s \w, finding
+/* What the text stage's compiled passes (_scan.c, _markup.c, _tags.c, _prose.c) share: `re`'s \w, finding
  * characters and copying runs of a str's code points in its own width.
  */
 

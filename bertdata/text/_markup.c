@@ -284,7 +284,32 @@ fail:
     return NULL;
 }
 
-/* ---- headings -------------------------------------------------------------------------------- */
+/* ---- lines that start with a mark: headings and tables -------------------------------------- */
+
+/* Past the characters `indent` (indexed by ASCII code) holds from i, at most to n. */
+static inline Py_ssize_t past_indent(int kind, const void *data, Py_ssize_t i, Py_ssize_t n,
+                                     const unsigned char indent[128])
+{
+    Py_UCS4 c;
+    while (i < n && (c = PyUnicode_READ(kind, data, i)) < 128 && indent[c])
+        i++;
+    return i;
+}
+
+/* Where the line after the one holding i starts: -1 if none, -2 on error. */
+static inline Py_ssize_t next_line(PyObject *text, Py_ssize_t i, Py_ssize_t n)
+{
+    const Py_ssize_t eol = i < n ? PyUnicode_FindChar(text, '\n', i, n, 1) : -1;
+    return eol < 0 ? eol : eol + 1;
+}
+
+/* Append `item` (a new reference, NULL on error) to *list, or clear *list on failure. */
+static inline void append_new(PyObject **list, PyObject *item)
+{
+    if (!item || PyList_Append(*list, item) < 0)
+        Py_CLEAR(*list);
+    Py_XDECREF(item);
+}
 
 /* Where each line starts whose first characters but spaces and tabs are "==": the only lines a
  * heading pattern (`^[ \t]*==...`, MULTILINE) can match at. */
@@ -297,28 +322,18 @@ static PyObject *fast_heading_lines(PyObject *self, PyObject *args, PyObject *kw
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     const int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
+    static const unsigned char INDENT[128] = {[' '] = 1, ['\t'] = 1};
     PyObject *lines = PyList_New(0);
-    for (Py_ssize_t line = 0; lines && line < n;) {
-        Py_ssize_t i = line;
-        while (i < n && (PyUnicode_READ(kind, data, i) == ' ' || PyUnicode_READ(kind, data, i) == '\t'))
-            i++;
-        if (i + 1 < n && PyUnicode_READ(kind, data, i) == '=' && PyUnicode_READ(kind, data, i + 1) == '=') {
-            PyObject *at = PyLong_FromSsize_t(line);
-            if (!at || PyList_Append(lines, at) < 0)
-                Py_CLEAR(lines);
-            Py_XDECREF(at);
-        }
-        const Py_ssize_t eol = i < n ? PyUnicode_FindChar(text, '\n', i, n, 1) : -1;
-        if (eol == -2)
-            Py_CLEAR(lines);
-        if (eol < 0)
-            break;
-        line = eol + 1;
+    Py_ssize_t line = 0;
+    for (Py_ssize_t i; lines && line >= 0 && line < n; line = next_line(text, i, n)) {
+        i = past_indent(kind, data, line, n, INDENT);
+        if (i + 1 < n && PyUnicode_READ(kind, data, i) == '=' && PyUnicode_READ(kind, data, i + 1) == '=')
+            append_new(&lines, PyLong_FromSsize_t(line));
     }
+    if (line == -2)
+        Py_CLEAR(lines);
     return lines;
 }
-
-/* ---- tables ---------------------------------------------------------------------------------- */
 
 /* (line start, mark, mark end) for each line whose first characters but spaces, tabs and colons are
  * a table's "{|" or "|}": where `^[ \t:]*(\{\||\|\})` with MULTILINE matches. */
@@ -331,29 +346,20 @@ static PyObject *fast_table_lines(PyObject *self, PyObject *args, PyObject *kwar
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     const int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
+    static const unsigned char INDENT[128] = {[' '] = 1, ['\t'] = 1, [':'] = 1};
     PyObject *marks = PyList_New(0);
-    for (Py_ssize_t line = 0; marks && line < n;) {
-        Py_ssize_t i = line;
-        Py_UCS4 c;
-        while (i < n && ((c = PyUnicode_READ(kind, data, i)) == ' ' || c == '\t' || c == ':'))
-            i++;
+    Py_ssize_t line = 0;
+    for (Py_ssize_t i; marks && line >= 0 && line < n; line = next_line(text, i, n)) {
+        i = past_indent(kind, data, line, n, INDENT);
         if (i + 1 < n) {
             const Py_UCS4 a = PyUnicode_READ(kind, data, i), b = PyUnicode_READ(kind, data, i + 1);
             const char *mark = a == '{' && b == '|' ? "{|" : a == '|' && b == '}' ? "|}" : NULL;
-            if (mark) {
-                PyObject *found = Py_BuildValue("(nsn)", line, mark, i + 2);
-                if (!found || PyList_Append(marks, found) < 0)
-                    Py_CLEAR(marks);
-                Py_XDECREF(found);
-            }
+            if (mark)
+                append_new(&marks, Py_BuildValue("(nsn)", line, mark, i + 2));
         }
-        const Py_ssize_t eol = i < n ? PyUnicode_FindChar(text, '\n', i, n, 1) : -1;
-        if (eol == -2)
-            Py_CLEAR(marks);
-        if (eol < 0)
-            break;
-        line = eol + 1;
     }
+    if (line == -2)
+        Py_CLEAR(marks);
     return marks;
 }
 
