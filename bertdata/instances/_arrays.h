@@ -138,6 +138,32 @@ static inline int64_t get(const Arr *a, Py_ssize_t i)
     }
 }
 
+/* a[lo:lo + n] into dst: one test of the kind for the run, not one per element. */
+static inline void gather(const Arr *a, Py_ssize_t lo, Py_ssize_t n, int64_t *dst)
+{
+#define GATHER(type)                                      \
+    do {                                                  \
+        const type *src = (const type *)a->data + lo;     \
+        for (Py_ssize_t k = 0; k < n; k++)                \
+            dst[k] = (int64_t)src[k];                     \
+    } while (0)
+    switch (a->kind) {
+    case K_BOOL:
+        for (Py_ssize_t k = 0; k < n; k++)
+            dst[k] = ((const uint8_t *)a->data)[lo + k] != 0;
+        break;
+    case K_I8: GATHER(int8_t); break;
+    case K_U8: GATHER(uint8_t); break;
+    case K_I16: GATHER(int16_t); break;
+    case K_U16: GATHER(uint16_t); break;
+    case K_I32: GATHER(int32_t); break;
+    case K_U32: GATHER(uint32_t); break;
+    case K_I64: GATHER(int64_t); break;
+    default: GATHER(uint64_t); break;
+    }
+#undef GATHER
+}
+
 /* Stores a value the element type is known to hold. */
 static inline void store(Arr *a, Py_ssize_t i, int64_t v)
 {

@@ -342,11 +342,9 @@ static int create_instances_from_document(Run *run, Py_ssize_t d)
         const int64_t len_a = p.a_hi - p.a_lo, len_b = p.b_hi - p.b_lo, n_tok = len_a + len_b + 3;
         int64_t *seq = run->seq;
         seq[0] = g->cls_id;
-        for (int64_t k = 0; k < len_a; k++)
-            seq[1 + k] = get(&g->tokens, p.a_lo + k);
+        gather(&g->tokens, p.a_lo, len_a, seq + 1);
         seq[1 + len_a] = g->sep_id;
-        for (int64_t k = 0; k < len_b; k++)
-            seq[2 + len_a + k] = get(&g->tokens, p.b_lo + k);
+        gather(&g->tokens, p.b_lo, len_b, seq + 2 + len_a);
         seq[n_tok - 1] = g->sep_id;
         const int64_t n_pred = create_masked_lm_predictions(run, n_tok);
         if (add_instance(run, &p, is_random_next, n_pred) < 0)
