@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import signal
 import sys
 
@@ -56,17 +57,27 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"bertdata {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # whoever read the output stopped (`bertdata inspect ... | head`)
+        return 141  # as a shell reports a command that SIGPIPE ended
 
 
 def entry() -> None:
-    """The console script: `main`, then an exit that a late signal cannot turn into a kill. Once
-    the command has returned, its outcome is settled and its files are in place, but the
-    interpreter's teardown still takes a moment, in which Ctrl-C ended the process by SIGINT
-    (exit -2, without its one line)."""
+    """The console script: `main`, then an exit that neither a late signal nor the interpreter's
+    teardown can delay or turn into a kill. Once the command has returned, its outcome is settled
+    and its files are closed and in place; the teardown would only free every module loaded
+    (Beam's take about half a second, a full collection of their objects included) before the
+    process ends, and a Ctrl-C in it ended the process by SIGINT (exit -2, without its one line).
+    So the console's output is flushed and the process ends at once."""
     code = main()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
-    sys.exit(code)
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe (`bertdata inspect ... | head`): as Python's own exit says it
+        code = code or 120
+    os._exit(code)
 
 
 if __name__ == "__main__":

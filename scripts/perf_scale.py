@@ -7,12 +7,14 @@ samples, every 0.1 s, the RSS of the whole process tree (and every second its PS
 counts pages the workers share with the pool's server once) and of the launcher alone, and
 the disk held by the build's temporary run files. It prints a table, the memory ratios
 64x / 8x, the second worker's speed-up (against one worker, and per core: against one
-worker pinned to one core, timed in turn with 2 workers), and the projection, with how fast
+worker pinned to one core, timed in turn with 2 workers on every dump, as whole builds and
+at the margin from the smallest dump to the largest), and the projection, with how fast
 libbz2 runs on the host that day.
 
   .venv/bin/python scripts/perf_scale.py [--repeats 3] [--baseline-python OLD/.venv/bin/python]
   .venv/bin/python scripts/perf_scale.py --only-side-by-side --factors 32 --baseline-python OLD/.venv/bin/python
   .venv/bin/python scripts/perf_scale.py --only-side-by-side --factors 8 64 --workers 2 --baseline-python OLD/.venv/bin/python
+  .venv/bin/python scripts/perf_scale.py --only-per-core [--factors 8 32 64]
   .venv/bin/python scripts/perf_scale.py --profile [--factors 8] [--splitter nltk]   (make perf-profile)
 
 --baseline-python runs the 32x one-worker build with another install too (e.g. the
@@ -342,6 +344,39 @@ def best(runs: list[dict]) -> dict:
     return r
 
 
+def per_core(dumps: dict[int, Path], repeats: int) -> None:
+    """What each core adds: one worker pinned to one core against 2 workers on 2 cores, timed
+    in turn so that both see the same hours of a shared host, on every dump. One worker alone
+    keeps part of the second core busy with its helper threads (bz2 decoding, hdf5 compression),
+    so against it a second worker gains less than a second core does.
+
+    Two readings: whole builds on the 32x dump (start-up included: the launcher's ~3 s of
+    imports and planning, paid alike by both, weighs more the less work a build holds), and the
+    marginal rate from the smallest to the largest dump, as the projection takes it: what a
+    second core adds to the work that grows with the dump."""
+    factors = sorted(dumps)
+    lo, hi = factors[0], factors[-1]
+    mid = 32 if 32 in dumps else hi
+    pinned: dict[int, list[dict]] = {f: [] for f in factors}
+    paired: dict[int, list[dict]] = {f: [] for f in factors}
+    for _ in range(repeats):
+        for f in factors:
+            pinned[f].append(timed_build(sys.executable, dumps[f], 1, WORK / "out", one_core=True))
+            paired[f].append(timed_build(sys.executable, dumps[f], 2, WORK / "out"))
+    for f in factors:
+        one, two = best(pinned[f]), best(paired[f])
+        pairs = ", ".join(f"{a['seconds'] / b['seconds']:.2f}x" for a, b in zip(pinned[f], paired[f]))
+        floor = " (floor 1.6x)" if f == mid else ""
+        print(f"per core on the {f}x dump, in turn, best of {repeats}: one worker on one core {one['seconds']:.1f} s "
+              f"(CPU {one['cpu']:.1f} s), 2 workers on 2 cores {two['seconds']:.1f} s (CPU {two['cpu']:.1f} s): "
+              f"{one['seconds'] / two['seconds']:.2f}x{floor}; pairs {pairs}")
+    if lo != hi:
+        one = best(pinned[hi])["seconds"] - best(pinned[lo])["seconds"]
+        two = best(paired[hi])["seconds"] - best(paired[lo])["seconds"]
+        print(f"per core at the margin, {lo}x to {hi}x dump: one worker on one core {one:.1f} s, 2 workers on 2 "
+              f"cores {two:.1f} s: {one / two:.2f}x (floor 1.6x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="runs per configuration (default 3)")
@@ -352,6 +387,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, choices=(1, 2), default=1,
                         help="with --only-side-by-side: workers of both builds; 2 times every factor's dump and "
                              "compares the installs' projections")
+    parser.add_argument("--only-per-core", action="store_true",
+                        help="time only one worker pinned to one core against 2 workers, on each of --factors")
     parser.add_argument("--profile", action="store_true",
                         help="profile a one-worker build of the first factor's dump, by stage, instead")
     parser.add_argument("--splitter", help="with --profile: the build's --splitter")
@@ -363,6 +400,9 @@ def main() -> None:
         profile_build(scaled_dump(args.factors[0]), args.splitter)
         return
     dumps = {f: scaled_dump(f) for f in args.factors}
+    if args.only_per_core:
+        per_core(dumps, args.repeats)
+        return
     if args.only_side_by_side:
         if not args.baseline_python:
             raise SystemExit("--only-side-by-side needs --baseline-python")
@@ -392,18 +432,7 @@ def main() -> None:
     speedup = results[(mid, 1)]["seconds"] / results[(mid, 2)]["seconds"]
     print(f"second worker on the {mid}x dump, against one worker that uses the second core for its helper "
           f"threads: {speedup:.2f}x faster")
-    # One worker keeps part of the second core busy with its helper threads (bz2 decoding, hdf5
-    # compression), so against it a second worker gains less than a second core does. The
-    # floor is on what each core adds: one worker pinned to one core against 2 workers, timed
-    # in turn so that both see the same hours of a shared host.
-    pinned, paired = [], []
-    for _ in range(args.repeats):
-        pinned.append(timed_build(sys.executable, dumps[mid], 1, WORK / "out", one_core=True))
-        paired.append(timed_build(sys.executable, dumps[mid], 2, WORK / "out"))
-    one, two = best(pinned)["seconds"], best(paired)["seconds"]
-    pairs = ", ".join(f"{a['seconds'] / b['seconds']:.2f}x" for a, b in zip(pinned, paired))
-    print(f"per core on the {mid}x dump, in turn, best of {args.repeats}: one worker on one core {one:.1f} s, "
-          f"2 workers on 2 cores {two:.1f} s: {one / two:.2f}x (floor 1.6x; pairs {pairs})")
+    per_core(dumps, args.repeats)
 
     if args.baseline_python:
         side_by_side(args.baseline_python, [dumps[mid]], args.repeats, 1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -173,3 +175,16 @@ def test_a_shard_of_one_document_draws_a_next_sentence_warning(tmp_path):
     assert proc.returncode == 0
     warnings = [line for line in proc.stdout.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "one.hdf5" in warnings[0] and "far from 50%" in warnings[0]
+
+
+def test_output_cut_short_by_its_reader_ends_quietly():
+    """`bertdata inspect ... | head -1`: the reader leaves after one line; the command ends with
+    the shell's code for a closed pipe and no traceback."""
+    need_shared(PARITY)
+    proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", "inspect", str(PARITY), "--show", "3",
+                             "--vocab", str(VOCAB)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` exits
+    stderr = proc.stderr.read().decode()
+    assert first and proc.wait(timeout=120) == 141
+    assert "Traceback" not in stderr, stderr
