@@ -182,8 +182,8 @@ static PyObject *fast_template_spans(PyObject *self, PyObject *args, PyObject *k
     Py_ssize_t depth = 0, capacity = 0;
     if (!spans)
         return NULL;
-    static const unsigned char BRACES[128] = {['{'] = 1, ['}'] = 1};
-    for (Py_ssize_t i = find_in(kind, data, 0, n, BRACES); i < n; i = find_in(kind, data, i, n, BRACES)) {
+    static const Stops BRACES = {{'{', '}', '}'}};
+    for (Py_ssize_t i = find_in(kind, data, 0, n, &BRACES); i < n; i = find_in(kind, data, i, n, &BRACES)) {
         const Py_UCS4 c = PyUnicode_READ(kind, data, i);
         Py_ssize_t j = i + 1;
         while (j < n && PyUnicode_READ(kind, data, j) == c)

@@ -63,7 +63,7 @@ static Py_ssize_t squeeze(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
 
 /* in[i:j] copied to out + len, j the first character at or after i that `stops` holds (n if
  * none): the passes below act only at a few characters, and copy the runs between them whole. */
-static inline Py_ssize_t copy_until(const Py_UCS4 *in, Py_ssize_t i, Py_ssize_t n, const unsigned char stops[128],
+static inline Py_ssize_t copy_until(const Py_UCS4 *in, Py_ssize_t i, Py_ssize_t n, const Stops *stops,
                                     Py_UCS4 *out, Py_ssize_t *len)
 {
     const Py_ssize_t j = find_in(PyUnicode_4BYTE_KIND, in, i, n, stops);
@@ -72,14 +72,13 @@ static inline Py_ssize_t copy_until(const Py_UCS4 *in, Py_ssize_t i, Py_ssize_t 
     return j;
 }
 
-static const unsigned char BRACKETS[128] = {['('] = 1, [')'] = 1}, OPENING[128] = {['('] = 1},
-                           LINKS_AND_COMMAS[128] = {['['] = 1, [','] = 1};
+static const Stops BRACKETS = {{'(', ')', ')'}}, OPENING = {{'(', '(', '('}}, LINKS_AND_COMMAS = {{'[', ',', ','}};
 
 /* Separators go after each '(' and before each ')'. */
 static Py_ssize_t trim_brackets(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
 {
     Py_ssize_t len = 0;
-    for (Py_ssize_t i = copy_until(in, 0, n, BRACKETS, out, &len); i < n; i = copy_until(in, i, n, BRACKETS, out, &len)) {
+    for (Py_ssize_t i = copy_until(in, 0, n, &BRACKETS, out, &len); i < n; i = copy_until(in, i, n, &BRACKETS, out, &len)) {
         const Py_UCS4 c = in[i++];
         if (c == ')')
             while (len && separator(out[len - 1]))
@@ -96,7 +95,7 @@ static Py_ssize_t trim_brackets(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
 static Py_ssize_t drop_empty_brackets(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
 {
     Py_ssize_t len = 0;
-    for (Py_ssize_t i = copy_until(in, 0, n, OPENING, out, &len); i < n; i = copy_until(in, i, n, OPENING, out, &len)) {
+    for (Py_ssize_t i = copy_until(in, 0, n, &OPENING, out, &len); i < n; i = copy_until(in, i, n, &OPENING, out, &len)) {
         Py_ssize_t j = i + 1;
         while (j < n && (leftover(in[j]) || (in[j] == ' ' && in[j - 1] != ' ')))
             j++;
@@ -141,7 +140,7 @@ static Py_ssize_t drop_spaces_before_punctuation(const Py_UCS4 *in, Py_ssize_t n
 static Py_ssize_t drop_empty_links_and_commas(const Py_UCS4 *in, Py_ssize_t n, Py_UCS4 *out)
 {
     Py_ssize_t len = 0;
-    for (Py_ssize_t i = copy_until(in, 0, n, LINKS_AND_COMMAS, out, &len); i < n; i = copy_until(in, i, n, LINKS_AND_COMMAS, out, &len)) {
+    for (Py_ssize_t i = copy_until(in, 0, n, &LINKS_AND_COMMAS, out, &len); i < n; i = copy_until(in, i, n, &LINKS_AND_COMMAS, out, &len)) {
         if (in[i] == '[') {
             if (i + 1 < n && in[i + 1] == ']')
                 i += 2;

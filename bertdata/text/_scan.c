@@ -174,8 +174,8 @@ static PyObject *fast_punkt_sentences(PyObject *self, PyObject *args, PyObject *
      * not to overlap it). */
     int pending = 0;
     Py_ssize_t p_start = 0, p_at = 0, p_next = -1, p_end = 0;
-    static const unsigned char MARKS[128] = {['.'] = 1, ['?'] = 1, ['!'] = 1}; /* punkt_mark's */
-    for (Py_ssize_t at = find_in(kind, data, 0, n, MARKS); at < n; at = find_in(kind, data, at + 1, n, MARKS)) {
+    static const Stops MARKS = {{'.', '?', '!'}}; /* punkt_mark's */
+    for (Py_ssize_t at = find_in(kind, data, 0, n, &MARKS); at < n; at = find_in(kind, data, at + 1, n, &MARKS)) {
         /* NLTK's candidate regex: a mark, then a non-word character, or spaces and a word. */
         Py_ssize_t next = -1, end;
         if (at + 1 >= n)
