@@ -12,6 +12,9 @@
  */
 
 #include "_arrays.h"
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* ---- the tokenizer's piece table ------------------------------------------------------------ */
 
@@ -139,7 +142,26 @@ static PyObject *fast_text_lines(PyObject *self, PyObject *args, PyObject *kwarg
     const Py_ssize_t n = view.len;
     PyObject *result = NULL;
     Py_ssize_t lines = 1;
+#if defined(__SSE2__)
+    const __m128i newline = _mm_set1_epi8('\n');
+#endif
     for (Py_ssize_t i = 0; i < n;) {
+#if defined(__SSE2__)
+        /* 16 bytes at a time up to the next that is not ASCII, which starts a sequence to check. */
+        if (i + 16 <= n) {
+            const __m128i v = _mm_loadu_si128((const __m128i *)(b + i));
+            const unsigned high = (unsigned)_mm_movemask_epi8(v);
+            const unsigned newlines = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, newline));
+            if (!high) {
+                lines += __builtin_popcount(newlines);
+                i += 16;
+                continue;
+            }
+            const int ascii = __builtin_ctz(high);
+            lines += __builtin_popcount(newlines & ((1u << ascii) - 1));
+            i += ascii;
+        }
+#endif
         if (b[i] < 0x80) {
             lines += b[i++] == '\n';
             continue;
@@ -202,9 +224,24 @@ static PyObject *fast_count_pieces(PyObject *self, PyObject *args, PyObject *kwa
         return NULL;
     }
     const uint8_t *b = (const uint8_t *)buf.data;
-    Py_ssize_t pieces = 0, newlines = 0;
+    Py_ssize_t pieces = 0, newlines = 0, i = 0;
     int in_piece = 0;
-    for (Py_ssize_t i = 0; i < buf.len; i++) {
+#if defined(__SSE2__)
+    /* 16 bytes at a time: a piece starts at each byte that is no separator where the one before
+     * is one (or is the buffer's start). */
+    const __m128i space = _mm_set1_epi8(32), tab = _mm_set1_epi8(9), cr = _mm_set1_epi8(13), lf = _mm_set1_epi8(10);
+    for (; i + 16 <= buf.len; i += 16) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(b + i));
+        const __m128i is_lf = _mm_cmpeq_epi8(v, lf);
+        const unsigned sep = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+            _mm_or_si128(_mm_cmpeq_epi8(v, space), _mm_cmpeq_epi8(v, tab)), _mm_or_si128(_mm_cmpeq_epi8(v, cr), is_lf)));
+        const unsigned before_sep = (sep << 1 | !in_piece) & 0xFFFF;
+        pieces += __builtin_popcount(~sep & before_sep & 0xFFFF);
+        newlines += __builtin_popcount((unsigned)_mm_movemask_epi8(is_lf));
+        in_piece = !(sep >> 15);
+    }
+#endif
+    for (; i < buf.len; i++) {
         const uint8_t c = b[i];
         const int sep = c == 32 || c == 9 || c == 13 || c == 10;
         pieces += !sep & !in_piece;
