@@ -6,6 +6,50 @@
 
 #include "../instances/_arrays.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+/* 16 elements of 4 bytes (v0..v3, in order) as their 4 byte planes of 16 bytes each: bytes of
+ * two vectors interleaved three times over sort them by byte, then by element. */
+static inline void shuffle16x4(__m128i v0, __m128i v1, __m128i v2, __m128i v3, uint8_t *to, Py_ssize_t plane)
+{
+    const __m128i a0 = _mm_unpacklo_epi8(v0, v1), a1 = _mm_unpackhi_epi8(v0, v1);
+    const __m128i a2 = _mm_unpacklo_epi8(v2, v3), a3 = _mm_unpackhi_epi8(v2, v3);
+    const __m128i b0 = _mm_unpacklo_epi8(a0, a1), b1 = _mm_unpackhi_epi8(a0, a1);
+    const __m128i b2 = _mm_unpacklo_epi8(a2, a3), b3 = _mm_unpackhi_epi8(a2, a3);
+    /* c0: bytes 0 and 1 of elements 0-7; c1: bytes 2 and 3; d0, d1: those of elements 8-15. */
+    const __m128i c0 = _mm_unpacklo_epi8(b0, b1), c1 = _mm_unpackhi_epi8(b0, b1);
+    const __m128i d0 = _mm_unpacklo_epi8(b2, b3), d1 = _mm_unpackhi_epi8(b2, b3);
+    _mm_storeu_si128((__m128i *)to, _mm_unpacklo_epi64(c0, d0));
+    _mm_storeu_si128((__m128i *)(to + plane), _mm_unpackhi_epi64(c0, d0));
+    _mm_storeu_si128((__m128i *)(to + 2 * plane), _mm_unpacklo_epi64(c1, d1));
+    _mm_storeu_si128((__m128i *)(to + 3 * plane), _mm_unpackhi_epi64(c1, d1));
+}
+
+/* A whole-width chunk of 4-byte elements, cols a multiple of 4 (the token ids' chunks are 8 wide):
+ * 16 elements at a time in the chunk's order, each 4 of them adjacent in the source. Returns how
+ * many of its elements (from the start, in the chunk's order) it shuffled. */
+static Py_ssize_t shuffle_chunk4(uint8_t *dst, const uint8_t *src, Py_ssize_t m, Py_ssize_t row0,
+                                 Py_ssize_t col0, Py_ssize_t in_rows, Py_ssize_t rows, Py_ssize_t cols)
+{
+    const Py_ssize_t plane = rows * cols, total = in_rows * cols;
+    Py_ssize_t k = 0, r = 0, c = 0; /* element k of the chunk is (r, c) */
+    for (; k + 16 <= total; k += 16) {
+        __m128i v[4];
+        for (int q = 0; q < 4; q++) {
+            v[q] = _mm_loadu_si128((const __m128i *)(src + ((row0 + r) * m + col0 + c) * 4));
+            c += 4;
+            if (c == cols) {
+                c = 0;
+                r++;
+            }
+        }
+        shuffle16x4(v[0], v[1], v[2], v[3], dst + k, plane);
+    }
+    return k;
+}
+#endif
+
 /* Chunk (i, j) of `src` ([n, m] elements of `size` bytes), shuffled into `dst` (rows * cols * size
  * bytes): byte b of element (r, c) at b * rows * cols + r * cols + c. Elements past the array's
  * edge are 0, as HDF5 pads edge chunks with the fill value. `size` is a constant in each caller,
@@ -20,7 +64,23 @@ static inline void shuffle_chunk(uint8_t *dst, const uint8_t *src, Py_ssize_t n,
     const Py_ssize_t in_cols = m - col0 < cols ? m - col0 : cols;
     if (in_rows < rows || in_cols < cols)
         memset(dst, 0, (size_t)(plane * size));
-    for (Py_ssize_t r = 0; r < in_rows; r++) {
+    Py_ssize_t r = 0;
+#if defined(__SSE2__)
+    if (size == 4 && in_cols == cols && cols % 4 == 0) {
+        const Py_ssize_t done = shuffle_chunk4(dst, src, m, row0, col0, in_rows, rows, cols);
+        r = done / cols;
+        if (done % cols) {
+            /* the vectors ended inside row r: finish it element by element */
+            const uint8_t *from = src + ((row0 + r) * m + col0) * size;
+            uint8_t *to = dst + r * cols;
+            for (Py_ssize_t c = done % cols; c < cols; c++)
+                for (Py_ssize_t b = 0; b < size; b++)
+                    to[b * plane + c] = from[c * size + b];
+            r++;
+        }
+    }
+#endif
+    for (; r < in_rows; r++) {
         const uint8_t *from = src + ((row0 + r) * m + col0) * size;
         uint8_t *to = dst + r * cols;
         for (Py_ssize_t c = 0; c < in_cols; c++)
