@@ -5,12 +5,14 @@ bertdata and run anywhere; the real-text comparison uses bert-base-uncased from 
 
 from __future__ import annotations
 
+import pickle
 import unicodedata
 
 import numpy as np
 import pytest
 
 from bertdata.instances import tokenize
+from bertdata.instances import vocab as vocab_module
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.vocab import load_vocab
 from conftest import SAMPLE_VOCAB, SHARD_A, VOCAB, needs_shared
@@ -348,3 +350,19 @@ def test_text_lines_strip_as_str_strip_does():
             assert text_lines(text.encode("utf-8")) == _python_lines(text), repr(text)
     for bad in (b"\xff", b"a\xc3", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80", b"\xe0\x80\xaf", b"x\n\x80"):
         assert text_lines(bad) is None, bad
+
+
+def test_a_vocab_pickles_whole_and_is_made_once_per_process(tmp_path):
+    """Beam pickles every step that holds the vocab: each copy comes back equal, every token in
+    place, a token of odd whitespace inside included, as one object per process."""
+    import pickle
+
+    from bertdata.instances import vocab as vocab_module
+
+    path = tmp_path / "vocab.txt"
+    path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\na\u00a0b\n\u2028x\n")
+    vocab = load_vocab(path)
+    vocab_module._UNPICKLED.pop(vocab.sha256, None)
+    first, second = pickle.loads(pickle.dumps(vocab)), pickle.loads(pickle.dumps(vocab))
+    assert first == vocab and first.tokens == vocab.tokens and first.sha256 == vocab.sha256
+    assert first is second
