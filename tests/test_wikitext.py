@@ -615,3 +615,90 @@ def test_table_lines_found_where_the_regex_found_them():
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
         expected = [(m.start(), m.group(1), m.end()) for m in table_line.finditer(text)]
         assert w.table_lines(text) == expected, repr(text)
+
+
+def test_comments_removed_as_the_python_loop_did():
+    """`_markup.remove_comments` against the find loop the cleaner used before it."""
+    import random
+
+    from bertdata.text._markup import remove_comments
+
+    def before(text: str) -> str:
+        out, pos = [], 0
+        while True:
+            start = text.find("<!--", pos)
+            if start < 0:
+                return "".join(out) + text[pos:]
+            out.append(text[pos:start])
+            end = text.find("-->", start + 4)
+            if end < 0:  # an unclosed comment hides the rest of the page
+                return "".join(out)
+            pos = end + 3
+
+    alphabet = ["<", "!", "-", ">", "<!--", "-->", "--", "<!-", "->", "a", "é", "Ж", "😀", "\n", " "]
+    rng = random.Random(17)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        assert remove_comments(text) == before(text), repr(text)
+    plain = "no comment here"
+    assert remove_comments(plain) is plain
+
+
+def test_disambiguation_templates_found_where_the_regex_found_them():
+    """`_markup.has_template` against the IGNORECASE search the cleaner used before it, with the
+    characters Unicode folds onto the names' letters (K, long s, dotted and dotless i)."""
+    import random
+
+    from bertdata.text._markup import has_template
+    from bertdata.text.wikitext import DISAMBIGUATION_TEMPLATES
+
+    pattern = re.compile(r"\{\{\s*(?:" + "|".join(map(re.escape, DISAMBIGUATION_TEMPLATES)) + r")\s*(?:\||\}\})",
+                         re.IGNORECASE)
+    alphabet = ["{", "{{", "}", "}}", "|", " ", "\t", "\n", "\u00a0", "\u2003", "\x1c", "dab", "DAB", "Dab", "sia",
+                "SIA", "\u017fia", "\u0130", "\u0131", "\u212a", "surname", "given name", "given  name",
+                "disambig", "uation", "disambiguation", "set index article", "geodis", "x", "é", "Ж", "😀"]
+    rng = random.Random(23)
+    found = 0
+    for _ in range(60_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        expected = pattern.search(text) is not None
+        found += expected
+        assert has_template(text, DISAMBIGUATION_TEMPLATES) == expected, repr(text)
+    assert found > 100
+    names = ("kilo", "sia", "ship index")
+    folding = re.compile(r"\{\{\s*(?:kilo|sia|ship index)\s*(?:\||\}\})", re.IGNORECASE)
+    for name in names:
+        for letter, folded in (("i", "\u0130"), ("i", "\u0131"), ("k", "\u212a"), ("s", "\u017f"), ("i", "I")):
+            text = "{{" + name.replace(letter, folded) + "}}"
+            assert has_template(text, names) and folding.search(text), text
+    with pytest.raises(ValueError, match="lower case"):
+        has_template("{{Dab}}", ("Dab",))
+
+
+def test_paragraphs_joined_as_the_split_and_quote_regexes_did():
+    """`_prose.join_paragraphs` against the blank-line split, join and apostrophe regex it replaced."""
+    import random
+
+    from bertdata.text._prose import join_paragraphs
+
+    blank_lines = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
+    quotes = re.compile(r"''+")
+    alphabet = ["\n", "\n", " ", "\t", "'", "''", "'''", "a", "word", "é", "Ж", "😀", "\r", "\u2028", "\x85", "\n \n"]
+    rng = random.Random(29)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        expected = quotes.sub("", "\n".join(p.replace("\n", " ") for p in blank_lines.split(text) if p))
+        assert join_paragraphs(text) == expected, repr(text)
+
+
+def test_worded_lines_are_the_lines_the_regex_kept():
+    import random
+
+    from bertdata.text._prose import worded_lines
+
+    word = re.compile(r"\w")
+    alphabet = ["\n", " ", ".", "-", "_", "a", "7", "é", "Ж", "中", "٣", "😀", "\u00b2", "\u2028", "'", "—"]
+    rng = random.Random(31)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
+        assert worded_lines(text) == [p for p in text.split("\n") if word.search(p)], repr(text)

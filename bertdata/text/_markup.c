@@ -1,4 +1,4 @@
-/* The cleaner's compiled markup passes (wikitext.py, templates.py): the templates' brace-run
+/* The cleaner's compiled markup passes (wikitext.py, templates.py): comments, the templates' brace-run
  * matching and name check, and plain links, which it resolved with a regex and a Python
  * callback each (tags are _tags.c's). Plain CPython C API over the str's own code points;
  * _markup.pyi gives the signatures.
@@ -363,7 +363,120 @@ static PyObject *fast_table_lines(PyObject *self, PyObject *args, PyObject *kwar
     return marks;
 }
 
+/* ---- comments and named templates ----------------------------------------------------------- */
+
+/* text with every "<!--" ... "-->" removed, and an unclosed comment to the end: what MediaWiki
+ * hides. The text itself when it has none. */
+static PyObject *fast_remove_comments(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", NULL};
+    static const Stops OPEN = {{'<', '<', '<'}}, DASH = {{'-', '-', '-'}};
+    PyObject *text;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:remove_comments", kwlist, &text))
+        return NULL;
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    char *out = NULL;
+    Py_ssize_t len = 0, copied = 0; /* text[:copied] is in out, or dropped */
+    for (Py_ssize_t i = 0;;) {
+        Py_ssize_t start = find_in(kind, data, i, n, &OPEN);
+        if (start + 3 >= n)
+            break;
+        if (PyUnicode_READ(kind, data, start + 1) != '!' || PyUnicode_READ(kind, data, start + 2) != '-' ||
+            PyUnicode_READ(kind, data, start + 3) != '-') {
+            i = start + 1;
+            continue;
+        }
+        if (!out && !(out = PyMem_Malloc(n * kind)))
+            return PyErr_NoMemory();
+        copy_run(out, &len, kind, text, copied, start);
+        Py_ssize_t end = start + 4;
+        for (;; end++) {
+            end = find_in(kind, data, end, n, &DASH);
+            if (end + 2 >= n || (PyUnicode_READ(kind, data, end + 1) == '-' && PyUnicode_READ(kind, data, end + 2) == '>'))
+                break;
+        }
+        copied = i = end + 2 >= n ? n : end + 3;
+    }
+    if (!out)
+        return Py_NewRef(text);
+    copy_run(out, &len, kind, text, copied, n);
+    PyObject *result = PyUnicode_FromKindAndData(kind, out, len);
+    PyMem_Free(out);
+    return result;
+}
+
+/* Whether text character c matches the lower-case ASCII character p as `re` matches a pattern
+ * with IGNORECASE: either case, and the other characters Unicode folds to i, k and s. */
+static inline int folds_to(Py_UCS4 c, char p)
+{
+    if (p < 'a' || p > 'z')
+        return c == (Py_UCS4)p;
+    if (c < 128)
+        return (c | 0x20) == (Py_UCS4)p;
+    return (p == 'i' && (c == 0x130 || c == 0x131)) || (p == 'k' && c == 0x212A) || (p == 's' && c == 0x17F);
+}
+
+/* Whether one of `names` starts at text[i], then any whitespace, then '|' or "}}". */
+static int named_at(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, PyObject *names)
+{
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++) {
+        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, k));
+        Py_ssize_t j = i;
+        for (; *name && j < n && folds_to(PyUnicode_READ(kind, data, j), *name); name++)
+            j++;
+        if (*name)
+            continue;
+        while (j < n && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, j)))
+            j++;
+        if (j < n && (PyUnicode_READ(kind, data, j) == '|' ||
+                      (PyUnicode_READ(kind, data, j) == '}' && j + 1 < n && PyUnicode_READ(kind, data, j + 1) == '}')))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether text calls one of the templates `names`: what
+ * `re.search(r"\{\{\s*(?:name|...)\s*(?:\||\}\})", text, re.IGNORECASE)` finds. */
+static PyObject *fast_has_template(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", "names", NULL};
+    static const Stops BRACE = {{'{', '{', '{'}};
+    PyObject *text, *names;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO!:has_template", kwlist, &text, &PyTuple_Type, &names))
+        return NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++) {
+        PyObject *name = PyTuple_GET_ITEM(names, k);
+        if (!PyUnicode_Check(name) || !PyUnicode_IS_ASCII(name) || !PyUnicode_GET_LENGTH(name))
+            return PyErr_Format(PyExc_ValueError, "names: %R is not a non-empty ASCII str", name);
+        for (Py_ssize_t j = 0; j < PyUnicode_GET_LENGTH(name); j++)
+            if (Py_UNICODE_ISUPPER(PyUnicode_READ_CHAR(name, j)))
+                return PyErr_Format(PyExc_ValueError, "names: %R is not lower case", name);
+    }
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    for (Py_ssize_t i = find_in(kind, data, 0, n, &BRACE); i + 1 < n; i = find_in(kind, data, i + 1, n, &BRACE)) {
+        if (PyUnicode_READ(kind, data, i + 1) != '{')
+            continue;
+        Py_ssize_t j = i + 2;
+        while (j < n && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, j)))
+            j++;
+        if (named_at(kind, data, j, n, names))
+            Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
+}
+
 static PyMethodDef methods[] = {
+    {"remove_comments", (PyCFunction)(void (*)(void))fast_remove_comments, METH_VARARGS | METH_KEYWORDS,
+     "remove_comments(text)\n--\n\n"
+     "text without its <!-- ... --> comments; an unclosed one runs to the end."},
+    {"has_template", (PyCFunction)(void (*)(void))fast_has_template, METH_VARARGS | METH_KEYWORDS,
+     "has_template(text, names)\n--\n\n"
+     "Whether text calls a template of names (lower-case ASCII), as re.search of\n"
+     "'\\{\\{\\s*(?:names)\\s*(?:\\||\\}\\})' with IGNORECASE finds."},
     {"table_lines", (PyCFunction)(void (*)(void))fast_table_lines, METH_VARARGS | METH_KEYWORDS,
      "table_lines(text)\n--\n\n"
      "(line start, mark, mark end) for each line of text whose first characters but spaces, tabs\n"

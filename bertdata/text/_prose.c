@@ -1,5 +1,5 @@
-/* The cleaner's last tidying of its prose (wikitext.py), which took it ten regex and replace
- * passes, and the lines it drops as not prose. Plain CPython C API over the str's own code
+/* The cleaner's paragraphs and last tidying of its prose (wikitext.py), which took it a dozen regex and
+ * replace passes, and the lines it drops as not prose. Plain CPython C API over the str's own code
  * points; _prose.pyi gives the signatures.
  */
 
@@ -214,6 +214,103 @@ static PyObject *fast_drop_junk_lines(PyObject *self, PyObject *args, PyObject *
     return result;
 }
 
+/* Where the run of blank lines that starts with the newline text[j] ends (past the spaces and
+ * tabs after its last newline), or -1 if the line after it is not blank: a match of
+ * `\n[ \t]*(?:\n[ \t]*)+` at j. */
+static Py_ssize_t blank_line(int kind, const void *data, Py_ssize_t j, Py_ssize_t n)
+{
+    Py_ssize_t k = j, lines = 0;
+    while (k < n && PyUnicode_READ(kind, data, k) == '\n') {
+        lines++;
+        for (k++; k < n && (PyUnicode_READ(kind, data, k) == ' ' || PyUnicode_READ(kind, data, k) == '\t');)
+            k++;
+    }
+    return lines >= 2 ? k : -1;
+}
+
+/* Paragraphs, one per line: what `"\n".join(p.replace("\n", " ") for p in
+ * re.split(r"\n[ \t]*(?:\n[ \t]*)+", text) if p)` gives, then every run of two or more
+ * apostrophes (italic and bold markup) removed, in one pass. A paragraph of apostrophes alone
+ * still counts as one: its line stays, empty. */
+static PyObject *fast_join_paragraphs(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", NULL};
+    static const Stops MARKS = {{'\n', '\'', '\''}};
+    PyObject *text;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:join_paragraphs", kwlist, &text))
+        return NULL;
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    char *out = PyMem_Malloc(n ? n * kind : 1);
+    if (!out)
+        return PyErr_NoMemory();
+    Py_ssize_t len = 0;
+    int in_paragraph = 0, newline_due = 0; /* a paragraph is open; one ended, and no other began yet */
+    for (Py_ssize_t i = 0; i < n;) {
+        const Py_ssize_t j = find_in(kind, data, i, n, &MARKS);
+        const Py_ssize_t blank_end = j < n && PyUnicode_READ(kind, data, j) == '\n' ? blank_line(kind, data, j, n) : -1;
+        if (j > i || (j < n && blank_end < 0)) { /* characters of a paragraph */
+            if (newline_due)
+                PyUnicode_WRITE(kind, out, len++, '\n');
+            newline_due = 0;
+            in_paragraph = 1;
+            copy_run(out, &len, kind, text, i, j);
+        }
+        if (j >= n)
+            break;
+        Py_ssize_t k = j + 1;
+        if (PyUnicode_READ(kind, data, j) == '\'') {
+            while (k < n && PyUnicode_READ(kind, data, k) == '\'')
+                k++;
+            if (k - j == 1)
+                PyUnicode_WRITE(kind, out, len++, '\'');
+        } else if (blank_end >= 0) { /* the paragraph, if any, ends */
+            k = blank_end;
+            newline_due |= in_paragraph;
+            in_paragraph = 0;
+        } else { /* a line wrapped inside the paragraph */
+            PyUnicode_WRITE(kind, out, len++, ' ');
+        }
+        i = k;
+    }
+    PyObject *result = PyUnicode_FromKindAndData(kind, out, len);
+    PyMem_Free(out);
+    return result;
+}
+
+/* The lines of text (split at '\n') that hold a word character (`re`'s \w). */
+static PyObject *fast_worded_lines(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"text", NULL};
+    PyObject *text;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:worded_lines", kwlist, &text))
+        return NULL;
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    PyObject *lines = PyList_New(0);
+    for (Py_ssize_t line = 0; lines && line <= n;) {
+        Py_ssize_t eol = PyUnicode_FindChar(text, '\n', line, n, 1);
+        if (eol == -2) {
+            Py_CLEAR(lines);
+            break;
+        }
+        eol = eol < 0 ? n : eol;
+        Py_ssize_t i = line;
+        while (i < eol && !word_char(PyUnicode_READ(kind, data, i)))
+            i++;
+        if (i < eol) {
+            PyObject *item = PyUnicode_Substring(text, line, eol);
+            if (!item || PyList_Append(lines, item) < 0)
+                Py_CLEAR(lines);
+            Py_XDECREF(item);
+        }
+        line = eol + 1;
+    }
+    return lines;
+}
+
 typedef Py_ssize_t (*Pass)(const Py_UCS4 *, Py_ssize_t, Py_UCS4 *);
 
 static PyObject *fast_tidy_prose(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -256,6 +353,13 @@ static PyMethodDef methods[] = {
      "drop_junk_lines(text)\n--\n\n"
      "text with every heading, horizontal rule, stray table row and list item line emptied (its\n"
      "newline stays): what re.sub(r'^[ \\t]*(?:=.*=[ \\t]*|-{4,}.*|[|!*#:;].*)$', '', text, flags=re.M) gives."},
+    {"join_paragraphs", (PyCFunction)(void (*)(void))fast_join_paragraphs, METH_VARARGS | METH_KEYWORDS,
+     "join_paragraphs(text)\n--\n\n"
+     "text's paragraphs (split at blank lines), one per line, their lines joined by spaces, and\n"
+     "every run of two or more apostrophes removed."},
+    {"worded_lines", (PyCFunction)(void (*)(void))fast_worded_lines, METH_VARARGS | METH_KEYWORDS,
+     "worded_lines(text)\n--\n\n"
+     "The lines of text (split at newlines) that hold a word character, as re's \\w."},
     {"tidy_prose", (PyCFunction)(void (*)(void))fast_tidy_prose, METH_VARARGS | METH_KEYWORDS,
      "tidy_prose(text)\n--\n\n"
      "The cleaner's last passes over paragraphs joined by newlines: spaces squeezed, separators\n"

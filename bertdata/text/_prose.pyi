@@ -5,6 +5,14 @@ def drop_junk_lines(text: str) -> str:
     horizontal rule (`[ \\t]*-{4,}.*`), or a table row or list item (`[ \\t]*[|!*#:;].*`) emptied,
     its newline kept: `re.sub` of that alternation with MULTILINE."""
 
+def join_paragraphs(text: str) -> str:
+    """`text`'s paragraphs one per line, then every run of two or more apostrophes removed: what
+    `re.sub("''+", "", "\\n".join(p.replace("\\n", " ") for p in re.split(r"\\n[ \\t]*(?:\\n[ \\t]*)+", text) if p))`
+    gives (a paragraph of apostrophes alone leaves its line, empty)."""
+
+def worded_lines(text: str) -> list[str]:
+    """The lines of `text` (split at '\\n') that hold a word character (`re`'s \\w)."""
+
 def tidy_prose(text: str) -> str:
     """The cleaner's last passes over paragraphs joined by newlines, in order: invisible
     characters (U+200B-U+200F, soft hyphen, BOM) go and each run of spaces (' ', tab, CR, FF, VT,

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bertdata.text import languages
-from bertdata.text._markup import heading_lines, resolve_simple_links, table_lines
-from bertdata.text._prose import drop_junk_lines, tidy_prose
+from bertdata.text._markup import has_template, heading_lines, remove_comments, resolve_simple_links, table_lines
+from bertdata.text._prose import drop_junk_lines, join_paragraphs, tidy_prose, worded_lines
 from bertdata.text._tags import strip_tags
 from bertdata.text.skipped import (DEFAULT_MAX_CHARS, MAX_LINK_DEPTH, MAX_STRAY_LINK_BRACKETS, MAX_TABLE_MARKS, MAX_TAGS,
                                    DisambiguationPage, ListPage, MalformedPage, PageTooLarge, refuse_if_over)
@@ -28,13 +28,14 @@ RULES_VERSION = 3
 
 # Pages that are lists or disambiguations hold no passages; BERT's recipe ignores lists.
 _LIST_TITLE = re.compile(r"lists? of ", re.IGNORECASE)
-_DISAMBIGUATION_TEMPLATE = re.compile(
-    r"\{\{\s*(?:disambiguation|disambig|disamb|dab|dbig|hndis|geodis|numberdis|letter disambiguation"
-    r"|hospital disambiguation|school disambiguation|place name disambiguation|species latin name disambiguation"
-    r"|call sign disambiguation|genus disambiguation|mathematical disambiguation|surname|given name"
-    r"|set index article|sia|shipindex|ship index|mountainindex|roadindex|sportindex|chemistry index)"
-    r"\s*(?:\||\}\})",
-    re.IGNORECASE,
+# Templates that mark a disambiguation or set-index page wherever they are called: `{{name}}` or
+# `{{name|...}}`, in any case, with any spaces inside the braces (`_markup.has_template`).
+DISAMBIGUATION_TEMPLATES = (
+    "disambiguation", "disambig", "disamb", "dab", "dbig", "hndis", "geodis", "numberdis", "letter disambiguation",
+    "hospital disambiguation", "school disambiguation", "place name disambiguation",
+    "species latin name disambiguation", "call sign disambiguation", "genus disambiguation",
+    "mathematical disambiguation", "surname", "given name", "set index article", "sia", "shipindex", "ship index",
+    "mountainindex", "roadindex", "sportindex", "chemistry index",
 )
 # The first paragraph of a disambiguation that uses none of the templates.
 _REFERS_TO = re.compile(r"(?:may|might|can|could) (?:also )?(?:refer to|stand for|mean):$")
@@ -87,9 +88,7 @@ _INTERWIKI_KEEP = frozenset(("wikt", "w", "s", "q", "n", "b", "v", "c", "d", "m"
 _JUNK_LINE = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!].*)$", re.MULTILINE)
 _LIST_ITEM = re.compile(r"^[ \t]*[*#:;]+[ \t]*(.*)$", re.MULTILINE)
 _SENTENCE_STOPS = (". ", "! ", "? ", '." ', "?\" ", '!" ')
-_BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _BEHAVIOUR_SWITCH = re.compile(r"__[A-Z]+__")
-_QUOTES = re.compile(r"''+")
 _ENTITY = re.compile(r"&(?:[a-zA-Z][a-zA-Z0-9]*|#[0-9]+|#[xX][0-9a-fA-F]+);")
 _HAS_WORD = re.compile(r"\w")
 
@@ -159,8 +158,8 @@ def clean(
         )
     if not keep_lists and _LIST_TITLE.match(title):
         raise ListPage(f"page {title!r} is a list")
-    text = _remove_comments(wikitext)
-    if title.endswith("(disambiguation)") or _DISAMBIGUATION_TEMPLATE.search(text):
+    text = remove_comments(wikitext)
+    if title.endswith("(disambiguation)") or has_template(text, DISAMBIGUATION_TEMPLATES):
         raise DisambiguationPage(f"page {title!r} is a disambiguation page")
     cut = _first_heading(markup.trailing_section, text)
     if cut >= 0:
@@ -187,24 +186,6 @@ def _first_heading(heading: re.Pattern, text: str) -> int:
     `^[ \t]*==` (MULTILINE): tried only at the lines that start so (found in C, `heading_lines`),
     where the regex engine would try every position of the page."""
     return next((line for line in heading_lines(text) if heading.match(text, line)), -1)
-
-
-def _remove_comments(text: str) -> str:
-    if "<!--" not in text:
-        return text
-    out = []
-    pos = 0
-    while True:
-        start = text.find("<!--", pos)
-        if start < 0:
-            out.append(text[pos:])
-            break
-        out.append(text[pos:start])
-        end = text.find("-->", start + 4)
-        if end < 0:  # MediaWiki hides an unclosed comment up to the end of the page
-            break
-        pos = end + 3
-    return "".join(out)
 
 
 def _strip_tags(text: str, title: str) -> str:
@@ -313,8 +294,9 @@ def _paragraphs(text: str, keep_lists: bool) -> list[str]:
         text = _LIST_ITEM.sub("\n\\1\n", _JUNK_LINE.sub("", text))
     else:
         text = drop_junk_lines(text)
-    text = "\n".join(p.replace("\n", " ") for p in _BLANK_LINES.split(text) if p)
-    return [p for p in _finish(text).split("\n") if _HAS_WORD.search(p)]
+    # Runs of 2, 3 and 5 apostrophes are italic/bold markup, and longer ones are markup merged
+    # across a removed template (`''{{flag|X}}''`): every run goes, with the line breaks.
+    return worded_lines(_finish(join_paragraphs(text)))
 
 
 def _without_lead_ins(paragraphs: list[str]) -> list[str]:
@@ -343,9 +325,6 @@ def _drop_lead_in(paragraph: str) -> str:
 
 def _finish(text: str) -> str:
     """Inline clean-up of paragraphs joined by newlines; no pattern crosses a newline."""
-    # Runs of 2, 3 and 5 apostrophes are italic/bold markup, and longer ones are markup
-    # merged across a removed template (`''{{flag|X}}''`): every run goes.
-    text = _QUOTES.sub("", text)
     for _ in range(2):  # entities escaped twice in the source (`&amp;nbsp;`) show as text
         if "&" not in text or not _ENTITY.search(text):
             break
