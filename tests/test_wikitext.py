@@ -621,7 +621,7 @@ def test_comments_removed_as_the_python_loop_did():
     """`_markup.remove_comments` against the find loop the cleaner used before it."""
     import random
 
-    from bertdata.text._markup import remove_comments
+    from bertdata.text._tags import remove_comments
 
     def before(text: str) -> str:
         out, pos = [], 0
@@ -702,3 +702,18 @@ def test_worded_lines_are_the_lines_the_regex_kept():
     for _ in range(40_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
         assert worded_lines(text) == [p for p in text.split("\n") if word.search(p)], repr(text)
+
+
+def test_contains_is_in():
+    import random
+
+    from bertdata.text._markup import contains
+
+    alphabet = ["[", "]", "{", "|", "[[", "]]", "{|", "a", "é", "Ж", "😀", "\n"]
+    rng = random.Random(37)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        for needle in ("[[", "]]", "{|", "[", "{{|"):
+            assert contains(text, needle) == (needle in text), (text, needle)
+    with pytest.raises(ValueError, match="ASCII"):
+        contains("x", "")

@@ -1,4 +1,4 @@
-/* The cleaner's compiled markup passes (wikitext.py, templates.py): comments, the templates' brace-run
+/* The cleaner's compiled markup passes (wikitext.py, templates.py): the templates' brace-run
  * matching and name check, and plain links, which it resolved with a regex and a Python
  * callback each (tags are _tags.c's). Plain CPython C API over the str's own code points;
  * _markup.pyi gives the signatures.
@@ -363,49 +363,32 @@ static PyObject *fast_table_lines(PyObject *self, PyObject *args, PyObject *kwar
     return marks;
 }
 
-/* ---- comments and named templates ----------------------------------------------------------- */
-
-/* text with every "<!--" ... "-->" removed, and an unclosed comment to the end: what MediaWiki
- * hides. The text itself when it has none. */
-static PyObject *fast_remove_comments(PyObject *self, PyObject *args, PyObject *kwargs)
+/* Whether needle occurs in text: `needle in text`, found by a vector search for its first
+ * character, which is quicker than str's own search where that character is rare. */
+static PyObject *fast_contains(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"text", NULL};
-    static const Stops OPEN = {{'<', '<', '<'}}, DASH = {{'-', '-', '-'}};
-    PyObject *text;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:remove_comments", kwlist, &text))
+    static char *kwlist[] = {"text", "needle", NULL};
+    PyObject *text, *needle;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UU:contains", kwlist, &text, &needle))
         return NULL;
-    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text), m = PyUnicode_GET_LENGTH(needle);
+    if (!m || !PyUnicode_IS_ASCII(needle))
+        return PyErr_Format(PyExc_ValueError, "needle: %R is not a non-empty ASCII str", needle);
     const int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    char *out = NULL;
-    Py_ssize_t len = 0, copied = 0; /* text[:copied] is in out, or dropped */
-    for (Py_ssize_t i = 0;;) {
-        Py_ssize_t start = find_in(kind, data, i, n, &OPEN);
-        if (start + 3 >= n)
-            break;
-        if (PyUnicode_READ(kind, data, start + 1) != '!' || PyUnicode_READ(kind, data, start + 2) != '-' ||
-            PyUnicode_READ(kind, data, start + 3) != '-') {
-            i = start + 1;
-            continue;
-        }
-        if (!out && !(out = PyMem_Malloc(n * kind)))
-            return PyErr_NoMemory();
-        copy_run(out, &len, kind, text, copied, start);
-        Py_ssize_t end = start + 4;
-        for (;; end++) {
-            end = find_in(kind, data, end, n, &DASH);
-            if (end + 2 >= n || (PyUnicode_READ(kind, data, end + 1) == '-' && PyUnicode_READ(kind, data, end + 2) == '>'))
-                break;
-        }
-        copied = i = end + 2 >= n ? n : end + 3;
+    const Py_UCS1 *p = PyUnicode_1BYTE_DATA(needle);
+    const Stops first = {{p[0], p[0], p[0]}};
+    for (Py_ssize_t i = find_in(kind, data, 0, n, &first); i + m <= n; i = find_in(kind, data, i + 1, n, &first)) {
+        Py_ssize_t k = 1;
+        while (k < m && PyUnicode_READ(kind, data, i + k) == p[k])
+            k++;
+        if (k == m)
+            Py_RETURN_TRUE;
     }
-    if (!out)
-        return Py_NewRef(text);
-    copy_run(out, &len, kind, text, copied, n);
-    PyObject *result = PyUnicode_FromKindAndData(kind, out, len);
-    PyMem_Free(out);
-    return result;
+    Py_RETURN_FALSE;
 }
+
+/* ---- named templates ----------------------------------------------------------------- */
 
 /* Whether text character c matches the lower-case ASCII character p as `re` matches a pattern
  * with IGNORECASE: either case, and the other characters Unicode folds to i, k and s. */
@@ -470,9 +453,9 @@ static PyObject *fast_has_template(PyObject *self, PyObject *args, PyObject *kwa
 }
 
 static PyMethodDef methods[] = {
-    {"remove_comments", (PyCFunction)(void (*)(void))fast_remove_comments, METH_VARARGS | METH_KEYWORDS,
-     "remove_comments(text)\n--\n\n"
-     "text without its <!-- ... --> comments; an unclosed one runs to the end."},
+    {"contains", (PyCFunction)(void (*)(void))fast_contains, METH_VARARGS | METH_KEYWORDS,
+     "contains(text, needle)\n--\n\n"
+     "needle in text, for an ASCII needle whose first character is rare in text."},
     {"has_template", (PyCFunction)(void (*)(void))fast_has_template, METH_VARARGS | METH_KEYWORDS,
      "has_template(text, names)\n--\n\n"
      "Whether text calls a template of names (lower-case ASCII), as re.search of\n"

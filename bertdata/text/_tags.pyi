@@ -1,4 +1,4 @@
-"""Signature of the cleaner's compiled tag pass (_tags.c)."""
+"""Signatures of the cleaner's compiled comment and tag passes (_tags.c)."""
 
 def strip_tags(text: str, drop: frozenset[str], blocks: frozenset[str], keep: frozenset[str], breaks: frozenset[str]
                ) -> str:
@@ -9,3 +9,7 @@ def strip_tags(text: str, drop: frozenset[str], blocks: frozenset[str], keep: fr
     with IGNORECASE (no closing tag: only the tag goes); one in `blocks` too leaves a paragraph break
     unless its attributes say "inline". One in `keep` goes and its content stays: "br" leaves a
     space, one in `breaks` a paragraph break. Any other is prose and stays."""
+
+def remove_comments(text: str) -> str:
+    """`text` without its `<!-- ... -->` comments; an unclosed one runs to the end of the text,
+    as MediaWiki hides it. `text` itself when it has none."""
