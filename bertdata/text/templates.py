@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from bertdata.text._markup import template_spans
+from bertdata.text._spans import splice
 from bertdata.text.skipped import MAX_EXPAND_DEPTH, MAX_TEMPLATE_BRACES, MAX_TEMPLATE_NAME, refuse_if_over
 
 _ARG_KEY = re.compile(r"[\w -]+=")  # on stripped arguments
@@ -33,30 +34,6 @@ def remove_templates(text: str, title: str) -> str:
     spans = template_spans(text, _EXPANDABLE, _EXPANDABLE_PREFIX, MAX_TEMPLATE_NAME, MAX_EXPAND_DEPTH,
                            lambda name, start, end, children: _render(text, name, start, end, children))
     return splice(text, spans)
-
-
-def splice(text: str, spans: list[tuple[int, int, str | None]]) -> str:
-    """Replace each span by its text (None: nothing); a span inside another one goes with it."""
-    spans.sort(key=lambda s: (s[0], -s[1]))
-    out = []
-    pos = 0
-    cur_start, cur_end, cur_text = -1, -1, None
-    for start, end, repl in spans:
-        if start < cur_end:
-            if end > cur_end:  # overlapping, not nested: neither replacement is trustworthy
-                cur_end, cur_text = end, None
-            continue
-        if cur_end >= 0:
-            out.append(text[pos:cur_start])
-            out.append(cur_text or "")
-            pos = cur_end
-        cur_start, cur_end, cur_text = start, end, repl
-    if cur_end >= 0:
-        out.append(text[pos:cur_start])
-        out.append(cur_text or "")
-        pos = cur_end
-    out.append(text[pos:])
-    return "".join(out)
 
 
 def _split_args(body: str) -> list[str]:

@@ -20,7 +20,8 @@ from bertdata.text._prose import drop_junk_lines, join_paragraphs, tidy_prose, w
 from bertdata.text._tags import remove_comments, strip_tags
 from bertdata.text.skipped import (DEFAULT_MAX_CHARS, MAX_LINK_DEPTH, MAX_STRAY_LINK_BRACKETS, MAX_TABLE_MARKS, MAX_TAGS,
                                    DisambiguationPage, ListPage, MalformedPage, PageTooLarge, refuse_if_over)
-from bertdata.text.templates import remove_templates, splice
+from bertdata.text._spans import splice
+from bertdata.text.templates import remove_templates
 
 # Recorded in manifests: bump it whenever a change here, in templates or in skipped can change
 # what `clean` returns.
