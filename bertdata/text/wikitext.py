@@ -190,7 +190,7 @@ def _first_heading(heading: re.Pattern, text: str) -> int:
 
 
 def _strip_tags(text: str, title: str) -> str:
-    """Drop non-prose elements with their content; unwrap formatting tags (in C: `_markup`)."""
+    """Drop non-prose elements with their content; unwrap formatting tags (in C: `_tags`)."""
     if "<" not in text:
         return text
     refuse_if_over(text, ("<",), MAX_TAGS, "tags", title)
@@ -289,8 +289,8 @@ def _link_text(inner: str, drop_link: re.Pattern) -> str:
 def _paragraphs(text: str, keep_lists: bool) -> list[str]:
     """Lines -> paragraphs: list items go (or stand alone), wrapped prose lines are joined.
 
-    Whole-text regexes rather than a loop over lines: a page of millions of short lines
-    must not cost a Python iteration each.
+    Whole-text passes (regexes, C) rather than a loop over lines: a page of millions of
+    short lines must not cost a Python iteration each.
     """
     if keep_lists:
         text = _LIST_ITEM.sub("\n\\1\n", _JUNK_LINE.sub("", text))
