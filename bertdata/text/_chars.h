@@ -1,5 +1,5 @@
-/* What the text stage's compiled passes (_scan.c, _markup.c, _tags.c, _prose.c) share: `re`'s \w, finding
- * characters and copying runs of a str's code points in its own width.
+/* What the text stage's compiled passes (_scan.c, _markup.c, _tags.c, _prose.c, _spans.c) share: `re`'s \w,
+ * finding characters and lines, copying runs of a str's code points in its own width, growing a list.
  */
 
 #ifndef BERTDATA_CHARS_H
@@ -79,6 +79,21 @@ static inline Py_ssize_t find_in(int kind, const void *data, Py_ssize_t i, Py_ss
         return i;
     }
     }
+}
+
+/* Append `item` (a new reference, NULL on error) to *list, or clear *list on failure. */
+static inline void append_new(PyObject **list, PyObject *item)
+{
+    if (!item || PyList_Append(*list, item) < 0)
+        Py_CLEAR(*list);
+    Py_XDECREF(item);
+}
+
+/* Where the line (split at '\n' only) that starts at `line` ends: its newline, or n; -2 on error. */
+static inline Py_ssize_t line_end(PyObject *text, Py_ssize_t line, Py_ssize_t n)
+{
+    const Py_ssize_t eol = PyUnicode_FindChar(text, '\n', line, n, 1);
+    return eol == -1 ? n : eol;
 }
 
 /* text[start:end] to out + *len (characters), out being of `kind`, no narrower than text's. */

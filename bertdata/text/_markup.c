@@ -303,14 +303,6 @@ static inline Py_ssize_t next_line(PyObject *text, Py_ssize_t i, Py_ssize_t n)
     return eol < 0 ? eol : eol + 1;
 }
 
-/* Append `item` (a new reference, NULL on error) to *list, or clear *list on failure. */
-static inline void append_new(PyObject **list, PyObject *item)
-{
-    if (!item || PyList_Append(*list, item) < 0)
-        Py_CLEAR(*list);
-    Py_XDECREF(item);
-}
-
 /* Where each line starts whose first characters but spaces and tabs are "==": the only lines a
  * heading pattern (`^[ \t]*==...`, MULTILINE) can match at. */
 static PyObject *fast_heading_lines(PyObject *self, PyObject *args, PyObject *kwargs)

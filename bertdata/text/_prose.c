@@ -190,12 +190,11 @@ static PyObject *fast_drop_junk_lines(PyObject *self, PyObject *args, PyObject *
     char *out = NULL; /* in the text's kind */
     Py_ssize_t len = 0, copied = 0; /* text[:copied] is in out */
     for (Py_ssize_t line = 0; line <= n;) {
-        Py_ssize_t eol = PyUnicode_FindChar(text, '\n', line, n, 1);
+        const Py_ssize_t eol = line_end(text, line, n);
         if (eol == -2) {
             PyMem_Free(out);
             return NULL;
         }
-        eol = eol < 0 ? n : eol;
         if (junk_line(kind, data, line, eol)) {
             if (!out && !(out = PyMem_Malloc((n ? n : 1) * kind)))
                 return PyErr_NoMemory();
@@ -291,21 +290,16 @@ static PyObject *fast_worded_lines(PyObject *self, PyObject *args, PyObject *kwa
     const void *data = PyUnicode_DATA(text);
     PyObject *lines = PyList_New(0);
     for (Py_ssize_t line = 0; lines && line <= n;) {
-        Py_ssize_t eol = PyUnicode_FindChar(text, '\n', line, n, 1);
+        const Py_ssize_t eol = line_end(text, line, n);
         if (eol == -2) {
             Py_CLEAR(lines);
             break;
         }
-        eol = eol < 0 ? n : eol;
         Py_ssize_t i = line;
         while (i < eol && !word_char(PyUnicode_READ(kind, data, i)))
             i++;
-        if (i < eol) {
-            PyObject *item = PyUnicode_Substring(text, line, eol);
-            if (!item || PyList_Append(lines, item) < 0)
-                Py_CLEAR(lines);
-            Py_XDECREF(item);
-        }
+        if (i < eol)
+            append_new(&lines, PyUnicode_Substring(text, line, eol));
         line = eol + 1;
     }
     return lines;
