@@ -297,6 +297,8 @@ def _range_pages(chunks: Iterator[bytes], name: str, start: int, end: int,
     for chunk in chunks:
         parser.feed(chunk)
         yield from parser.drain()
+    parser.settle()
+    yield from parser.drain()
     if not parser.root_closed:
         if parser.stack != ["mediawiki"]:
             raise BertdataError(f"{name}: byte range [{start}, {end}) ends inside <{parser.stack[-1]}>{_HINT}")

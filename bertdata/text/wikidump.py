@@ -18,12 +18,13 @@ import contextlib
 import os
 import re
 import xml.parsers.expat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
 from bertdata.errors import BertdataError
+from bertdata.text import _pages
 from bertdata.text.decode import Opener, open_local, opened, xml_chunks
 from bertdata.text.languages import dataset_name, dump_language
 from bertdata.text.wikitext import ENGLISH, Markup, markup_for
@@ -45,6 +46,12 @@ _MAX_FIELD_CHARS = 4096
 # MediaWiki's ids are unsigned integers of 64 bits at most, so 20 digits at most.
 _ID_RE = re.compile(r"\s*([0-9]{1,20})\s*")
 _NS_RE = re.compile(r"\s*(-?[0-9]{1,20})\s*")
+# The fast reader (_pages.c) holds a page's XML whole: a page longer than this, or than twice
+# the characters a page may keep (1 MiB at least), is left to expat, which streams it.
+_FAST_MAX_BYTES = 1 << 23
+# Where the XML is not UTF-8 (an encoding declared, UTF-16), expat alone reads it.
+_XML_DECL = re.compile(rb'<\?xml\s+version\s*=\s*(["\'])[^"\']*\1(?:\s+encoding\s*=\s*(["\'])([A-Za-z0-9._-]+)\2)?')
+_SEEK, _FAST, _EXPAT = "seek", "fast", "expat"
 _SAMPLE_FILES = (
     "enwiki-sample-pages-articles-multistream.xml.bz2",
     "enwiki-sample-pages-articles-multistream-index.txt.bz2",
@@ -107,6 +114,19 @@ _CAPTURE = {
 }
 
 
+class _Unread(Exception):
+    """A page the fast reader found that DumpParser refuses: expat reads it again, and says why."""
+
+
+def _utf8(head: bytes) -> bool:
+    """Whether XML that begins with `head` is UTF-8 (no declaration, or one that says so)."""
+    head = head.removeprefix(b"\xef\xbb\xbf")
+    if head.startswith(b"<?xml"):
+        decl = _XML_DECL.match(head)
+        return decl is not None and (decl.group(3) is None or decl.group(3).lower() == b"utf-8")
+    return head.startswith(b"<") and not head.startswith(b"<\x00")
+
+
 class DumpParser:
     """Expat handlers that turn export XML into Page objects and a siteinfo dict.
 
@@ -115,7 +135,8 @@ class DumpParser:
     page comes out `too_large` with empty text.
     """
 
-    def __init__(self, name: str, where: str = "", max_text_chars: int | None = DEFAULT_MAX_CHARS) -> None:
+    def __init__(self, name: str, where: str = "", max_text_chars: int | None = DEFAULT_MAX_CHARS,
+                 fast: bool = True) -> None:
         if max_text_chars is not None and max_text_chars < 0:
             raise BertdataError(f"max_page_chars must be zero or more (got {max_text_chars})")
         self.name = name
@@ -127,6 +148,17 @@ class DumpParser:
         self.parser.StartElementHandler = self._start
         self.parser.EndElementHandler = self._end
         self.parser.CharacterDataHandler = self._chars
+        self.parser.StartCdataSectionHandler = lambda: setattr(self, "in_cdata", True)
+        self.parser.EndCdataSectionHandler = lambda: setattr(self, "in_cdata", False)
+        self.in_cdata = False
+        self.mode = _SEEK if fast else _EXPAT  # fast=False: expat alone, what the fast reader is checked against
+        self.fed = 0  # bytes given to expat
+        self.carry = b""  # seeking: the line the first <page> may begin on, not given to expat yet
+        self.pending = b""  # reading fast: from the end of the last page it read
+        self.rescan_at = 0
+        self.fast_max = _FAST_MAX_BYTES if max_text_chars is None else \
+            max(1 << 20, min(_FAST_MAX_BYTES, 2 * max_text_chars))
+        self.skipped_lines = 0  # line feeds the fast reader took, which expat must count too
         self.stack: list[str] = []
         self.buf: list[str] | None = None
         self.buf_chars = 0
@@ -142,6 +174,28 @@ class DumpParser:
         self.root_closed = False
 
     def feed(self, data: bytes, final: bool = False) -> None:
+        """Read the next bytes of the XML. The pages themselves are read in C (_pages.c), from the
+        line the first one begins on, wherever they are written as Wikimedia writes them; at
+        anything else expat reads on from the last line break between pages, with the line
+        count the C reader took, so every page and every error is expat's."""
+        if self.mode == _SEEK:
+            data = self._seek_pages(data, final)
+        if self.mode == _FAST:
+            self._read_fast(data, final)
+        elif data or final:
+            self._parse(data, final)
+
+    def settle(self) -> None:
+        """Give expat all it has not read yet, so `stack` and `root_closed` say where the XML
+        stands (a byte range's end); expat reads whatever comes after."""
+        if self.mode == _FAST:
+            self._read_fast(b"", final=False, settle=True)
+        elif self.carry:
+            self._parse(self.carry, False)
+        self.mode, self.carry = _EXPAT, b""
+
+    def _parse(self, data: bytes, final: bool) -> None:
+        self.fed += len(data)
         try:
             self.parser.Parse(data, final)
         except xml.parsers.expat.ExpatError as err:
@@ -149,6 +203,69 @@ class DumpParser:
                 f"{self.name}: malformed XML at line {err.lineno}, column {err.offset + 1}{self.where}: "
                 f"{xml.parsers.expat.ErrorString(err.code)}"
             ) from None
+
+    def _seek_pages(self, data: bytes, final: bool) -> bytes:
+        """Expat reads up to the line the first `<page>` begins on; the rest is the fast reader's
+        (returned) where expat then stands between tokens in the root element, or expat's."""
+        buf, self.carry = self.carry + data, b""
+        if not self.fed and buf and not _utf8(buf):
+            self.mode = _EXPAT
+            return buf
+        at = buf.find(b"<page>")
+        while at >= 0:
+            line = buf.rfind(b"\n", 0, at) + 1
+            if line and not buf[line:at].strip(b" \t"):
+                self._parse(buf[:line], False)
+                between = self.stack == ["mediawiki"] and self.buf is None and not self.in_cdata
+                self.mode = _FAST if between and self.parser.CurrentByteIndex == self.fed else _EXPAT
+                return buf[line:]
+            at = buf.find(b"<page>", at + 1)
+        if final:
+            self.mode = _EXPAT
+            return buf
+        keep = buf.rfind(b"\n")
+        if keep < 0 or len(buf) - keep > 64:
+            keep = len(buf)
+        self._parse(buf[:keep], False)
+        self.carry = buf[keep:]
+        return b""
+
+    def _read_fast(self, data: bytes, final: bool, settle: bool = False) -> None:
+        pending = self.pending + data if self.pending else bytes(data)  # the decoder's chunks are views
+        if not (final or settle) and len(pending) < min(self.rescan_at, self.fast_max):
+            self.pending = pending
+            return
+        found, _, hand_over = _pages.scan(pending, 0, final)
+        done = 0
+        for fields in found:
+            try:
+                page = self._fast_page(fields)
+            except _Unread:
+                hand_over = True
+                break
+            self.pages.append(page)
+            done = fields[-1]
+        self.skipped_lines += pending.count(b"\n", 0, done)
+        rest = pending[done:]
+        # A page still coming is read again from its start: wait for twice its bytes so far.
+        self.pending, self.rescan_at = rest, 2 * len(rest)
+        if hand_over or settle or len(rest) > self.fast_max:
+            self.mode, self.pending = _EXPAT, b""
+            lines, self.skipped_lines = self.skipped_lines, 0
+            while lines:
+                step = min(lines, 1 << 20)
+                self._parse(b"\n" * step, False)
+                lines -= step
+            self._parse(rest, final)
+
+    def _fast_page(self, fields: tuple) -> Page:
+        title, ns, page_id, redirect, revision_id, timestamp, text, _ = fields
+        if any(v is not None and len(v) > _MAX_FIELD_CHARS for v in (title, ns, page_id, revision_id, timestamp)):
+            raise _Unread
+        too_large = text is not None and self.max_text_chars is not None and len(text) > self.max_text_chars
+        named = {"title": title, "ns": ns, "id": page_id, "revision_id": revision_id,
+                 "revision_timestamp": timestamp, "revision_text": "" if too_large else text}
+        return self._page({k: v for k, v in named.items() if v is not None}, redirect, too_large, _Unread)
 
     def _fail(self, what: str) -> BertdataError:
         line, col = self.parser.CurrentLineNumber, self.parser.CurrentColumnNumber + 1
@@ -213,49 +330,51 @@ class DumpParser:
             else:
                 self.siteinfo[tag] = value
         elif tag == "page":
-            self.pages.append(self._page())
+            self.pages.append(self._page(self.fields, self.redirect, self.too_large, self._fail))
         elif tag == "siteinfo":
             self.siteinfo_done = True
         elif not self.stack:
             self.root_closed = True
 
-    def _number(self, pattern: re.Pattern, key: str, what: str, noun: str, page: str = "") -> int | None:
-        value = self.fields.get(key)
+    @staticmethod
+    def _number(fields: dict[str, str], pattern: re.Pattern, key: str, what: str, noun: str,
+                fail: Callable[[str], Exception], page: str = "") -> int | None:
+        value = fields.get(key)
         if value is None:
             return None
         match = pattern.fullmatch(value)
         if not match:
             shown = value if len(value) <= 40 else f"{value[:20]}...({len(value):,} characters)"
-            raise self._fail(f"<page>{page} with {what} {shown!r}, not a MediaWiki {noun}")
+            raise fail(f"<page>{page} with {what} {shown!r}, not a MediaWiki {noun}")
         return int(match.group(1))
 
-    def _page(self) -> Page:
-        fields = self.fields
+    def _page(self, fields: dict[str, str], redirect: str | None, too_large: bool,
+              fail: Callable[[str], Exception]) -> Page:
         # Export schemas since 0.6 require <ns> and MediaWiki's ids are unsigned: a page
         # breaking either is from a damaged or hand-made file. Guessing (namespace 0, as
         # before) would keep talk and user pages as articles, so it stops the read instead,
         # like a page without <id> or <title>.
-        page_id = self._number(_ID_RE, "id", "<id>", "page id")
+        page_id = self._number(fields, _ID_RE, "id", "<id>", "page id", fail)
         if page_id is None:
-            raise self._fail("<page> without <id>")
+            raise fail("<page> without <id>")
         at = f" {page_id}"
-        ns = self._number(_NS_RE, "ns", "<ns>", "namespace number", at)
+        ns = self._number(fields, _NS_RE, "ns", "<ns>", "namespace number", fail, at)
         if ns is None:
-            raise self._fail(f"<page>{at} without <ns> (export versions before 0.6 lack it; "
-                             "bertdata reads 0.6 and later)")
-        revision_id = self._number(_ID_RE, "revision_id", "revision <id>", "revision id", at)
+            raise fail(f"<page>{at} without <ns> (export versions before 0.6 lack it; "
+                       "bertdata reads 0.6 and later)")
+        revision_id = self._number(fields, _ID_RE, "revision_id", "revision <id>", "revision id", fail, at)
         title = fields.get("title", "")
         if not title:
-            raise self._fail(f"<page>{at} without <title>")
+            raise fail(f"<page>{at} without <title>")
         return Page(
             page_id=page_id,
             title=title,
             ns=ns,
             text=fields.get("revision_text", ""),
-            redirect=self.redirect,
+            redirect=redirect,
             revision_id=revision_id,
             timestamp=fields.get("revision_timestamp"),
-            too_large=self.too_large,
+            too_large=too_large,
         )
 
     def drain(self) -> list[Page]:
