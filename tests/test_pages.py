@@ -166,3 +166,15 @@ def test_scan_gives_each_pages_fields_and_where_it_ends():
     assert (stop, hand_over) == (end, False)
     assert scan(xml, 0, True)[1:] == (end, True)
     assert scan(xml + b"</page>\n</mediawiki>", end, False)[1:] == (end, True)
+
+
+@pytest.mark.parametrize("first", [1, 2, 5, 21, 30, 60, 4096])
+def test_a_declared_encoding_is_expats_to_read_however_the_head_is_cut(first):
+    """Latin-1 bytes can read as valid UTF-8 ("\xc3\xa9"): a document that declares another
+    encoding, or whose first piece is too short to tell, is expat's alone."""
+    page = "  <page>\n    <title>Caf\u00c3\u00a9</title>\n    <ns>0</ns>\n    <id>1</id>\n  </page>\n"
+    for head in ('<?xml version="1.0" encoding="ISO-8859-1"?>\n', '<?xml version="1.0"?>\n', ""):
+        data = (head + EXPORT_ROOT + "\n" + page * 3 + "</mediawiki>\n").encode("latin-1")
+        fast = _read(data, [first], fast=True, max_chars=None)
+        assert fast == _read(data, [], fast=False, max_chars=None)
+        assert fast[0].title == ("Caf\u00c3\u00a9" if "ISO" in head else "Caf\u00e9")

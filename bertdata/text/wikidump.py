@@ -50,7 +50,8 @@ _NS_RE = re.compile(r"\s*(-?[0-9]{1,20})\s*")
 # the characters a page may keep (1 MiB at least), is left to expat, which streams it.
 _FAST_MAX_BYTES = 1 << 23
 # Where the XML is not UTF-8 (an encoding declared, UTF-16), expat alone reads it.
-_XML_DECL = re.compile(rb'<\?xml\s+version\s*=\s*(["\'])[^"\']*\1(?:\s+encoding\s*=\s*(["\'])([A-Za-z0-9._-]+)\2)?')
+_XML_DECL = re.compile(rb'<\?xml\s+version\s*=\s*(["\'])[^"\']*\1(?:\s+encoding\s*=\s*(["\'])([A-Za-z0-9._-]+)\2)?'
+                       rb'(?:\s+standalone\s*=\s*(["\'])(?:yes|no)\4)?\s*\?>')
 _SEEK, _FAST, _EXPAT = "seek", "fast", "expat"
 _SAMPLE_FILES = (
     "enwiki-sample-pages-articles-multistream.xml.bz2",
@@ -119,9 +120,10 @@ class _Unread(Exception):
 
 
 def _utf8(head: bytes) -> bool:
-    """Whether XML that begins with `head` is UTF-8 (no declaration, or one that says so)."""
+    """Whether XML that begins with `head` is UTF-8: no declaration, or a whole one that says so
+    (False for a head too short to tell)."""
     head = head.removeprefix(b"\xef\xbb\xbf")
-    if head.startswith(b"<?xml"):
+    if head.startswith(b"<?") or b"<?xml".startswith(head[:5]):
         decl = _XML_DECL.match(head)
         return decl is not None and (decl.group(3) is None or decl.group(3).lower() == b"utf-8")
     return head.startswith(b"<") and not head.startswith(b"<\x00")
