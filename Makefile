@@ -22,7 +22,16 @@ $(VENV)/.installed-dev: pyproject.toml $(CSRC) | $(BIN)/python
 	$(BIN)/pip install -q -e ".[dev,bench,megatron]"
 	touch $(VENV)/.installed $@
 
-demo: $(VENV)/.installed
+# Our modules' bytecode, which a regular install writes and an editable one leaves to the first
+# import: where PYTHONDONTWRITEBYTECODE is set (many containers and CI machines) none is ever
+# written, and every process (each command, the worker pool's server) compiles them again.
+PYSRC    := $(wildcard bertdata/*.py bertdata/*/*.py bertdata/*/*/*.py pipelines/*.py benchmark/*.py)
+COMPILED := $(VENV)/.compiled
+$(COMPILED): $(PYSRC) | $(BIN)/python
+	$(BIN)/python -m compileall -q bertdata pipelines benchmark
+	touch $@
+
+demo: $(VENV)/.installed $(COMPILED)
 	rm -rf demo-data
 	$(BIN)/bertdata build --wiki-only --sample --output demo-data
 	$(BIN)/bertdata inspect demo-data
@@ -35,40 +44,40 @@ $(VENV_GCS)/.installed: pyproject.toml $(CSRC)
 	$(VENV_GCS)/bin/pip install -q -e ".[dev-gcs]"
 	touch $@
 
-test: $(VENV)/.installed-dev $(VENV_GCS)/.installed
+test: $(VENV)/.installed-dev $(VENV_GCS)/.installed $(COMPILED)
 	$(BIN)/python -m pytest -q
 	$(VENV_GCS)/bin/python -m pytest -q tests/test_gcs.py
 
-test-fast: $(VENV)/.installed-dev
+test-fast: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 # Benchmarks (they need ../shared): figures, not pass/fail.
-perf: $(VENV)/.installed-dev
+perf: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python scripts/perf_instances.py
 
-perf-text: $(VENV)/.installed-dev
+perf-text: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python scripts/perf_text.py
 
-perf-build: $(VENV)/.installed-dev
+perf-build: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python scripts/perf_build.py
 
 # 8x/32x/64x dumps (made once under perf/scale), 1 and 2 workers, full-dump projection.
 # BASELINE=path/to/other/.venv/bin/python times another install side by side on 32x.
-perf-scale: $(VENV)/.installed-dev
+perf-scale: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python scripts/perf_scale.py $(if $(BASELINE),--baseline-python $(BASELINE))
 
 # A one-worker build of the 8x dump under cProfile: its time by stage (SPLITTER=nltk for the reference).
-perf-profile: $(VENV)/.installed-dev
+perf-profile: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python scripts/perf_scale.py --profile --factors 8 $(if $(SPLITTER),--splitter $(SPLITTER))
 
-perf-shard: $(VENV)/.installed-dev
+perf-shard: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python scripts/perf_shard.py
 
-perf-megatron: $(VENV)/.installed-dev
+perf-megatron: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python scripts/perf_megatron.py
 
 # Bytes written per byte of dump, per format and phase, and the time ratios: bertdata/estimate.py's figures.
-perf-disk: $(VENV)/.installed-dev
+perf-disk: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python scripts/perf_disk.py
 
 clean:
