@@ -30,7 +30,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "tests")]
 
-from perf_scale import VOCAB, scaled_dump, tree_memory  # noqa: E402
+from perf_scale import VOCAB, process_tree, scaled_dump, tree_memory  # noqa: E402
 from servers import BUCKET, S3Server, clear, dask_cluster, put_file, stop_all  # noqa: E402
 
 
@@ -44,7 +44,7 @@ class PeakMemory:
 
     def _sample(self):
         while not self._stop.wait(0.1):
-            self.peak = max(self.peak, sum(tree_memory(p, False)[0] for p in self.procs))
+            self.peak = max(self.peak, sum(tree_memory(process_tree(p), False)[0] for p in self.procs))
 
     def __enter__(self):
         self._thread.start()

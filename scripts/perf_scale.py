@@ -58,28 +58,35 @@ FACTORS = (8, 32, 64)
 FULL_DUMP_GB = 22.0
 
 
-def tree_memory(proc: psutil.Process, with_pss: bool, cpu: dict[int, float]) -> tuple[int, int, int]:
-    """(whole tree RSS, whole tree PSS or 0, launcher RSS) in bytes; each process's CPU time so
-    far goes into `cpu` by pid. RSS counts a page shared
-    by several processes (the pool's server and the workers it forked) in each; PSS splits it
-    among them, so the tree's PSS is what the tree really holds. PSS costs ~2 ms a process
-    (the kernel walks its page tables): on 2 busy cores, sampled every 0.1 s, that slowed a
-    2-worker build by 10%."""
+def process_tree(proc: psutil.Process) -> list[psutil.Process]:
+    """`proc` and its descendants; [] once it has ended. psutil finds children by reading every
+    process on the host (~2 ms here): samplers call this once a second, not at every sample."""
     try:
-        procs = [proc, *proc.children(recursive=True)]
-        launcher = proc.memory_info().rss
+        return [proc, *proc.children(recursive=True)]
     except psutil.Error:
-        return 0, 0, 0
-    rss = pss = 0
-    for p in procs:
+        return []
+
+
+def tree_memory(procs: list[psutil.Process], with_pss: bool,
+                cpu: dict[int, float] | None = None) -> tuple[int, int, int]:
+    """(RSS of all of `procs`, their PSS or 0, the first one's RSS) in bytes; each process's CPU
+    time so far goes into `cpu` by pid. RSS counts a page shared by several processes (the
+    pool's server and the workers it forked) in each; PSS splits it among them, so the tree's
+    PSS is what the tree really holds. PSS costs ~2 ms a process (the kernel walks its page
+    tables): on 2 busy cores, sampled every 0.1 s, that slowed a 2-worker build by 10%."""
+    rss = pss = first = 0
+    for i, p in enumerate(procs):
         try:
-            rss += p.memory_info().rss
+            held = p.memory_info().rss
             pss += p.memory_full_info().pss if with_pss else 0
-            times = p.cpu_times()
-            cpu[p.pid] = times.user + times.system
+            if cpu is not None:
+                times = p.cpu_times()
+                cpu[p.pid] = times.user + times.system
         except psutil.Error:
             continue
-    return rss, pss, launcher
+        rss += held
+        first = held if i == 0 else first
+    return rss, pss, first
 
 
 def folder_bytes(pattern: str, root: Path) -> int:
@@ -117,8 +124,13 @@ def timed_build(python: str, dump: Path, workers: int, out: Path, one_core: bool
     peak_tree = peak_pss = peak_launcher = peak_spill = 0
     samples = 0
     sampled_cpu: dict[int, float] = {}
+    procs: list[psutil.Process] = []
     while proc.poll() is None:
-        tree, pss, launcher = tree_memory(proc, with_pss=samples % 10 == 0, cpu=sampled_cpu)
+        # What the sampler costs comes out of the build's cores when 2 workers keep both busy,
+        # and out of an idle core when one worker is pinned: each sample reads only what it must.
+        if samples % 10 == 0:
+            procs = process_tree(proc)
+        tree, pss, launcher = tree_memory(procs, with_pss=samples % 10 == 0, cpu=sampled_cpu)
         samples += 1
         peak_tree, peak_pss, peak_launcher = max(peak_tree, tree), max(peak_pss, pss), max(peak_launcher, launcher)
         peak_spill = max(peak_spill, folder_bytes(".bertdata-work/runs/*", out))
