@@ -41,8 +41,12 @@ from bertdata.pipelines.attach import ATTACHED
 
 # Linux's prctl option: a signal for this process when its parent ends (the pool is Linux-only).
 PR_SET_PDEATHSIG = 1
-# What the pipelines' DoFns import: loaded once in the server, shared by every forked worker.
-PRELOAD = ("bertdata.pipelines.text", "bertdata.pipelines.instances", "bertdata.pipelines.manifests")
+# What the pipelines' DoFns import, and what they carry (the stages, the sentence splitter and NLTK
+# under it): loaded once in the server, shared by every forked worker. A module first imported in
+# a worker is imported by each, as its first bundle starts. (Not the punkt model's data: the
+# server starts before the build knows its language.)
+PRELOAD = ("bertdata.pipelines.text", "bertdata.pipelines.instances", "bertdata.pipelines.manifests",
+           "bertdata.pipelines.stages", "bertdata.instances.create", "bertdata.text.sentences")
 
 
 def main() -> None:
@@ -62,8 +66,7 @@ def serve(listener_fd: int, reports_fd: int) -> None:
     # Ctrl-C reaches the whole process group; the server ends when the launcher does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        for name in PRELOAD:
-            importlib.import_module(name)
+        preload()
         # What was imported lives as long as the workers: out of the collector's reach, whose
         # passes over it would cost each worker time and write to the pages it shares with us.
         gc.freeze()
@@ -99,6 +102,11 @@ def serve(listener_fd: int, reports_fd: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)  # already gone if the launcher's close outwaited us
     # Its heap is every worker's preloaded modules: freeing them would hold up the launcher.
     os._exit(0)
+
+
+def preload() -> None:
+    for name in PRELOAD:
+        importlib.import_module(name)
 
 
 def _reap(folder: str, reports_fd: int) -> None:
