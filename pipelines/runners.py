@@ -70,6 +70,9 @@ def make_pipeline(cfg: RunnerConfig, pool: WorkerPool | None = None) -> beam.Pip
 
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+        from bertdata.pipelines.sampling import prompt_bundle_ends
+
+        prompt_bundle_ends()  # for the bundles run in this process
         workers = worker_count(cfg)
         # One worker runs in this process (in-memory: several would run on threads): it gains
         # nothing from a subprocess but its start-up and the gRPC hops. Several run as processes

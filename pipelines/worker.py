@@ -38,6 +38,7 @@ from apache_beam.runners.worker import sdk_worker_main  # noqa: E402
 
 from bertdata.pipelines import pool
 from bertdata.pipelines.attach import ATTACHED
+from bertdata.pipelines.sampling import prompt_bundle_ends
 
 # Linux's prctl option: a signal for this process when its parent ends (the pool is Linux-only).
 PR_SET_PDEATHSIG = 1
@@ -50,6 +51,7 @@ PRELOAD = ("bertdata.pipelines.text", "bertdata.pipelines.instances", "bertdata.
 
 
 def main() -> None:
+    prompt_bundle_ends()  # in the server too: its forked workers inherit it
     if sys.argv[1:2] == ["--serve"]:
         serve(int(sys.argv[2]), int(sys.argv[3]))
         return

@@ -221,3 +221,29 @@ def test_the_server_loads_every_module_a_builds_steps_need(tmp_path, monkeypatch
                           text=True, timeout=120, check=True)
     # The punkt model's data is the build's language's, which the server cannot know.
     assert [m for m in done.stdout.split() if not m.startswith("punkt.data.")] == [], done.stdout
+
+
+@pytest.mark.parametrize("cfg", [RunnerConfig("in-memory"), RunnerConfig("local", 2)], ids=["in-process", "forked"])
+def test_bundles_run_with_the_prompt_state_sampler(cfg, tmp_path):
+    """Beam's sampler sleeps up to 200 ms, and each bundle's end waits for it: every stage of a
+    build ended up to 0.2 s after its last element. Bundles in the launcher's process and in
+    the pool's workers run with the prompt one (bertdata.pipelines.sampling)."""
+    import apache_beam as beam
+    from apache_beam.runners.worker import statesampler
+
+    from bertdata.pipelines.runners import make_pipeline
+    from bertdata.pipelines.sampling import SAMPLING_MS
+
+    def note_period(element: int, folder: str) -> None:
+        with open(os.path.join(folder, f"{os.getpid()}-{element}"), "w") as f:
+            f.write(str(statesampler.get_current_tracker().sampling_period_ms))
+
+    with worker_pool(cfg) as pool:
+        pipeline = make_pipeline(cfg, pool)
+        _ = pipeline | beam.Create(range(8)) | beam.Reshuffle() | beam.Map(note_period, str(tmp_path))
+        pipeline.run().wait_until_finish()
+    notes = list(tmp_path.iterdir())
+    assert len(notes) == 8 and {n.read_text() for n in notes} == {str(SAMPLING_MS)}
+    # Each worker's bundle ran in its own process: the forked ones are checked too.
+    pids = {n.name.split("-")[0] for n in notes}
+    assert (str(os.getpid()) in pids) == (cfg.runner == "in-memory")
