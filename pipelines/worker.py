@@ -42,12 +42,14 @@ from bertdata.pipelines.sampling import prompt_bundle_ends
 
 # Linux's prctl option: a signal for this process when its parent ends (the pool is Linux-only).
 PR_SET_PDEATHSIG = 1
-# What the pipelines' DoFns import, and what they carry (the stages, the sentence splitter and NLTK
-# under it): loaded once in the server, shared by every forked worker. A module first imported in
-# a worker is imported by each, as its first bundle starts. (Not the punkt model's data: the
-# server starts before the build knows its language.)
+# What the pipelines' DoFns import, what they carry (the stages, the sentence splitter) and what
+# the splitter loads when it first splits (NLTK, which the launcher does without): loaded once in
+# the server, shared by every forked worker. A module first imported in a worker is imported by
+# each, as its first bundle starts. (Not the punkt model's data: the server starts before the
+# build knows its language.)
 PRELOAD = ("bertdata.pipelines.text", "bertdata.pipelines.instances", "bertdata.pipelines.manifests",
-           "bertdata.pipelines.stages", "bertdata.instances.create", "bertdata.text.sentences")
+           "bertdata.pipelines.stages", "bertdata.instances.create", "bertdata.text.sentences",
+           "bertdata.text.fastpunkt", "nltk.tokenize.punkt")
 
 
 def main() -> None:

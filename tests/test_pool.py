@@ -247,3 +247,35 @@ def test_bundles_run_with_the_prompt_state_sampler(cfg, tmp_path):
     # Each worker's bundle ran in its own process: the forked ones are checked too.
     pids = {n.name.split("-")[0] for n in notes}
     assert (str(os.getpid()) in pids) == (cfg.runner == "in-memory")
+
+
+def test_the_launcher_plans_a_build_without_nltk_and_the_server_has_it_loaded(tmp_path):
+    """NLTK takes ~0.1 s to import: the launcher only names the splitter (its planning is the
+    build's critical path while the pool's server imports on the other core), and the server
+    loads what the splitter loads when it first splits, once for every forked worker."""
+    launcher = ("import sys\n"
+                "from bertdata.cli import build_parser\n"
+                "from bertdata.commands.build import config_from_args\n"
+                "from bertdata.pipelines import build\n"
+                "class Planned(Exception): pass\n"
+                "def planned(*args, **kwargs): raise Planned\n"
+                "build.run_pipeline = planned\n"
+                "args = build_parser().parse_args(['build', '--wiki-only', '--sample', '--workers', '2', "
+                "'--output', sys.argv[1]])\n"
+                "try:\n"
+                "    build.run_build(config_from_args(args))\n"
+                "except Planned:\n"
+                "    print(sorted(m for m in sys.modules if m.split('.')[0] == 'nltk'))\n")
+    done = subprocess.run([sys.executable, "-c", launcher, str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=120, check=True, cwd=tmp_path)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+    server = ("import sys\n"
+              "from bertdata.pipelines import worker\n"
+              "worker.preload()\n"
+              "before = set(sys.modules)\n"
+              "from bertdata.text.sentences import SentenceSplitter\n"
+              "for kind in ('fast', 'nltk'):\n"
+              "    assert len(SentenceSplitter('english', kind=kind).split_article('Mr. Smith left. He ran.')) == 2\n"
+              "print(' '.join(sorted(set(sys.modules) - before)))\n")
+    done = subprocess.run([sys.executable, "-c", server], capture_output=True, text=True, timeout=120, check=True)
+    assert [m for m in done.stdout.split() if not m.startswith("punkt.data.")] == [], done.stdout

