@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import tempfile
 import time
@@ -154,7 +155,7 @@ def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manif
                           f"resume (Beam's log: {shown})")
 
     try:
-        with beam_output_to(log_path) as (console, pump), progress.Watcher(console, work_dir, text_manifest, ranges,
+        with out_of_collection(), beam_output_to(log_path) as (console, pump), progress.Watcher(console, work_dir, text_manifest, ranges,
                                                                            phase_dirs), \
                 pool.stop_on_death() if pool else contextlib.nullcontext():
             pipeline.run().wait_until_finish()
@@ -174,6 +175,18 @@ def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manif
         remove_temporaries(work_dir)
         if log_path != shown:
             _upload_log(log_path, shown)
+
+
+@contextlib.contextmanager
+def out_of_collection():
+    """What this process has loaded and planned (Beam's modules are objects by the million) lives
+    to the build's end: it is kept out of the collector's full passes, which walked all of it
+    again and again while the in-process runner's bundles ran, and handed back after."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _upload_log(local: str, target: str) -> None:
