@@ -9,6 +9,7 @@ are what say a stage finished: they are written last, and atomically.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 
 from bertdata.config import TextConfig
@@ -122,6 +123,9 @@ def check_vocab_unchanged(fmt: PerShardFormat, phase_dirs: list[str], vocab: Voc
 def remove_leftovers(folders: list[str], also: tuple[str, ...] = ()) -> None:
     """The temporary files a killed run left in `folders`, and their files matching `also`
     (what a stage made anew replaces)."""
+    # A text stage names a folder for every shard count it may halve to (28 by default), and
+    # each match is a glob through FileSystems: a local folder that does not exist is skipped.
+    folders = [f for f in folders if not fsio.is_local(f) or os.path.isdir(f)]
     doomed = [path for folder in folders for pattern in (TEMP_PREFIX + "*", *also)
               for path in fsio.match(fsio.join(folder, pattern))]
     if doomed:

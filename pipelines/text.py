@@ -191,7 +191,8 @@ class DumpToTextShards(beam.PTransform):
     def expand(self, pbegin):
         return (
             pbegin
-            | "WorkGroups" >> beam.Create(list(enumerate(self.groups)))
+            # Spread deals them out: Create's own reshuffle would be a stage more, to no end.
+            | "WorkGroups" >> beam.Create(list(enumerate(self.groups)), reshuffle=False)
             | "SpreadGroups" >> Spread()
             | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.work_dir, self.splitter, self.markup,
                                                           self.prefetch))
