@@ -70,10 +70,13 @@ def serve(listener_fd: int, reports_fd: int) -> None:
     # Ctrl-C reaches the whole process group; the server ends when the launcher does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        # What is imported lives as long as the workers: out of the collector's reach, whose
+        # passes over it, during the imports and after, would cost time (each worker's too) and
+        # write to the pages the workers share with us.
+        gc.disable()
         preload()
-        # What was imported lives as long as the workers: out of the collector's reach, whose
-        # passes over it would cost each worker time and write to the pages it shares with us.
         gc.freeze()
+        gc.enable()
         # A finished worker wakes the loop below (through the wakeup pipe) to be reaped.
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)

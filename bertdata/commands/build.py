@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 from collections import Counter
 
@@ -213,7 +214,15 @@ def run(args: argparse.Namespace) -> int:
 
     # The pool's server imports Beam and our modules on another core while this process does.
     with stopped_by_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP), worker_pool(cfg.runner) as pool:
-        from bertdata.pipelines.build import run_build
+        # Beam's import makes objects by the million, all for the life of the process: the
+        # collector's full passes over them as they come find nothing (the build hands them
+        # back when its pipeline has run).
+        gc.disable()
+        try:
+            from bertdata.pipelines.build import run_build
+        finally:
+            gc.freeze()
+            gc.enable()
 
         summary = run_build(cfg, pool)
     if "text" in summary:  # not after --stop-after download
