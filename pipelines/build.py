@@ -155,8 +155,8 @@ def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manif
                           f"resume (Beam's log: {shown})")
 
     try:
-        with out_of_collection(), beam_output_to(log_path) as (console, pump), progress.Watcher(console, work_dir, text_manifest, ranges,
-                                                                           phase_dirs), \
+        with out_of_collection(), beam_output_to(log_path) as (console, pump), \
+                progress.Watcher(console, work_dir, text_manifest, ranges, phase_dirs), \
                 pool.stop_on_death() if pool else contextlib.nullcontext():
             pipeline.run().wait_until_finish()
     except WorkerDied as died:

