@@ -69,6 +69,18 @@ def is_local(path: str) -> bool:
     return "://" not in path
 
 
+def gcs_client(options):
+    """A google-cloud-storage client for Beam's options: an anonymous one for an emulator
+    (STORAGE_EMULATOR_HOST), where Beam would first look for credentials for half a minute."""
+    from google.cloud import storage
+
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        return storage.Client.create_anonymous_client()
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+
+    return storage.Client(project=options.view_as(GoogleCloudOptions).project)
+
+
 class _StoreFiles:
     """s3:// and gs:// paths on Beam's S3IO / GcsIO, one per thread and store: Beam's file
     systems build a new client for every call, which costs more CPU than most calls."""
@@ -81,8 +93,6 @@ class _StoreFiles:
             self.io = s3io.S3IO(options=options())
         else:
             from apache_beam.io.gcp import gcsio
-
-            from bertdata.pipelines.stores import gcs_client
 
             self.io = gcsio.GcsIO(storage_client=gcs_client(options()), pipeline_options=options())
 

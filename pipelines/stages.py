@@ -29,7 +29,7 @@ from bertdata.instances.create import generation_attrs
 from bertdata.manifest import MANIFEST, HDF5Shard
 from bertdata.text.shards import WORK_FOLDER, TextShard
 from bertdata.text.wikidump import Site
-from bertdata.instances.vocab import Vocab
+from bertdata.instances.vocab import VOCAB_PATH, Vocab
 from bertdata.text.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
 from bertdata.pipelines.formats import chosen_format
@@ -424,7 +424,7 @@ def plan_stages(inputs: BuildInputs) -> list[PlannedStage]:
 
 def _place_lddl_vocab(inputs: BuildInputs) -> None:
     """The vocab where NGC's script looks; another one there is refused unless --force."""
-    vocab_path = fsio.join(inputs.cfg.output, lddl.VOCAB_PATH)
+    vocab_path = fsio.join(inputs.cfg.output, VOCAB_PATH)
     vocab_bytes = fsio.read_bytes(inputs.vocab.path)
     if fsio.exists(vocab_path) and fsio.read_bytes(vocab_path) != vocab_bytes and not inputs.cfg.force:
         raise BertdataError(f"{vocab_path}: holds another vocab than {inputs.vocab.path}; pass --force to replace "

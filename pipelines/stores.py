@@ -173,22 +173,12 @@ class _S3:
             self.client.delete_object(Bucket=bucket, Key=key)
 
 
-def gcs_client(options):
-    """A google-cloud-storage client for Beam's options: an anonymous one for an emulator
-    (STORAGE_EMULATOR_HOST), where Beam would first look for credentials for half a minute."""
-    from google.cloud import storage
-
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
-        return storage.Client.create_anonymous_client()
-    from apache_beam.options.pipeline_options import GoogleCloudOptions
-
-    return storage.Client(project=options.view_as(GoogleCloudOptions).project)
-
-
 class _GCS:
     """The same calls on google-cloud-storage."""
 
     def __init__(self, options):
+        from bertdata.pipelines.fsio import gcs_client
+
         self.client = gcs_client(options)
 
     @contextlib.contextmanager

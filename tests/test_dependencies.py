@@ -1,13 +1,15 @@
-"""The dependency rule: the core (`bertdata/`) imports neither Beam nor torch nor the two
-packages built on it, the CLI commands import those only inside functions, and
+"""The dependency rule: the core (`bertdata/`, every subpackage) imports neither Beam nor torch
+nor the two packages built on it, the CLI commands import those only inside functions, and
 `pipelines` and `benchmark` never import each other -- so the core and `bertdata inspect`
-work without the heavy extras, and each extra installs alone."""
+work without the heavy extras, and each extra installs alone. And no import circles: the
+module graph of all three is acyclic."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,14 +87,155 @@ def test_checker_catches_each_kind_of_import():
                       ("bertdata.benchmark",), False) == []
 
 
+# The three source folders and the packages they install as.
+PACKAGES = {"bertdata": "bertdata", "pipelines": "bertdata.pipelines", "benchmark": "bertdata.benchmark"}
+
+
+def sources(folder: str) -> list[tuple[Path, str]]:
+    """Each Python source below `folder` (subpackages too, not the bundled sample) and the
+    package its relative imports start from."""
+    top = folder.split("/")[0]
+    found = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        rel = path.relative_to(ROOT / top)
+        if "sample" in rel.parts or "__pycache__" in rel.parts:
+            continue
+        found.append((path, ".".join([PACKAGES[top], *rel.parent.parts])))
+    return found
+
+
 @pytest.mark.parametrize("folder", sorted(RULES))
 def test_sources_keep_the_dependency_rule(folder):
-    package, forbidden, lazy_ok = RULES[folder]
-    files = sorted((ROOT / folder).glob("*.py"))
+    _, forbidden, lazy_ok = RULES[folder]
+    # A folder with a rule of its own (bertdata/commands) is checked by that rule.
+    others = [ROOT / f for f in RULES if f != folder and f.startswith(folder + "/")]
+    files = [(f, package) for f, package in sources(folder) if not any(f.is_relative_to(o) for o in others)]
     assert files, f"no sources under {ROOT / folder}"
-    found = [v for f in files
+    found = [v for f, package in files
              for v in violations(f.read_text(encoding="utf-8"), str(f.relative_to(ROOT)), package, forbidden, lazy_ok)]
     assert not found, "the dependency rule is broken:\n" + "\n".join(found)
+
+
+def test_the_rule_covers_the_core_subpackages():
+    checked = {f.relative_to(ROOT).as_posix() for f, _ in sources("bertdata")}
+    assert {"bertdata/formats/hdf5.py", "bertdata/formats/lddl/writer.py", "bertdata/instances/create.py",
+            "bertdata/reshard/shuffle.py", "bertdata/commands/build.py"} <= checked
+    assert dict(sources("bertdata"))[ROOT / "bertdata/formats/lddl/writer.py"] == "bertdata.formats.lddl"
+
+
+def module_names() -> dict[str, Path | None]:
+    """Every module of the three folders by its installed name: its source, or None for a
+    compiled extension (a leaf of the graph)."""
+    modules: dict[str, Path | None] = {}
+    for top, package in PACKAGES.items():
+        for path in sorted((ROOT / top).rglob("*")):
+            rel = path.relative_to(ROOT / top)
+            if "sample" in rel.parts or "__pycache__" in rel.parts or path.suffix not in (".py", ".c"):
+                continue
+            parts = list(rel.with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join([package, *parts])
+            if path.suffix == ".py":
+                modules[name] = path
+            else:
+                modules.setdefault(name, None)
+    return modules
+
+
+def import_graph(modules: dict[str, Path | None]) -> dict[str, set[str]]:
+    """Module -> the modules among `modules` it imports, at module level, inside functions or
+    under TYPE_CHECKING alike (any of them closes a circle once the code runs or is checked).
+    `from a import b` is an edge to a.b where that is a module, else to a; importing a.b also
+    runs a's __init__, but that edge is left out: a package's __init__ importing its own
+    modules is how packages are made, not a circle."""
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        if path is None:
+            continue
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            loaded = imported_modules(node, package)
+            if isinstance(node, ast.ImportFrom):  # [base, base.name...]: a name that is no module means base
+                loaded = [m for m in loaded[1:] if m in modules] or loaded[:1]
+            graph[name] |= {target for m in loaded if (target := known(m)) not in (None, name)}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle through each strongly connected group of modules, as a path that ends
+    where it starts (Tarjan's algorithm, then a walk inside the group)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    found = []
+    for group in groups:
+        start = min(group)
+        path, seen = [start], {start}
+        while True:  # every module of the group reaches `start` inside it: walk towards it
+            here = path[-1]
+            nexts = sorted(graph[here] & group)
+            if start in nexts:
+                found.append([*path, start])
+                break
+            step = next((w for w in nexts if w not in seen), nexts[0])
+            if step in seen:  # a smaller circle not through start
+                found.append([*path[path.index(step):], step])
+                break
+            path.append(step)
+            seen.add(step)
+    return found
+
+
+def test_circles_are_found_and_shown():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"f"}, "f": {"e"}}
+    assert circles(graph) == [["a", "b", "c", "a"], ["e", "f", "e"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_import_graph_sees_every_kind_of_import():
+    graph = import_graph(module_names())
+    # a function-level import (the hdf5 writer), a relative one in a package, a compiled module
+    assert "bertdata.formats.hdf5" in graph["bertdata.commands.instances"]
+    assert "bertdata.formats.lddl.codec" in graph["bertdata.formats.lddl.writer"]
+    assert "bertdata.formats._chunks" in graph["bertdata.formats.hdf5io"]
+    assert "bertdata.formats" not in graph["bertdata.formats.hdf5io"]
+
+
+def test_no_import_circles():
+    found = circles(import_graph(module_names()))
+    assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
 def heavy_modules_after_help(first: str = "") -> str:

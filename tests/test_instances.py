@@ -400,10 +400,13 @@ def test_make_shard_matches_reference_and_records_parameters(tmp_path, wordpiece
                        for d in range(30))
     (tmp_path / "shard.txt").write_text(text)
     cfg = InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2, random_seed=3)
-    stats = make_shard(tmp_path / "shard.txt", tmp_path / "out.hdf5", wordpiece.vocab, cfg, tokenizer=wordpiece)
+    shard = make_shard(tmp_path / "shard.txt", wordpiece.vocab, cfg, tokenizer=wordpiece)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shard.txt"]  # the core writes no file
+    write_instances(tmp_path / "out.hdf5", shard.instances, shard.attrs)
     docs = read_documents(tmp_path / "shard.txt", wordpiece)
     expected = reference_instances(_tokens(docs, wordpiece), wordpiece.vocab.tokens, cfg, 3)
     assert_same(read_shard(tmp_path / "out.hdf5"), expected)
+    stats = shard.stats
     assert stats["instances"] == len(expected["next_sentence_labels"]) and stats["documents"] == 30
     attrs = shard_attrs(tmp_path / "out.hdf5")
     assert attrs["random_seed"] == 3 and attrs["max_seq_length"] == 32 and attrs["dupe_factor"] == 2

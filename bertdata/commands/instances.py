@@ -74,6 +74,7 @@ def run(args) -> int:
     cfg = InstanceConfig(**instance_fields(args))
     check_output_path(args.output, force=args.force)
 
+    from bertdata.formats.hdf5 import write_instances
     from bertdata.instances.create import make_shard
     from bertdata.instances.vocab import is_cased, resolve_vocab
 
@@ -88,8 +89,11 @@ def run(args) -> int:
     total = sum(os.path.getsize(p) for p in args.inputs if os.path.isfile(p))
     with tqdm(total=total, unit="B", unit_scale=True, desc="tokenize", file=sys.stderr,
               disable=None, leave=False) as bar:
-        stats = make_shard(args.inputs, args.output, vocab, cfg, lowercase=lowercase,
-                           errors=args.errors, progress=bar.update)
+        shard = make_shard(args.inputs, vocab, cfg, lowercase=lowercase, errors=args.errors, progress=bar.update)
+    started = time.perf_counter()
+    write_instances(args.output, shard.instances, shard.attrs)
+    stats = shard.stats
+    stats["seconds"]["write"] = time.perf_counter() - started
     seconds = time.perf_counter() - start
     print(f"wrote {args.output}: {stats['instances']:,} instances from {stats['documents']:,} documents "
           f"({stats['sentences']:,} sentences, {stats['tokens']:,} tokens) in {seconds:.1f} s")

@@ -1,7 +1,9 @@
 """MLM/NSP training instances from a tokenized shard, bit-exact with the reference script.
 
-`make_shard` is the whole job for one shard (text files -> hdf5) as a plain, deterministic
-function; `create_instances` and `Instances` are its parts.
+`make_shard` is the whole job for one shard (text files -> its instances and the attributes
+recording how they were made) as a plain, deterministic function; `create_instances` and
+`Instances` are its parts. Nothing here writes a file: a format writes the instances
+(`bertdata.formats`).
 """
 
 from __future__ import annotations
@@ -120,14 +122,23 @@ def generation_attrs(vocab: Vocab, cfg: InstanceConfig, lowercase: bool, seed: i
     }
 
 
-def make_shard(inputs: str | os.PathLike | Sequence[str | os.PathLike], output: str | os.PathLike,
-               vocab: Vocab, cfg: InstanceConfig, lowercase: bool = True, errors: str = "strict",
-               seed: int | None = None, tokenizer: WordPiece | None = None,
-               progress=None) -> dict[str, Any]:
-    """Text shard (one or more files) -> hdf5 shard at `output`, written atomically.
+@dataclass(frozen=True)
+class Shard:
+    """One text shard's instances, the attributes a format records with them, and the counts
+    and stage times of making them."""
+
+    instances: Instances
+    attrs: dict[str, Any]
+    stats: dict[str, Any]
+
+
+def make_shard(inputs: str | os.PathLike | Sequence[str | os.PathLike], vocab: Vocab, cfg: InstanceConfig,
+               lowercase: bool = True, errors: str = "strict", seed: int | None = None,
+               tokenizer: WordPiece | None = None, progress=None) -> Shard:
+    """Text shard (one or more files) -> its instances, in memory.
 
     `tokenizer` may be passed to reuse one across shards (it must match `vocab`/`lowercase`);
-    `progress(n)` is called with each block of bytes read. Returns counts and stage times.
+    `progress(n)` is called with each block of bytes read.
     """
     seed = cfg.random_seed if seed is None else seed
     t0 = time.perf_counter()
@@ -139,14 +150,10 @@ def make_shard(inputs: str | os.PathLike | Sequence[str | os.PathLike], output: 
     t1 = time.perf_counter()
     instances = create_instances(documents, vocab, cfg, seed=seed)
     t2 = time.perf_counter()
-    from bertdata.formats.hdf5 import write_instances
-
-    write_instances(output, instances, generation_attrs(vocab, cfg, lowercase, seed))
-    t3 = time.perf_counter()
-    return {
+    return Shard(instances, generation_attrs(vocab, cfg, lowercase, seed), {
         "documents": documents.num_documents,
         "sentences": documents.num_sentences,
         "tokens": documents.num_tokens,
         "instances": len(instances),
-        "seconds": {"tokenize": t1 - t0, "instances": t2 - t1, "write": t3 - t2},
-    }
+        "seconds": {"tokenize": t1 - t0, "instances": t2 - t1},
+    })

@@ -17,6 +17,9 @@ from bertdata.text.languages import ENGLISH_CODES
 DEFAULT_VOCAB_URL = "https://huggingface.co/bert-base-uncased/resolve/main/vocab.txt"
 DEFAULT_VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Where a build leaves its vocab, below its output folder: NGC's current recipe (run_pretraining.sh
+# with LDDL) reads it from there, and `vocab_for_shard` looks for it above a shard.
+VOCAB_PATH = "vocab/vocab"
 # The vocab of Google's multilingual cased BERT (104 Wikipedias), the default for any dump
 # not in English. Cased: its text must not be lower-cased.
 MULTILINGUAL_VOCAB_URL = "https://huggingface.co/bert-base-multilingual-cased/resolve/main/vocab.txt"
@@ -203,8 +206,6 @@ def vocab_for_shard(attrs: dict, path: str | os.PathLike) -> Vocab:
     NGC's layout above it (`vocab/vocab`), the standard vocab (downloaded once), the bundled
     sample vocab, or a vocab in the cache. A shard that records none (the reference's) gets the
     standard vocab."""
-    from bertdata.formats.lddl import VOCAB_PATH
-
     sha256 = attrs.get("vocab_sha256")
     beside = [parent / VOCAB_PATH for parent in Path(path).absolute().parents if (parent / VOCAB_PATH).is_file()]
     found = next((c for c in beside if sha256 is not None and _sha256(c) == sha256), None)

@@ -9,14 +9,11 @@ import queue
 import signal
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tqdm import tqdm
 
 from bertdata.errors import BertdataError
-
-if TYPE_CHECKING:  # annotations only: shuffle imports this module (CtrlC)
-    from bertdata.reshard.shuffle import Plan
 
 # Set in each worker process: where it reports rows done.
 _progress_queue: Any = None
@@ -30,7 +27,7 @@ def _init_worker(progress_queue) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _run_in_worker(task: tuple[Callable, Plan, int]):
+def _run_in_worker(task: tuple[Callable, Any, int]):
     func, plan, index = task
     return func(plan, index, _progress_queue.put)
 
@@ -95,8 +92,9 @@ class Workers:
             self.progress = ctx.Queue()
             self.pool = ctx.Pool(workers, _init_worker, (self.progress,))
 
-    def run(self, func: Callable, plan: Plan, indices: list[int], total: int, desc: str) -> list:
-        """Results in completion order."""
+    def run(self, func: Callable, plan: Any, indices: list[int], total: int, desc: str) -> list:
+        """`func(plan, index, progress)` for each of `indices` (`plan`, pickled to the workers, is
+        whatever `func` takes: shuffle's Plan); the results in completion order."""
         with tqdm(total=total, unit="inst", desc=desc, dynamic_ncols=True, disable=None) as bar:
             if self.pool is None or len(indices) == 1:
                 def progress(rows: int) -> None:

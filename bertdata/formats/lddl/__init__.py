@@ -33,7 +33,7 @@ from bertdata.formats.lddl import check, codec, layout, writer
 from bertdata.formats.lddl.check import read_folder, validate_folder
 from bertdata.formats.lddl.codec import arrays_from_rows, file_arrays, row_words, rows_from_arrays
 from bertdata.formats.lddl.layout import (BASE_SCHEMA, BIN_FIELD, COMPRESSION, DICTIONARY_COLUMNS, MASK_FIELDS,
-                                         MASKINGS, NUM_SAMPLES_JSON, ROW_GROUP_ROWS, VOCAB_PATH, bin_of, file_name,
+                                         MASKINGS, NUM_SAMPLES_JSON, ROW_GROUP_ROWS, bin_of, file_name,
                                          folder_name,
                                          find_phase_folders, is_phase_folder, loader_visible, name_parts,
                                          phase_layout, phase_settings, read_manifest, schema_for)
@@ -42,7 +42,7 @@ from bertdata.formats.lddl.writer import (FilePlan, Run, balanced_sizes, check_o
 from bertdata.formats.report import NSP_MIN_INSTANCES, NSP_TOLERANCE, print_words
 
 __all__ = ["BASE_SCHEMA", "BIN_FIELD", "COMPRESSION", "DICTIONARY_COLUMNS", "LDDL", "MASKINGS", "MASK_FIELDS",
-           "NUM_SAMPLES_JSON", "ROW_GROUP_ROWS", "VOCAB_PATH", "folder_name", "FilePlan", "LddlFolders", "Run", "arrays_from_rows",
+           "NUM_SAMPLES_JSON", "ROW_GROUP_ROWS", "folder_name", "FilePlan", "LddlFolders", "Run", "arrays_from_rows",
            "balanced_sizes", "bin_of", "check", "check_options", "codec", "file_arrays", "file_name",
            "find_phase_folders", "is_phase_folder", "layout", "loader_visible", "name_parts", "num_samples_json",
            "parquet_writer", "phase_layout", "phase_settings", "plan_files", "read_folder", "read_manifest",

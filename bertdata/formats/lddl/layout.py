@@ -162,10 +162,6 @@ def phase_layout(folder: str | os.PathLike) -> dict[str, Any]:
     return {"masking": masking, "bins": layout, "rows": sum(sum(v.values()) for v in layout.values())}
 
 
-# NGC's current recipe (run_pretraining.sh with LDDL) reads its phases and vocab from here.
-VOCAB_PATH = "vocab/vocab"
-
-
 def folder_name(phase: int, bin_size: int | None) -> str:
     """pretrain/phase1/unbinned/parquet, pretrain/phase2/bin_size_64/parquet, ..."""
     return f"pretrain/phase{phase}/{'unbinned' if bin_size is None else f'bin_size_{bin_size}'}/parquet"
