@@ -17,13 +17,17 @@ import numpy as np
 from bertdata import formats
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats import ShardInfo
+from bertdata.formats.hdf5 import HDF5, SUFFIX
 from bertdata.instances.schema import DTYPES
 from bertdata.instances.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 from bertdata.manifest import MANIFEST
 
 # The writer named in this command's manifests: a folder with one is not searched for inputs.
 SHARD_TOOL = "bertdata shard"
-PART_PATTERN = re.compile(r"^(?P<name>.+)_(?P<split>training|test)_(?P<index>\d+)\.hdf5$")
+# The format of the parts (LDDL output aside), which names their files: <name>_<split>_<index>
+# and its suffix, as the build names its shards.
+PARTS = HDF5
+PART_PATTERN = re.compile(rf"^(?P<name>.+)_(?P<split>training|test)_(?P<index>\d+){re.escape(SUFFIX)}$")
 # Attributes that describe one part, not the generation settings, so they never carry over.
 PART_ATTRS = ("shard_seed", "part_index", "num_parts")
 
@@ -80,6 +84,12 @@ def shard_outputs_inside(folder: Path) -> list[Path]:
         if isinstance(tool, dict) and tool.get("name") == SHARD_TOOL:
             found.append(manifest.parent.resolve())
     return found
+
+
+def part_name(stem: str, split: str, index: int) -> str:
+    """The file of one part: `stem` (a shard's stem, or a temporary one) in the parts' format."""
+    (name,) = PARTS.file_names(stem, split, index)
+    return name
 
 
 def dataset_name(paths: Iterable[str]) -> str:

@@ -44,8 +44,8 @@ def existing_outputs(output: Path) -> list[Path]:
 def stale_parts(output: Path, name: str, split_word: str, keep: set[str]) -> list[Path]:
     """Parts of an earlier run that the new set does not replace: our name beyond the new N,
     and whatever the old manifest lists."""
-    stale = {p for p in output.glob(f"{name}_{split_word}_*.hdf5")
-             if PART_PATTERN.match(p.name) and p.name not in keep}
+    stale = {p for p in existing_outputs(output) if (m := PART_PATTERN.match(p.name))
+             and (m["name"], m["split"]) == (name, split_word) and p.name not in keep}
     manifest = output / MANIFEST
     if manifest.exists():
         with contextlib.suppress(ValueError, KeyError, TypeError):

@@ -28,7 +28,7 @@ from bertdata.formats import lddl
 from bertdata.formats.hdf5io import LAYOUT
 from bertdata.instances.schema import FIELDS, record_dtype
 from bertdata.manifest import MANIFEST, tool_record, write_manifest
-from bertdata.reshard.inputs import (SHARD_TOOL, Input, check_inputs, dataset_name, find_inputs, input_vocab,
+from bertdata.reshard.inputs import (SHARD_TOOL, Input, check_inputs, dataset_name, find_inputs, input_vocab, part_name,
                                     read_input)
 from bertdata.reshard.publish import (check_free_space, existing_outputs, input_digests, make_temp_folder, publish,
                                       remove_dead_temp_folders, sha256_of, size_of, stale_parts)
@@ -96,7 +96,7 @@ def repartition(config: ShardConfig) -> ShardResult:
                             f"{len(existing)} in all); pass --force to replace them")
     name = config.name or dataset_name(paths)
     split_word = "test" if config.split == "test" else "training"
-    part_files = [f"{shard_stem(name, split_word, i)}.hdf5" for i in range(config.parts)]
+    part_files = [part_name(shard_stem(name, split_word, i), split_word, i) for i in range(config.parts)]
 
     first = infos[0]
     dtype = record_dtype(first.max_seq_length, first.max_predictions_per_seq)
@@ -150,7 +150,7 @@ def repartition(config: ShardConfig) -> ShardResult:
                                    bytes_in, written["bytes"], time.perf_counter() - began, notes=notes,
                                    lddl=written)
             scatter(sources, Chooser(total, keep, num_buckets, config.seed), buckets, dtype, ctrl_c)
-            temp_parts = [f"part_{i:06d}.hdf5" for i in range(config.parts)]
+            temp_parts = [part_name(f"part_{i:06d}", split_word, i) for i in range(config.parts)]
             plan = dataclasses.replace(plan, bucket_sizes=tuple(int(s) for s in buckets.sizes),
                                        part_paths=tuple(os.path.join(tmp, f) for f in temp_parts),
                                        part_sizes=tuple(part_sizes(keep, config.parts)))
