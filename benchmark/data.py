@@ -21,6 +21,9 @@ each batch anew with the rule of the reference's create_pretraining_data.py, the
 shards were made with (15% of the tokens, at most the phase's predictions per sequence, 80%
 [MASK] / 10% random / 10% kept), not LDDL's (each token with probability 0.15, uncapped): so
 static and dynamic runs do the same work per sequence, and the MLM head keeps a fixed shape.
+
+Batches come in the shards' padded layout (NGC's tuple) or packed (`model.Packed`: the real
+tokens of all rows end to end), made by the loader's workers so the trainer never waits on it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from bertdata import formats
+from bertdata.benchmark.model import Packed
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats import INSTANCES, Reading, ShardInfo
 from bertdata.formats.checks import check_batch, word_continuations
@@ -230,6 +234,48 @@ def to_batch(rows: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
         rows["input_ids"], rows["segment_ids"], rows["input_mask"], labels, rows["next_sentence_labels"]))
 
 
+def to_packed(rows: dict[str, np.ndarray]) -> Packed:
+    """The batch's real tokens end to end (input_mask is 1s then 0s: checked as each file is
+    read), with where each came from and where its masked tokens went."""
+    mask = rows["input_mask"] != 0
+    width = mask.shape[1]
+    index = np.flatnonzero(mask)
+    cu_seqlens = np.zeros(len(mask) + 1, np.int32)
+    np.cumsum(mask.sum(axis=1), out=cu_seqlens[1:])
+    positions = rows["masked_lm_positions"]
+    row, slot = np.nonzero(np.cumprod(positions != 0, axis=1))  # each row's list ends at its first 0
+    as_long = functools.partial(np.ascontiguousarray, dtype=np.int64)
+    return Packed(*(torch.from_numpy(a) for a in (
+        as_long(rows["input_ids"].reshape(-1)[index]), as_long(rows["segment_ids"].reshape(-1)[index]),
+        as_long(index % width), cu_seqlens, as_long(index), as_long(cu_seqlens[row] + positions[row, slot]),
+        as_long(rows["masked_lm_ids"][row, slot]), as_long(rows["next_sentence_labels"].reshape(-1)))))
+
+
+class Figures(NamedTuple):
+    """What a batch holds, counted on the host (no device sync): positions with padding and
+    real ones, the query-key pairs of each (sum of length squared), the masked tokens."""
+
+    sequences: int
+    tokens: int
+    real_tokens: int
+    pairs: int
+    real_pairs: int
+    masked: int
+
+
+def figures(batch: tuple[torch.Tensor, ...] | Packed, width: int) -> Figures:
+    """`width`: the rows' padded length (the shards' sequence length, or an LDDL batch's own)."""
+    if isinstance(batch, Packed):
+        lengths = (batch.cu_seqlens[1:] - batch.cu_seqlens[:-1]).long()
+        masked = len(batch.mlm_labels)
+    else:
+        width = batch[0].shape[1]
+        lengths = batch[2].sum(dim=1)
+        masked = int((batch[3] != -1).sum())
+    n = len(lengths)
+    return Figures(n, n * width, int(lengths.sum()), n * width * width, int((lengths * lengths).sum()), masked)
+
+
 def row_batches(units: list[Unit], batch_size: int, rng: np.random.Generator, load) -> Iterator:
     """Endless batches of rows (dicts of the six arrays) from `units`: files in a new random
     order each pass, each file's rows shuffled, a batch spanning files where one runs out.
@@ -258,8 +304,9 @@ class ShardStream(IterableDataset):
     pass, split among loader workers; with several bins each batch comes from one bin."""
 
     def __init__(self, groups: list[list[Unit]], batch_size: int, seed: int, infos: list[ShardInfo],
-                 reading: Reading, rank: int = 0, vocab_size: int | None = None):
+                 reading: Reading, rank: int = 0, vocab_size: int | None = None, packed: bool = False):
         self.groups = groups
+        self.packed = packed
         self.batch_size = batch_size
         self.seed = (seed, rank)
         self.vocab_size = vocab_size
@@ -296,16 +343,19 @@ class ShardStream(IterableDataset):
                 return
             if self.reading.masking == "dynamic":
                 rows = mask_dynamic(rows, self.reading, rows["masked_lm_positions"].shape[1], mask_rng)
+            if self.packed:
+                yield to_packed(rows)
+                continue
             if self.reading.pad_to_longest:
                 rows = crop(rows)
             yield to_batch(rows)
 
 
 def build_loader(infos: list[ShardInfo], reading: Reading, batch_size: int, rank: int, world: int, workers: int,
-                 seed: int, pin_memory: bool, vocab_size: int | None = None) -> DataLoader:
-    """Batches for `rank` from `infos` (see `survey`); with `vocab_size`, every file's rows are
-    checked when first read."""
-    stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, infos, reading, rank, vocab_size)
+                 seed: int, pin_memory: bool, vocab_size: int | None = None, packed: bool = False) -> DataLoader:
+    """Batches for `rank` from `infos` (see `survey`), padded or `packed`; with `vocab_size`,
+    every file's rows are checked when first read."""
+    stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, infos, reading, rank, vocab_size, packed)
     # Workers build whole batches (no per-sample collate); batch_size=None passes them through.
     return DataLoader(stream, batch_size=None, num_workers=workers, pin_memory=pin_memory,
                       persistent_workers=workers > 0, prefetch_factor=4 if workers else None)

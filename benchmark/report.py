@@ -33,9 +33,9 @@ PEAK_TFLOPS = (
 MATMUL_PRECISION = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "amp": "fp16", "bf16": "bf16"}
 PUBLISHED_PRECISION = {"fp32": "FP32", "tf32": "TF32", "fp16": "AMP", "amp": "AMP", "bf16": "AMP"}
 
-MFU_METHOD = ("6 x weights x tokens for the encoder matmuls + 12 x layers x seq x hidden per token "
-              "for attention scores/values, the MLM head counted on masked tokens only "
-              "(forward + backward); embeddings, LayerNorm, softmax left out")
+MFU_METHOD = ("real tokens only: 6 x weights x real tokens for the encoder matmuls + 12 x layers x hidden x "
+              "(each row's real length)^2 for attention scores/values, the MLM head on masked tokens only "
+              "(forward + backward); pad positions, embeddings, LayerNorm, softmax left out")
 
 
 def peak_tflops(device_name: str, precision: str) -> float | None:
@@ -70,6 +70,9 @@ def summarize(raw: dict) -> dict:
         peak = peak_tflops(raw["device_name"], raw["precision"]) if raw["device_type"] == "cuda" else None
         record.update(tflops_per_device=per_device / 1e12, peak_tflops=peak,
                       mfu=per_device / (peak * 1e12) if peak else None, mfu_method=MFU_METHOD)
+        if record.get("layout") == "padded" and peak:
+            # What the padded layout ran, pad positions counted as work: the figure MFU was before.
+            record["mfu_with_padding"] = raw["flops_with_padding"] / elapsed / raw["world"] / (peak * 1e12)
     return record
 
 
@@ -80,6 +83,7 @@ def dllogger_line(record: dict) -> str:
 def summary_lines(record: dict) -> list[str]:
     loader = record["mode"] == "loader"
     what = "input pipeline only" if loader else f"BERT-{record['model']}, {record['precision']}"
+    what += ", " + ("padded rows" if record.get("layout") == "padded" else "real tokens packed")
     lines = [
         f"{what} on {record['world']} x {record['device_name']}, "
         f"batch {record['batch_size']} x {record['accumulation']} accumulation x {record['world']} = "
@@ -94,7 +98,9 @@ def summary_lines(record: dict) -> list[str]:
     if not loader:
         mfu = f"{record['mfu']:.1%} of {record['peak_tflops']:g} TFLOP/s peak" if record.get("mfu") \
             else "peak unknown for this device"
-        lines.append(f"  {record['tflops_per_device']:.2f} TFLOP/s per device (MFU {mfu}); "
+        if record.get("mfu_with_padding"):
+            mfu += f"; {record['mfu_with_padding']:.1%} counting pad positions"
+        lines.append(f"  {record['tflops_per_device']:.2f} TFLOP/s of real tokens per device (MFU {mfu}); "
                      f"loss {record['losses'][0]:.3f} -> {record['final_loss']:.3f}")
         if not record["replicas_identical"]:
             lines.append("  WARNING: model replicas differ across ranks after training")

@@ -31,12 +31,13 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from bertdata.benchmark import report
-from bertdata.benchmark.data import build_loader, next_batch, rank_units, survey
+from bertdata.benchmark.data import build_loader, figures, next_batch, rank_units, survey
 from bertdata.benchmark.lamb import build_optimizer
-from bertdata.benchmark.model import BertConfig, BertForPretraining, training_bytes, training_flops
+from bertdata.benchmark.model import BertConfig, BertForPretraining, Packed, training_bytes, training_flops
 from bertdata.formats import Reading, ShardInfo
 from bertdata.config import BenchConfig
 from bertdata.errors import BertdataError
+from bertdata.fsutil import atomic_path
 
 # Warm-up steps added, at most, while one-time work is still pending (see _time_steps).
 MAX_EXTRA_WARMUP = 100
@@ -193,8 +194,9 @@ def params_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-def to_device(batch: tuple[torch.Tensor, ...], device: torch.device) -> list[torch.Tensor]:
-    return [t.to(device, non_blocking=True) for t in batch]
+def to_device(batch: tuple[torch.Tensor, ...] | Packed, device: torch.device) -> list[torch.Tensor] | Packed:
+    moved = [t.to(device, non_blocking=True) for t in batch]
+    return Packed(*moved) if isinstance(batch, Packed) else moved
 
 
 def _time_steps(plan: Plan, cfg: BenchConfig, label: str, step_fn,
@@ -259,7 +261,7 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
         optimizer=cfg.optimizer, lr=cfg.lr, workers=cfg.workers, timed_steps=cfg.steps,
         warmup_steps=warmup, shards=len(plan.shards), data_format=plan.reading.format,
         masking=plan.reading.masking, masking_scheme=plan.reading.masking_scheme,
-        padded_to_longest=plan.reading.pad_to_longest,
+        padded_to_longest=plan.reading.pad_to_longest and cfg.padded, layout="padded" if cfg.padded else "packed",
         bins=len({s.bin for s in plan.shards}), tokens=int(padded), real_tokens=int(real),
         sequences=int(all_reduce([cfg.steps * plan.accumulation * cfg.batch_size], dist.ReduceOp.SUM,
                                  plan.device)[0]),
@@ -267,11 +269,15 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
     )
 
 
+def loader_of(cfg: BenchConfig, plan: Plan):
+    return build_loader(plan.shards, plan.reading, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
+                        pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size,
+                        packed=not cfg.padded)
+
+
 def measure_loader(cfg: BenchConfig, plan: Plan) -> dict:
     """The input pipeline alone: disk -> worker -> pinned memory -> device, no model."""
-    loader = build_loader(plan.shards, plan.reading, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
-                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size)
-    batches = iter(loader)
+    batches = iter(loader_of(cfg, plan))
     drawn = 0
 
     def step():
@@ -283,7 +289,8 @@ def measure_loader(cfg: BenchConfig, plan: Plan) -> dict:
             to_device(batch, plan.device)
             wait += time.perf_counter() - start
             drawn += 1
-            padded, real = padded + batch[0].numel(), real + int(batch[2].sum())
+            counts = figures(batch, plan.seq_len)
+            padded, real = padded + counts.tokens, real + counts.real_tokens
         return wait, (padded, real)
 
     times, waits, outputs, warmup = _time_steps(plan, cfg, "loader", step, lambda: drawn >= cfg.workers)
@@ -306,44 +313,44 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
         # DDP first, then compile: dynamo splits the graph at DDP's bucket boundaries so
         # all-reduce still overlaps the backward pass.
         net = torch.compile(net)
-    optimizer = build_optimizer(cfg.optimizer, model, cfg.lr, plan.device)
+    optimizer = build_optimizer(cfg.optimizer, model, cfg.lr, plan.device, compile=cfg.compile)
     autocast_dtype = AUTOCAST_DTYPE.get(plan.precision)
     # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range.
     scaler = torch.amp.GradScaler(plan.device.type, enabled=autocast_dtype is torch.float16)
-    loader = build_loader(plan.shards, plan.reading, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
-                          pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size)
-    batches = iter(loader)
+    batches = iter(loader_of(cfg, plan))
     drawn = 0
 
     def step():
         nonlocal drawn
-        wait, masked, padded, real, flops = 0.0, 0, 0, 0, 0.0
+        wait, masked, padded, real, flops, flops_padded = 0.0, 0, 0, 0, 0.0, 0.0
         loss_sum = torch.zeros((), device=plan.device)
         for micro in range(plan.accumulation):
             start = time.perf_counter()
             batch = next_batch(batches)
             wait += time.perf_counter() - start
             drawn += 1
-            # On the host copy: no device sync. LDDL batches differ in length, so FLOPs are per batch.
-            batch_masked = int((batch[3] != -1).sum())
-            masked += batch_masked
-            padded, real = padded + batch[0].numel(), real + int(batch[2].sum())
-            flops += training_flops(plan.model, batch[0].shape[1], batch[0].shape[0], batch_masked)
+            # On the host copy: no device sync. Batches differ in real tokens, so FLOPs are per batch.
+            counts = figures(batch, plan.seq_len)
+            masked, padded, real = masked + counts.masked, padded + counts.tokens, real + counts.real_tokens
+            flops += training_flops(plan.model, counts.real_tokens, counts.real_pairs, counts.masked)
+            flops_padded += training_flops(plan.model, counts.tokens, counts.pairs, counts.masked)
             batch = to_device(batch, plan.device)
             last = micro == plan.accumulation - 1
             with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
                 with torch.autocast(plan.device.type, dtype=autocast_dtype or torch.float32,
                                     enabled=autocast_dtype is not None):
-                    loss = net(*batch, max_predictions=plan.max_predictions)
+                    loss = forward(net, batch, plan, cfg.compile)
                 scaler.scale(loss / plan.accumulation).backward()
             loss_sum += loss.detach()
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
-        return wait, (loss_sum / plan.accumulation, masked, (padded, real), flops)
+        return wait, (loss_sum / plan.accumulation, masked, (padded, real), (flops, flops_padded))
 
     label = f"BERT-{cfg.model} {plan.precision} bs{cfg.batch_size}"
     times, waits, outputs, warmup = _time_steps(plan, cfg, label, step, lambda: warm(optimizer, drawn, cfg.workers))
+    if cfg.profile:
+        profile_steps(plan, step, cfg.profile)
     losses = [float(out[0]) for out in outputs]
     timed = outputs[warmup:]
     tokens = (sum(out[2][0] for out in timed), sum(out[2][1] for out in timed))
@@ -352,16 +359,51 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
     if dist.is_initialized():
         digests = [None] * plan.world
         dist.all_gather_object(digests, params_digest(model))
-    total_masked, flops = all_reduce([sum(out[1] for out in timed), sum(out[3] for out in timed)],
-                                     dist.ReduceOp.SUM, plan.device)
+    total_masked, flops, flops_padded = all_reduce(
+        [sum(out[1] for out in timed), sum(out[3][0] for out in timed), sum(out[3][1] for out in timed)],
+        dist.ReduceOp.SUM, plan.device)
     raw.update(
         params=sum(p.numel() for p in model.parameters()),
-        flops=flops,
+        flops=flops, flops_with_padding=flops_padded,
         masked_tokens=int(total_masked),
         losses=losses, final_loss=losses[-1],
         param_sha256=digests, replicas_identical=len(set(digests)) == 1,
     )
     return report.summarize(raw)
+
+
+def forward(net: torch.nn.Module, batch: list[torch.Tensor] | Packed, plan: Plan, compiled: bool) -> torch.Tensor:
+    if not isinstance(batch, Packed):
+        return net(*batch, max_predictions=plan.max_predictions)
+    if compiled:
+        # Every batch holds another number of real and masked tokens: one graph for all of them
+        # from the first call on, rather than one per count, or one for the first and a second
+        # once dynamo sees the count change.
+        for t in (batch.input_ids, batch.segment_ids, batch.positions, batch.index, batch.mlm_index,
+                  batch.mlm_labels):
+            torch._dynamo.maybe_mark_dynamic(t, 0)
+    return net(batch, max_predictions=plan.max_predictions, width=plan.seq_len)
+
+
+PROFILED_STEPS = 5
+
+
+def profile_steps(plan: Plan, step, path: str) -> None:
+    """PROFILED_STEPS more steps under torch.profiler, after the timed ones (its hooks would slow
+    them): the kernels that took the device's time, most first, as a table at `path` and a
+    Chrome trace beside it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if plan.device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(PROFILED_STEPS):
+            step()
+            synchronize(plan.device)
+    sort = "self_cuda_time_total" if plan.device.type == "cuda" else "self_cpu_time_total"
+    table = prof.key_averages().table(sort_by=sort, row_limit=30, max_name_column_width=90)
+    with atomic_path(path) as tmp:
+        tmp.write_text(f"{PROFILED_STEPS} steps after the timed ones, kernels by their own time:\n{table}\n")
+    prof.export_chrome_trace(str(path) + ".trace.json")
 
 
 def run(cfg: BenchConfig) -> dict:

@@ -295,6 +295,8 @@ class BenchConfig:
     warmup_steps: int = 10
     gpus: int = 1
     compile: bool = False
+    padded: bool = False  # compute the pad positions too, as the shards lay rows out; default: real tokens only
+    profile: str | None = None  # a file for torch.profiler's table of a few steps after the timed ones
     device: str | None = None  # None: cuda if available
     loader_only: bool = False
     workers: int = field(default_factory=default_loader_workers)

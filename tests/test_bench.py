@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -17,7 +18,7 @@ torch = pytest.importorskip("torch", reason="the bench extra (torch) is not inst
 
 from bertdata.benchmark import report  # noqa: E402
 from bertdata.benchmark.data import (  # noqa: E402
-    ShardStream, Unit, divide, mlm_labels, rank_units, survey,
+    ShardStream, Unit, divide, figures, mlm_labels, rank_units, survey, to_batch, to_packed,
 )
 from bertdata.benchmark.lamb import Lamb, build_optimizer, param_groups  # noqa: E402
 from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops  # noqa: E402
@@ -80,9 +81,10 @@ def test_flops_formula_matches_the_weights_actually_used():
     encoder = sum(m.weight.numel() for layer in model.layers for m in layer.modules()
                   if isinstance(m, torch.nn.Linear))
     head = model.mlm_transform.weight.numel() + model.word_embeddings.weight.numel()
-    seq, seqs, masked = 128, 10, 190
-    attention = 6 * cfg.layers * 2 * seq * cfg.hidden * seq * seqs
-    assert training_flops(cfg, seq, seqs, masked) == 6 * encoder * seq * seqs + 6 * head * masked + attention
+    lengths, masked = [128, 100, 37], 190
+    attention = 6 * cfg.layers * 2 * cfg.hidden * sum(n * n for n in lengths)  # scores and values, per pair
+    expected = 6 * encoder * sum(lengths) + 6 * head * masked + attention
+    assert training_flops(cfg, sum(lengths), sum(n * n for n in lengths), masked) == expected
 
 
 def test_from_json_reads_the_reference_bert_config(tmp_path):
@@ -126,6 +128,57 @@ def test_mlm_head_runs_on_masked_positions_only_and_equals_full_vocab_loss():
                                                 ignore_index=-1)
         nsp_loss = torch.nn.functional.cross_entropy(model.nsp(torch.tanh(model.pooler(hidden[:, 0]))), nsp)
     assert loss.item() == pytest.approx((mlm + nsp_loss).item(), rel=1e-5)
+
+
+def load_rows(path: Path, n: int) -> dict[str, np.ndarray]:
+    with h5py.File(path, "r") as f:
+        return {k: f[k][:n] for k in f}
+
+
+def loss_and_grads(model, *batch, **kw) -> tuple[float, dict[str, torch.Tensor]]:
+    model.zero_grad(set_to_none=True)
+    loss = model(*batch, **kw)
+    loss.backward()
+    return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@needs_shared(PARITY_128, PARITY_512)
+@pytest.mark.parametrize("shard", [PARITY_128, PARITY_512], ids=["phase1", "phase2"])
+def test_packed_step_equals_padded_step_on_the_reference_shard(shard):
+    """Real tokens only, end to end, give the padded layout's loss and gradients (fp32, no dropout)."""
+    rows = load_rows(shard, 24)
+    width, preds = rows["input_ids"].shape[1], rows["masked_lm_positions"].shape[1]
+    assert (rows["input_mask"] == 0).any()  # the shard has padding to take out
+    cfg = BertConfig(hidden=64, layers=2, heads=4, intermediate=256, dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(0)
+    model = BertForPretraining(cfg)
+    padded_loss, padded = loss_and_grads(model, *to_batch(rows), max_predictions=preds)
+    packed = to_packed(rows)
+    assert len(packed.input_ids) == int(rows["input_mask"].sum())  # no pad position is computed
+    packed_loss, grads = loss_and_grads(model, packed, max_predictions=preds, width=width)
+    assert packed_loss == pytest.approx(padded_loss, rel=1e-5)
+    assert grads.keys() == padded.keys()
+    for name, want in padded.items():
+        scale = want.abs().max()
+        assert (grads[name] - want).abs().max() <= 1e-5 * scale, name
+
+
+def test_packed_batch_keeps_every_real_token_and_label_in_order():
+    rows = {"input_ids": np.array([[101, 7, 8, 102, 0], [101, 9, 102, 0, 0]], np.int32),
+            "segment_ids": np.array([[0, 0, 1, 1, 0], [0, 1, 1, 0, 0]], np.int8),
+            "input_mask": np.array([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]], np.int8),
+            "masked_lm_positions": np.array([[1, 2], [1, 0]], np.int32),
+            "masked_lm_ids": np.array([[70, 80], [90, 0]], np.int32),
+            "next_sentence_labels": np.array([1, 0], np.int8)}
+    packed = to_packed(rows)
+    assert packed.input_ids.tolist() == [101, 7, 8, 102, 101, 9, 102]
+    assert packed.segment_ids.tolist() == [0, 0, 1, 1, 0, 1, 1]
+    assert packed.positions.tolist() == [0, 1, 2, 3, 0, 1, 2]
+    assert packed.cu_seqlens.tolist() == [0, 4, 7] and packed.cu_seqlens.dtype == torch.int32
+    assert packed.index.tolist() == [0, 1, 2, 3, 5, 6, 7]
+    assert packed.mlm_index.tolist() == [1, 2, 5] and packed.mlm_labels.tolist() == [70, 80, 90]
+    counts = figures(packed, 5)
+    assert counts == figures(to_batch(rows), 5) == (2, 10, 7, 50, 16 + 9, 3)
 
 
 # ---------------------------------------------------------------- LAMB
@@ -264,6 +317,34 @@ def test_tiny_model_learns_and_throughput_is_counted_over_measured_time(tmp_path
     assert record["masked_tokens"] > 15 * record["sequences"]
     assert record["mfu"] is None  # no known peak for a CPU
     assert report.dllogger_line(record).startswith("training_sequences_per_second : ")
+
+
+@pytest.mark.slow
+@needs_parity
+def test_compiled_step_and_lamb_equal_eager_ones_with_one_graph_for_every_batch(tmp_path):
+    """--compile compiles the packed step (one graph for batches of any token count) and LAMB's
+    update; without dropout both give the eager run's losses, step after step."""
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                  "intermediate_size": 256, "hidden_dropout_prob": 0.0,
+                                  "attention_probs_dropout_prob": 0.0}))
+    data = training_dir(tmp_path, PARITY_128)
+    cfg = tiny_cfg(data, bert_config=str(config), batch_size=6, steps=4, warmup_steps=1, lr=2e-2)
+    eager = run(cfg)
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = run(dataclasses.replace(cfg, compile=True))
+    assert compiled["losses"] == pytest.approx(eager["losses"], rel=1e-4)
+    assert eager["losses"][-1] < eager["losses"][0]
+    assert len({s.real_tokens for s in compiled_batches(cfg)}) > 1  # the batches differ in length
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 3  # the step, its backward, LAMB
+
+
+def compiled_batches(cfg: BenchConfig) -> list:
+    plan = make_plan(cfg)
+    stream = iter(ShardStream(rank_units(plan.shards, 0, 1), cfg.batch_size, cfg.seed, plan.shards, plan.reading,
+                              packed=True))
+    return [figures(next(stream), plan.seq_len) for _ in range(cfg.steps + cfg.warmup_steps)]
 
 
 @needs_parity

@@ -20,9 +20,18 @@ our shards and the reference's alike.
 One optimizer step = --accumulation micro-batches of --batch-size per GPU; the
 gradient all-reduce runs once, on the last micro-batch.
 
+Only real tokens are computed: the loader's workers take the padding out of each
+batch and pack its rows' tokens end to end; the encoder's dense layers run on
+those, and attention runs within each row (flash attention's variable-length
+kernel on CUDA in bf16/fp16). --padded runs the shards' padded rows instead. Both
+report MFU on real tokens: the FLOPs a batch needs (its real tokens, attention
+over each row's own length, the MLM head on masked tokens) over the time taken,
+against the device's dense peak for the precision; a padded run also reports
+the FLOPs it ran with its padding.
+
 --data may also be an LDDL folder (`bertdata shard --format lddl`), read as
-LDDL's loader reads it: batches padded to their longest sequence (rounded up
-to 8), one bin per batch in a binned folder, static masks from the files or
+LDDL's loader reads it: with --padded, batches padded to their longest sequence
+(rounded up to 8); one bin per batch in a binned folder, static masks from the files or
 dynamic masking per batch (the reference's rule: 15% of the tokens, at most the
 phase's predictions per sequence). tokens/s counts the tokens run with padding
 and, apart, the real ones: compare binned and unbinned phase 2 on those. --global-batch 67584
@@ -100,7 +109,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     flag("steps", "timed optimizer steps", metavar="N")
     flag("warmup_steps", "untimed steps first", metavar="N")
     flag("gpus", "GPUs on this machine; more than 1 relaunches under torchrun", metavar="N")
-    flag("compile", "torch.compile the model")
+    flag("compile", "torch.compile the model's step and LAMB's update")
+    flag("padded", "run every row at the shards' full length, pad positions included (for comparison); by "
+                   "default only the real tokens run, packed end to end")
+    flag("profile", "after the timed steps, run a few more under torch.profiler and write the kernels that took "
+                    "the time to FILE (and a Chrome trace to FILE.trace.json)", metavar="FILE")
     flag("device", "where to train", "cuda if available", choices=("cuda", "cpu"))
     flag("loader_only", "time the input pipeline alone: disk to device, no model")
     p.add_argument("--matrix", action="store_true", help="one run per batch size x precision, like the table")
@@ -114,7 +127,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "without spaces, such as Chinese)", "the scheme its manifest.json records",
          choices=MASKING_SCHEMES)
     p.add_argument("--json", metavar="PATH", help="write the run records as JSON")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --json or --profile file")
     p.set_defaults(run=run)
 
 
@@ -151,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
     from bertdata.benchmark.train import execute
 
     configs = configs_from_args(args, BenchConfig)
-    if args.json:
-        check_output_path(args.json, force=args.force)
+    for path in (args.json, args.profile):
+        if path:
+            check_output_path(path, force=args.force)
     return execute(configs, args.json)
