@@ -140,7 +140,7 @@ for packed in (False, True):  # the same seed: the same rows, padded and then pa
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
         loss = model(batch, max_predictions=preds, width=width) if packed else model(*batch, max_predictions=preds)
     loss.backward()
-    grads = torch.cat([p.grad.float().flatten() for p in model.parameters() if p.grad is not None])
+    grads = torch.cat([p.grad.double().flatten() for p in model.parameters() if p.grad is not None])
     results.append((loss.item(), grads))
 (loss_a, grad_a), (loss_b, grad_b) = results
 cosine = torch.nn.functional.cosine_similarity(grad_a, grad_b, dim=0).item()

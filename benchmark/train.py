@@ -399,7 +399,7 @@ def profile_steps(plan: Plan, step, path: str) -> None:
         for _ in range(PROFILED_STEPS):
             step()
             synchronize(plan.device)
-    sort = "self_cuda_time_total" if plan.device.type == "cuda" else "self_cpu_time_total"
+    sort = "self_device_time_total" if plan.device.type == "cuda" else "self_cpu_time_total"
     table = prof.key_averages().table(sort_by=sort, row_limit=30, max_name_column_width=90)
     with atomic_path(path) as tmp:
         tmp.write_text(f"{PROFILED_STEPS} steps after the timed ones, kernels by their own time:\n{table}\n")
