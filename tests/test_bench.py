@@ -26,10 +26,9 @@ from bertdata.benchmark.train import execute, make_plan, run  # noqa: E402
 from bertdata.config import MODELS, BenchConfig  # noqa: E402
 from bertdata.cli import main as cli_main  # noqa: E402
 from bertdata.errors import BertdataError  # noqa: E402
-from conftest import PARITY_128, PARITY_512, ROOT, needs_shared  # noqa: E402
+from conftest import PARITY_128, PARITY_512, ROOT, needs_test_data  # noqa: E402
 from shards import hostile_files  # noqa: E402
 
-needs_parity = needs_shared(PARITY_128)
 
 
 def training_dir(tmp_path: Path, *shards: Path) -> Path:
@@ -142,7 +141,7 @@ def loss_and_grads(model, *batch, **kw) -> tuple[float, dict[str, torch.Tensor]]
     return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-@needs_shared(PARITY_128, PARITY_512)
+@needs_test_data
 @pytest.mark.parametrize("shard", [PARITY_128, PARITY_512], ids=["phase1", "phase2"])
 def test_packed_step_equals_padded_step_on_the_reference_shard(shard):
     """Real tokens only, end to end, give the padded layout's loss and gradients (fp32, no dropout)."""
@@ -281,7 +280,7 @@ def test_stream_is_endless_and_batches_span_files(tmp_path):
     assert nsp.shape == (4,)
 
 
-@needs_parity
+@needs_test_data
 def test_labels_on_the_reference_shard(tmp_path):
     infos, reading = survey(training_dir(tmp_path, PARITY_128))
     batch = next(iter(ShardStream(rank_units(infos, 0, 1), batch_size=64, seed=0, infos=infos, reading=reading)))
@@ -296,7 +295,7 @@ def test_labels_on_the_reference_shard(tmp_path):
 
 # ---------------------------------------------------------------- training
 
-@needs_parity
+@needs_test_data
 def test_tiny_model_learns_and_throughput_is_counted_over_measured_time(tmp_path):
     data = training_dir(tmp_path, PARITY_128)
     cfg = tiny_cfg(data, batch_size=4, steps=6, warmup_steps=1, lr=2e-2, accumulation=2)
@@ -320,7 +319,7 @@ def test_tiny_model_learns_and_throughput_is_counted_over_measured_time(tmp_path
 
 
 @pytest.mark.slow
-@needs_parity
+@needs_test_data
 def test_compiled_step_and_lamb_equal_eager_ones_with_one_graph_for_every_batch(tmp_path):
     """--compile compiles the packed step (one graph for batches of any token count) and LAMB's
     update; without dropout both give the eager run's losses, step after step."""
@@ -347,7 +346,7 @@ def compiled_batches(cfg: BenchConfig) -> list:
     return [figures(next(stream), plan.seq_len) for _ in range(cfg.steps + cfg.warmup_steps)]
 
 
-@needs_parity
+@needs_test_data
 def test_cli_loader_only_writes_json_and_dllogger_line(tmp_path, capsys):
     data = training_dir(tmp_path, PARITY_128)
     out = tmp_path / "loader.json"
@@ -362,7 +361,7 @@ def test_cli_loader_only_writes_json_and_dllogger_line(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
 
 
-@needs_parity
+@needs_test_data
 def test_matrix_runs_every_cell_and_tabulates_them(tmp_path, capsys):
     data = training_dir(tmp_path, PARITY_128)
     out = tmp_path / "matrix.json"
@@ -379,7 +378,7 @@ def test_matrix_runs_every_cell_and_tabulates_them(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@needs_parity
+@needs_test_data
 def test_gpus_relaunch_under_torchrun_keeps_ddp_replicas_identical(tmp_path, monkeypatch):
     # --gpus 2 re-runs under torchrun; pretending two devices are visible lets the same path
     # run here as two CPU processes (gloo), which is what torchrun gives them without CUDA.
@@ -417,7 +416,7 @@ def test_unreadable_and_mixed_shards(tmp_path):
         make_plan(tiny_cfg(tmp_path))
 
 
-@needs_parity
+@needs_test_data
 def test_sequence_longer_than_the_model(tmp_path):
     config = tmp_path / "bert_config.json"
     config.write_text(json.dumps({"hidden_size": 128, "num_attention_heads": 2, "num_hidden_layers": 2,

@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import ROOT, WIKI_FRAGMENT, signals_default, need_shared, run_cli
+from conftest import ROOT, WIKI_FRAGMENT, signals_default, need, run_cli
 from servers import digest
 from shards import STORED, filters
 
@@ -224,7 +224,7 @@ def _sample_vocab() -> str:
 
 @pytest.mark.slow
 def test_real_fragment_text_stage_has_no_markup(tmp_path):
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     out = tmp_path / "out"
     run_cli("build", "--wiki-only", "--dump", WIKI_FRAGMENT, "--vocab", _sample_vocab(), "--output", out,
             "--stop-after", "text", "--workers", "2")
@@ -249,7 +249,7 @@ KILL_AT = {"runs": ".bertdata-work/runs/*.run", "text": "sharded_*/wikicorpus_en
 def fragment_build(tmp_path_factory):
     from conftest import VOCAB
 
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     args = ["build", "--wiki-only", "--dump", str(WIKI_FRAGMENT), "--vocab", str(VOCAB), "--phase", "1"]
     whole = tmp_path_factory.mktemp("fragment") / "whole"
     run_cli(*args, "--workers", "1", "--output", whole)
@@ -415,7 +415,7 @@ def test_once_stopped_a_failing_thread_prints_no_traceback(capfd):
 def test_truncated_dump_is_one_clear_line(tmp_path, workers, short_tmpdir):
     import os
 
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     dump = tmp_path / "cut.xml.bz2"
     dump.write_bytes(WIKI_FRAGMENT.read_bytes()[:900_000])
     proc = run_cli("build", "--wiki-only", "--dump", dump, "--vocab", _sample_vocab(), "--output", tmp_path / "o",
@@ -630,7 +630,7 @@ def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
 
     import psutil
 
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     # The fragment eight times over in one bz2 stream: a text stage of several seconds on a
     # fast machine, so the kill lands inside it (four times over ended too soon once the pages
     # were read in C).

@@ -18,7 +18,7 @@ from bertdata.manifest import MANIFEST
 from bertdata.formats.hdf5io import iter_slices
 from bertdata.instances.schema import FIELDS
 from bertdata.instances.vocab import load_vocab
-from conftest import VOCAB, WIKI_FRAGMENT, need_shared, run_cli
+from conftest import VOCAB, WIKI_FRAGMENT, need, run_cli
 
 PHASE1 = Path("pretrain/phase1/unbinned/parquet")
 PHASE2 = Path("pretrain/phase2/bin_size_64/parquet")
@@ -28,7 +28,7 @@ SETTINGS = {1: (PHASE1, 128, 20, None), 2: (PHASE2, 512, 80, 64)}
 
 
 def fragment(out: Path, *extra: str, check: bool = True):
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     return run_cli("build", "--wiki-only", "--dump", WIKI_FRAGMENT, "--vocab", VOCAB, "--output", out,
                    "--training-shards", "4", "--test-shards", "1", *extra, check=check)
 
@@ -167,14 +167,14 @@ def test_interrupted_folder_is_redone_foreign_files_are_refused(tmp_path):
 def test_a_folder_in_ngc_layout_finds_the_vocab_the_build_left_above_it(tmp_path):
     from bertdata.instances.vocab import vocab_for_shard
 
-    need_shared(VOCAB)
+    need(VOCAB)
     (tmp_path / "vocab").mkdir()
     (tmp_path / "vocab" / "vocab").write_bytes(Path(VOCAB).read_bytes())
     folder = tmp_path / PHASE2
     folder.mkdir(parents=True)
     sha = load_vocab(VOCAB).sha256
     # Offline, the standard vocab could not be downloaded: the one beside the data is taken.
-    found = vocab_for_shard({"vocab_sha256": sha, "vocab_size": 30522}, folder)
+    found = vocab_for_shard({"vocab_sha256": sha, "vocab_size": len(load_vocab(VOCAB))}, folder)
     assert Path(found.path) == tmp_path / "vocab" / "vocab" and found.sha256 == sha
 
 

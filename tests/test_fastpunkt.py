@@ -16,7 +16,7 @@ from bertdata.errors import BertdataError
 from bertdata.text.fastpunkt import FastPunkt
 from bertdata.text.sentences import PUNKT_MODELS, SentenceSplitter, punkt_parameters, train_punkt
 from bertdata.text.wikidump import iter_pages
-from conftest import WIKI_FRAGMENT, need_shared
+from conftest import WIKI_FRAGMENT, need
 
 TEXTS = Path(__file__).parent / "punkt_texts"
 LANGUAGE_TEXTS = sorted(TEXTS.glob("*.txt"))
@@ -133,7 +133,7 @@ def test_plain_words_take_the_short_way_to_the_same_decision(model: str):
 def test_fragment_articles_split_the_same():
     """The real fragment's first 30 articles, paragraph by paragraph (scripts/check_splitter.py
     does every article, and test_languages the whole fragment's bytes)."""
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     texts = list(itertools.islice(article_texts(iter_pages(WIKI_FRAGMENT)), 30))
     nltk, fast = pair("english")
     sentences = 0

@@ -18,7 +18,7 @@ from bertdata.instances.schema import FIELDS
 from bertdata.instances.documents import read_documents
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.vocab import load_vocab
-from conftest import PARITY, VOCAB, need_shared
+from conftest import SHARD_A, VOCAB
 
 CFG = InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2)
 FORMATS = [Hdf5Shards()]
@@ -26,13 +26,13 @@ FORMATS = [Hdf5Shards()]
 
 @pytest.fixture(scope="module")
 def vocab():
-    return load_vocab(need_shared(VOCAB))
+    return load_vocab(VOCAB)
 
 
 @pytest.fixture(scope="module")
 def instances(vocab, tmp_path_factory):
     """A few hundred instances from the first articles of the parity text shard."""
-    documents = (need_shared(PARITY) / "shard_A.txt").read_text(encoding="utf-8").split("\n\n")[:12]
+    documents = SHARD_A.read_text(encoding="utf-8").split("\n\n")[:12]
     text = tmp_path_factory.mktemp("text") / "wiki_training_0.txt"
     text.write_text("\n\n".join(documents) + "\n\n", encoding="utf-8")
     made = create_instances(read_documents(text, WordPiece(vocab)), vocab, CFG, seed=3)

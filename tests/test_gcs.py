@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("google.cloud.storage", reason="needs Beam's gcp extra: `make test` runs this in .venv-gcs")
 pytest.importorskip("gcp_storage_emulator", reason="needs gcp-storage-emulator: `make test` runs this in .venv-gcs")
 
-from conftest import VOCAB, WIKI_FRAGMENT, need_shared, run_cli  # noqa: E402
+from conftest import VOCAB, WIKI_FRAGMENT, need, run_cli  # noqa: E402
 from servers import digest, free_port  # noqa: E402
 from test_object_store import SHARDS, local_build  # noqa: E402,F401  (a fixture)
 
@@ -61,7 +61,7 @@ def stored_digest(client, prefix: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def dump(gcs):
     _, client = gcs
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     client.bucket(BUCKET).blob(f"dumps/{WIKI_FRAGMENT.name}").upload_from_filename(str(WIKI_FRAGMENT))
     return f"gs://{BUCKET}/dumps/{WIKI_FRAGMENT.name}"
 

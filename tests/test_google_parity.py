@@ -1,73 +1,72 @@
-"""Whole-word masking against Google's own create_pretraining_data.py --do_whole_word_mask=True.
-
-Needs a checkout of google-research/bert named by BERTDATA_GOOGLE_BERT (see google_bert.py) and
-../shared; skipped without them. Google's script is pure Python, so these tests are slow.
-"""
+"""Google's create_pretraining_data.py on real text: token masking against the bert-tensorflow
+1.0.4 wheel's script run now, on the fragment as today's cleaner makes it (cased and uncased, both
+phases), and whole-word masking against the golden arrays that Google's current script made on
+tests/data/shard_A.txt (tests/make_test_data.py; the wheel predates `--do_whole_word_mask`)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+
+import numpy as np
 import pytest
 
+import testcache
 from bertdata.config import InstanceConfig
-from bertdata.formats.hdf5io import read_shard
 from bertdata.instances.create import create_instances
 from bertdata.instances.documents import read_documents
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.vocab import load_vocab
-from conftest import PARITY_128, PARITY_512, SHARD_A, VOCAB, WIKI_FRAGMENT, need_shared, run_cli
-from google_bert import checkout, instances
+from conftest import CASED_VOCAB, DATA, SAMPLE_VOCAB, SHARD_A, VOCAB, WIKI_FRAGMENT, need, run_cli
+from google_bert import instances
 from test_parity import assert_identical
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(scope="module")
-def google():
-    return checkout()
+GOLDENS = json.loads((DATA / "whole_word.json").read_text())
+BLOCK = 256  # rows per block digest, as tests/make_test_data.py cut them
 
 
 @pytest.fixture(scope="module")
-def texts(tmp_path_factory):
-    """The parity shard, and the real dump fragment cleaned and split into one training and one
-    test text shard by `bertdata build`."""
-    need_shared(WIKI_FRAGMENT)
+def fragment(tmp_path_factory):
+    """The real dump fragment cleaned and split into one training and one test text shard by
+    `bertdata build`, as the cleaner does today."""
     out = tmp_path_factory.mktemp("fragment")
-    run_cli("build", "--wiki-only", "--dump", WIKI_FRAGMENT, "--vocab", VOCAB, "--stop-after", "text",
+    run_cli("build", "--wiki-only", "--dump", need(WIKI_FRAGMENT), "--vocab", SAMPLE_VOCAB, "--stop-after", "text",
             "--training-shards", "1", "--test-shards", "1", "--workers", "1", "--output", out)
-    return {"parity": [SHARD_A], "fragment": sorted(out.glob("sharded_*/*/*.txt"))}
+    return sorted(out.glob("sharded_*/*/*.txt"))
 
 
-@pytest.fixture(scope="module")
-def vocabs(tmp_path_factory):
-    """The standard uncased vocab, and a cased one trained on the parity shard (no cased vocab is
-    in ../shared)."""
-    cased = tmp_path_factory.mktemp("cased") / "vocab.txt"
-    run_cli("vocab", SHARD_A, "--output", cased, "--cased", "--size", "8000")
-    return {"uncased": VOCAB, "cased": cased}
-
-
-@pytest.mark.parametrize("text", ["parity", "fragment"])
-@pytest.mark.parametrize("casing", ["uncased", "cased"])
+@pytest.mark.parametrize("vocab_file", [VOCAB, CASED_VOCAB], ids=["uncased", "cased"])
 @pytest.mark.parametrize("seq, pred", [(128, 20), (512, 80)])
-@pytest.mark.parametrize("seed", [12345, 7])
-def test_whole_word_masking_equals_googles(google, texts, vocabs, text, casing, seq, pred, seed):
-    cfg = InstanceConfig(max_seq_length=seq, max_predictions_per_seq=pred, dupe_factor=2, random_seed=seed,
-                         masking_scheme="whole-word")
-    lowercase = casing == "uncased"
-    vocab = load_vocab(vocabs[casing])
-    ours = create_instances(read_documents(texts[text], WordPiece(vocab, lowercase=lowercase)), vocab, cfg)
-    theirs = instances(google, texts[text], vocabs[casing], lowercase=lowercase, whole_word=True,
+def test_token_masking_equals_googles_on_todays_text(fragment, vocab_file, seq, pred):
+    cfg = InstanceConfig(max_seq_length=seq, max_predictions_per_seq=pred, dupe_factor=2, random_seed=7)
+    lowercase = vocab_file == VOCAB
+    vocab = load_vocab(vocab_file)
+    ours = create_instances(read_documents(fragment, WordPiece(vocab, lowercase=lowercase)), vocab, cfg)
+    theirs = instances(need(testcache.GOOGLE_BERT), fragment, vocab_file, lowercase=lowercase, whole_word=False,
                        max_seq_length=seq, max_predictions_per_seq=pred, masked_lm_prob=cfg.masked_lm_prob,
-                       short_seq_prob=cfg.short_seq_prob, dupe_factor=cfg.dupe_factor, random_seed=seed)
+                       short_seq_prob=cfg.short_seq_prob, dupe_factor=cfg.dupe_factor, random_seed=cfg.random_seed)
+    assert len(theirs["input_ids"]) > 1000
     assert_identical(ours.arrays(), theirs)
 
 
-@pytest.mark.parametrize("vector, seq, pred, dupe", [(PARITY_128, 128, 20, 5), (PARITY_512, 512, 80, 2)])
-def test_googles_token_masking_is_nvidias(google, vector, seq, pred, dupe):
-    """Google's script without whole-word masking makes the instances of NVIDIA's, whose
-    output the parity vectors are."""
-    need_shared(vector)
-    theirs = instances(google, [SHARD_A], VOCAB, lowercase=True, whole_word=False, max_seq_length=seq,
-                       max_predictions_per_seq=pred, masked_lm_prob=0.15, short_seq_prob=0.1, dupe_factor=dupe,
-                       random_seed=12345)
-    assert_identical(theirs, read_shard(vector))
+def sha256(array: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+
+
+@pytest.mark.parametrize("name", sorted(GOLDENS))
+def test_whole_word_masking_equals_googles_golden_arrays(name):
+    golden = GOLDENS[name]
+    cfg = InstanceConfig(max_seq_length=golden["max_seq_length"], max_predictions_per_seq=golden["max_predictions_per_seq"],
+                         masked_lm_prob=golden["masked_lm_prob"], short_seq_prob=golden["short_seq_prob"],
+                         dupe_factor=golden["dupe_factor"], random_seed=golden["random_seed"], masking_scheme="whole-word")
+    vocab = load_vocab(DATA / golden["vocab"])
+    ours = create_instances(read_documents(SHARD_A, WordPiece(vocab, lowercase=golden["lowercase"])), vocab, cfg).arrays()
+    for field, expected in golden["arrays"].items():
+        got = ours[field]
+        assert (list(got.shape), got.dtype.str) == (expected["shape"], expected["dtype"]), field
+        if sha256(got) != expected["sha256"]:
+            blocks = [sha256(got[start:start + BLOCK]) for start in range(0, len(got), BLOCK)]
+            first = next(i for i, (a, b) in enumerate(zip(blocks, expected["blocks"])) if a != b)
+            pytest.fail(f"{field}: differs from Google's in rows {first * BLOCK}-{(first + 1) * BLOCK - 1}")

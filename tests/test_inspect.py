@@ -14,17 +14,17 @@ import pytest
 from bertdata.formats.hdf5io import read_shard, write_shard
 from bertdata.instances.vocab import load_vocab
 from bertdata.text.wikidump import sample_paths
-from conftest import PARITY, PARITY_128, VOCAB, need_shared, run_cli
+from conftest import PARITY, PARITY_128, SHARD_A, VOCAB, need, run_cli
 from shards import hostile_files, valid_rows
 
 
 def test_parity_files_validate_with_statistics():
-    need_shared(PARITY)
+    need(PARITY)
     proc = run_cli("inspect", PARITY, "--show", "1", "--vocab", VOCAB)
     assert proc.returncode == 0
     row = next(line for line in proc.stdout.splitlines() if line.endswith(PARITY_128.name))
     instances, seq, real, short, masked, random_next = row.split()[:6]
-    assert (int(instances), int(seq)) == (12355, 128)
+    assert (int(instances), int(seq)) == (11631, 128)
     assert 100 < float(real) <= 128 and 15 < float(masked) <= 20
     assert 40 < float(random_next.rstrip("%")) < 60
     assert "[MASK]→" in proc.stdout
@@ -34,7 +34,7 @@ def test_parity_files_validate_with_statistics():
 
 @pytest.fixture
 def shard(tmp_path):
-    need_shared(PARITY)
+    need(PARITY)
     arrays = read_shard(PARITY_128, 0, 200)
     return tmp_path, arrays
 
@@ -60,7 +60,7 @@ def _set(index, value):
     ({"masked_lm_positions": lambda a: a[:, ::-1].copy()}, "masked_lm_positions"),
     ({"input_ids": _set((5, 2), 99999)}, "vocab size"),
     ({"input_mask": _set((7, 1), 0)}, "input_mask"),
-    ({"segment_ids": _set((2, 127), 1)}, "segment_ids"),
+    ({"segment_ids": _set((6, 127), 1)}, "segment_ids"),
     ({"next_sentence_labels": _set(4, 3)}, "next_sentence_labels"),
 ])
 def test_corruption_is_reported(shard, changes, reason):
@@ -140,7 +140,7 @@ def test_show_decodes_with_the_vocab_the_shard_records_offline(tmp_path):
 
 
 def test_a_vocab_other_than_the_recorded_one_is_refused(tmp_path):
-    need_shared(VOCAB)
+    need(VOCAB)
     path, vocab, _ = sample_vocab_shard(tmp_path)
     proc = run_cli("inspect", path, "--show", "1", "--vocab", VOCAB, check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
@@ -166,8 +166,8 @@ def test_show_on_the_demo_build_works_offline(tmp_path):
 
 
 def test_a_shard_of_one_document_draws_a_next_sentence_warning(tmp_path):
-    need_shared(PARITY)
-    lines = [line for line in (PARITY / "shard_A.txt").read_text().splitlines() if line]
+    need(PARITY)
+    lines = [line for line in SHARD_A.read_text().splitlines() if line]
     one_doc = tmp_path / "one_doc.txt"
     one_doc.write_text("\n".join(lines[:400]) + "\n")  # one document: no other to draw from
     run_cli("instances", one_doc, "--output", tmp_path / "one.hdf5", "--vocab", VOCAB)
@@ -180,7 +180,7 @@ def test_a_shard_of_one_document_draws_a_next_sentence_warning(tmp_path):
 def test_output_cut_short_by_its_reader_ends_quietly():
     """`bertdata inspect ... | head -1`: the reader leaves after one line; the command ends with
     the shell's code for a closed pipe and no traceback."""
-    need_shared(PARITY)
+    need(PARITY)
     proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", "inspect", str(PARITY), "--show", "3",
                              "--vocab", str(VOCAB)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = proc.stdout.readline()

@@ -20,7 +20,7 @@ from bertdata.instances.create import create_instances, make_shard
 from bertdata.instances.documents import Documents, read_documents
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.vocab import Vocab, load_vocab
-from conftest import SAMPLE_VOCAB, SHARD_A, VOCAB, needs_shared
+from conftest import SAMPLE_VOCAB, SHARD_A, VOCAB, needs_test_data
 
 
 # --- the reference algorithm: create_pretraining_data.py, as NVIDIA's BERT recipe runs it, ported plainly
@@ -300,7 +300,7 @@ def test_instances_are_deterministic():
     assert not np.array_equal(a.array("input_ids"), c.array("input_ids"))
 
 
-@needs_shared(VOCAB, SHARD_A)
+@needs_test_data
 @pytest.mark.slow
 def test_shard_a_slice_at_seq_512_matches_reference():
     vocab = load_vocab(VOCAB)

@@ -19,7 +19,7 @@ from bertdata.formats import lddl
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.hdf5io import iter_slices, read_shard
 from bertdata.instances.vocab import load_vocab
-from conftest import PARITY, VOCAB, need_shared
+from conftest import PARITY, VOCAB, need
 
 SHARDS = {  # name: (seq_len, max_predictions)
     "A_s12345_128_20_p15_d5": (128, 20),
@@ -29,12 +29,12 @@ SHARDS = {  # name: (seq_len, max_predictions)
 
 @pytest.fixture(scope="module")
 def tokens() -> tuple[str, ...]:
-    return load_vocab(need_shared(VOCAB)).tokens
+    return load_vocab(need(VOCAB)).tokens
 
 
 @pytest.fixture(scope="module")
 def parity() -> dict[str, dict[str, np.ndarray]]:
-    return {name: read_shard(need_shared(PARITY / f"{name}.hdf5")) for name in SHARDS}
+    return {name: read_shard(need(PARITY / f"{name}.hdf5")) for name in SHARDS}
 
 
 def batches(arrays: dict[str, np.ndarray], rows: int):

@@ -19,12 +19,12 @@ import pytest
 from bertdata.formats import lddl
 from bertdata.formats.hdf5io import read_shard
 from bertdata.instances.vocab import load_vocab
-from conftest import PARITY_128, PARITY_512, VOCAB, need_shared, run_cli
+from conftest import PARITY_128, PARITY_512, VOCAB, need, run_cli
 
 
 @pytest.fixture(scope="module")
 def tokens() -> tuple[str, ...]:
-    return load_vocab(need_shared(VOCAB)).tokens
+    return load_vocab(need(VOCAB)).tokens
 
 
 def row_keys(arrays: dict[str, np.ndarray]) -> list[bytes]:
@@ -55,7 +55,7 @@ def shard_lddl(output: Path, *inputs, **options) -> dict:
 def phase1(tmp_path_factory) -> tuple[Path, dict]:
     """The 128 parity shard as a binned LDDL folder, 4 files per bin for 2 ranks."""
     folder = tmp_path_factory.mktemp("lddl") / "phase1"
-    return folder, shard_lddl(folder, need_shared(PARITY_128), parts=4, bin_size=32, ranks=2)
+    return folder, shard_lddl(folder, need(PARITY_128), parts=4, bin_size=32, ranks=2)
 
 
 # ---------------------------------------------------------------- shard --format lddl
@@ -72,7 +72,7 @@ def test_shard_writes_a_valid_folder_holding_the_shards_rows(phase1, tokens):
     missing = collections.Counter(row_keys(source)) - collections.Counter(row_keys(back))
     assert not collections.Counter(row_keys(back)) - collections.Counter(row_keys(source))
     dropped = [b["bin"] for b in manifest["bins"] if b["dropped"]]
-    assert sum(missing.values()) == manifest["dropped"] == len(dropped) == 12355 - report["rows"]
+    assert sum(missing.values()) == manifest["dropped"] == len(dropped) == len(source["input_ids"]) - report["rows"]
     lengths = dict(zip(row_keys(source), source["input_mask"].sum(axis=1)))
     assert sorted(int(lddl.bin_of(lengths[k], 128, 32)) for k in missing) == sorted(dropped)
     assert manifest["max_seq_length"] == 128 and manifest["max_predictions_per_seq"] == 20
@@ -95,8 +95,8 @@ def test_shard_is_deterministic_and_follows_the_seed(phase1, tmp_path):
 
 
 def test_sampling_keeps_working(tokens, tmp_path):
-    manifest = shard_lddl(tmp_path / "some", need_shared(PARITY_512), parts=2, max_instances=301)
-    assert manifest["instances_in"] == 1277 and manifest["instances_sampled"] == 301
+    manifest = shard_lddl(tmp_path / "some", need(PARITY_512), parts=2, max_instances=301)
+    assert manifest["instances_in"] == 1397 and manifest["instances_sampled"] == 301
     assert manifest["instances_out"] == lddl.validate_folder(tmp_path / "some", tokens=tokens)["rows"] == 301
     source = collections.Counter(row_keys(read_shard(PARITY_512)))
     back = collections.Counter(row_keys(folder_arrays(tmp_path / "some", tokens, 512, 80)))
@@ -138,7 +138,7 @@ def test_dynamic_input_cannot_become_static(phase1, tmp_path):
     ([], "--vocab is for LDDL output or input"),
 ])
 def test_bad_options_are_one_line(tmp_path, args, message):
-    proc = run_cli("shard", need_shared(PARITY_512), "--output", tmp_path / "o", "--parts", "4", "--vocab", VOCAB,
+    proc = run_cli("shard", need(PARITY_512), "--output", tmp_path / "o", "--parts", "4", "--vocab", VOCAB,
                    *args, check=False)
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
@@ -147,7 +147,7 @@ def test_bad_options_are_one_line(tmp_path, args, message):
 def test_a_non_empty_output_is_refused_before_reading_inputs(tmp_path):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "notes.txt").write_text("x")
-    proc = run_cli("shard", need_shared(PARITY_512), "--output", tmp_path / "o", "--parts", "2", "--format", "lddl",
+    proc = run_cli("shard", need(PARITY_512), "--output", tmp_path / "o", "--parts", "2", "--format", "lddl",
                    "--vocab", VOCAB, check=False)
     assert proc.returncode == 2 and "not empty" in proc.stderr
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".bertdata-")]  # no temporary folder left
@@ -157,13 +157,13 @@ def test_a_non_empty_output_is_refused_before_reading_inputs(tmp_path):
 
 def test_inspect_validates_hdf5_and_lddl_together(phase1, tmp_path):
     folder, _ = phase1
-    proc = run_cli("inspect", need_shared(PARITY_128), folder, "--vocab", VOCAB, "--ranks", "2", "--show", "1")
+    proc = run_cli("inspect", need(PARITY_128), folder, "--vocab", VOCAB, "--ranks", "2", "--show", "1")
     lines = proc.stdout.splitlines()
-    assert any(line.endswith(PARITY_128.name) and line.split()[0] == "12355" for line in lines)
+    assert any(line.endswith(PARITY_128.name) and line.split()[0] == "11631" for line in lines)
     bins = [line.split() for line in lines if line.split()[:1] in (["0"], ["1"], ["2"], ["3"])]
     assert [b[:2] for b in bins] == [["0", "4"], ["1", "4"], ["2", "4"], ["3", "4"]]
     total = next(line.split() for line in lines if line.split()[:1] == ["total"] and len(line.split()) == 6)
-    assert total[1] == "16" and 12350 <= int(total[2].replace(",", "")) <= 12355
+    assert total[1] == "16" and 11627 <= int(total[2].replace(",", "")) <= 11631
     assert 100 < float(total[3]) <= 128 and 15 < float(total[4]) <= 20 and 40 < float(total[5].rstrip("%")) < 60
     assert "[MASK]→" in proc.stdout
     # A folder of folders is searched; --ranks that the files do not divide by fails.

@@ -22,7 +22,7 @@ from bertdata.errors import BertdataError, ValidationError
 from bertdata.instances.documents import Documents
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.vocab import load_vocab
-from conftest import SAMPLE_VOCAB, VOCAB, WIKI_FRAGMENT, need_shared, run_cli
+from conftest import SAMPLE_VOCAB, VOCAB, WIKI_FRAGMENT, need, run_cli
 from servers import digest
 
 FOLDER = Path("megatron/lower_case_1")
@@ -502,7 +502,7 @@ def test_megatron_core_reads_our_pairs(in_memory, tmp_path):
 def test_megatron_core_on_the_fragment_with_the_real_vocab(tmp_path):
     """The same check on the real Wikipedia fragment with bert-base-uncased's vocab (the vocab
     BertWordPieceLowerCase downloads), its tokenizer on 3,000 sentences drawn at random."""
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     out = tmp_path / "fragment"
     run_cli("build", "--wiki-only", "--dump", WIKI_FRAGMENT, "--vocab", VOCAB, "--output", out,
             "--training-shards", "4", "--test-shards", "1", "--format", "megatron", "--workers", "2")

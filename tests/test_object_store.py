@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import VOCAB, WIKI_FRAGMENT, need_shared, run_cli
+from conftest import VOCAB, WIKI_FRAGMENT, need, run_cli
 from servers import BUCKET, S3Server, clear, dask_cluster, free_port, keys, put_file, stop_all, store_digest
 from test_build import tree_digest
 from test_download import server  # noqa: F401  (the mirror on 127.0.0.1, a fixture)
@@ -37,7 +37,7 @@ def s3(tmp_path_factory):
 def inputs(s3):
     """The fragment dump and the vocab on the store, and a local build of them to compare with."""
     _, client = s3
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     dump = put_file(client, WIKI_FRAGMENT, f"dumps/{WIKI_FRAGMENT.name}")
     vocab = put_file(client, VOCAB, "vocab/vocab.txt")
     return dump, vocab
@@ -45,7 +45,7 @@ def inputs(s3):
 
 @pytest.fixture(scope="module")
 def local_build(tmp_path_factory):
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     out = tmp_path_factory.mktemp("local") / "out"
     run_cli("build", "--wiki-only", "--dump", WIKI_FRAGMENT, "--vocab", VOCAB, "--output", out, *SHARDS,
             "--workers", "2")

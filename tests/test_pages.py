@@ -14,7 +14,7 @@ from bertdata.errors import BertdataError
 from bertdata.text import multistream, wikidump
 from bertdata.text._pages import scan
 from bertdata.text.wikidump import EXPORT_ROOT, DumpParser
-from conftest import WIKI_FRAGMENT, need_shared
+from conftest import WIKI_FRAGMENT, need
 
 SAMPLE_DUMP = wikidump.sample_paths()[0]
 

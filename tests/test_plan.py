@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import WIKI_FRAGMENT, need_shared, run_cli
+from conftest import WIKI_FRAGMENT, need, run_cli
 from bertdata.config import PHASE1, PHASE2, BuildConfig
 from bertdata.estimate import estimate_build, size_text
 
@@ -90,7 +90,7 @@ def test_the_estimate_is_close_to_what_a_build_of_the_fragment_writes(tmp_path):
     bytes much shows here, and its figures need measuring again."""
     from conftest import VOCAB
 
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     out = tmp_path / "out"
     run_cli("build", "--wiki-only", "--dump", WIKI_FRAGMENT, "--vocab", VOCAB, "--phase", "1", "--format", "both",
             "--workers", "1", "--output", out)

@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 
 from bertdata.instances.schema import ARRAYS, DTYPES, FIELDS, record_dtype, shapes, zeros
-from conftest import PARITY, need_shared
+from conftest import PARITY, need
 
 # docs/reference-algorithm.md, "Output: one hdf5 file per shard", in its order.
 REFERENCE_TABLE = [
@@ -44,7 +44,7 @@ def test_zeros_and_records_follow_the_schema():
 def test_reference_shards_match_the_schema():
     for path, seq, preds in ((PARITY / "A_s12345_128_20_p15_d5.hdf5", 128, 20),
                              (PARITY / "A_s12345_512_80_p15_d2.hdf5", 512, 80)):
-        with h5py.File(need_shared(path), "r") as f:
+        with h5py.File(need(path), "r") as f:
             n = f["input_ids"].shape[0]
             assert sorted(f) == sorted(FIELDS)
             assert {name: f[name].shape for name in FIELDS} == shapes(n, seq, preds)

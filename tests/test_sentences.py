@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from bertdata.text.sentences import SentenceSplitter, english_parameters, split_article
-from conftest import SHARD_A, need_shared
+from conftest import SHARD_A
 
 
 @pytest.fixture(scope="module")
@@ -76,17 +76,21 @@ def test_pickles_and_rebuilds(splitter: SentenceSplitter) -> None:
 
 
 def test_matches_the_reference_shard(splitter: SentenceSplitter) -> None:
-    """shard_A.txt was split with nltk.sent_tokenize: rejoining two neighbouring lines and
-    splitting again must give the same two lines back, unless the pair ends on
-    closing punctuation that NLTK only attaches when more text follows."""
+    """shard_A.txt was split paragraph by paragraph: rejoining two neighbouring lines and
+    splitting again gives the same two lines back, unless the pair spans a paragraph's end (no
+    end punctuation there, or closing punctuation that punkt attaches only when more text
+    follows); and NLTK's own punkt code splits every pair as the default splitter does."""
+    nltk = SentenceSplitter(kind="nltk")
     pairs = same = 0
-    for document in need_shared(SHARD_A).read_text(encoding="utf-8").split("\n\n"):
+    for document in SHARD_A.read_text(encoding="utf-8").split("\n\n"):
         lines = [line for line in document.split("\n") if line]
         for first, second in zip(lines, lines[1:]):
             pairs += 1
-            same += splitter.split(f"{first} {second}") == [first, second]
+            ours = splitter.split(f"{first} {second}")
+            same += ours == [first, second]
+            assert ours == nltk.split(f"{first} {second}")
     assert pairs > 8000
-    assert same / pairs > 0.998
+    assert same / pairs > 0.99
 
 
 # -- other languages ------------------------------------------------------------------

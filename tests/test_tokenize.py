@@ -1,7 +1,7 @@
 """WordPiece ids: the piece-cached fast path against a plain port of the reference tokenizer.
 
 The tokenizer's claims hold for any vocab, so most tests use the sample vocab packaged with
-bertdata and run anywhere; the real-text comparison uses bert-base-uncased from ../shared."""
+bertdata and run anywhere; the real-text comparison uses the vocab trained on the real fragment (tests/data)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from bertdata.instances import tokenize
 from bertdata.instances import vocab as vocab_module
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.vocab import load_vocab
-from conftest import SAMPLE_VOCAB, SHARD_A, VOCAB, needs_shared
+from conftest import SAMPLE_VOCAB, SHARD_A, VOCAB, needs_test_data
 
 NEVER_SPLIT = ("[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]")
 
@@ -157,7 +157,7 @@ def test_glued_special_token_is_the_known_difference():
     assert vocab.sep_id in ids
 
 
-@needs_shared(VOCAB, SHARD_A)
+@needs_test_data
 def test_shard_a_matches_reference_port_and_whole_line_encoding():
     vocab = load_vocab(VOCAB)
     lines = [line.strip() for line in SHARD_A.read_text(encoding="utf-8").splitlines()]
@@ -180,7 +180,7 @@ def test_cache_reset_and_batches_do_not_change_ids(monkeypatch):
     assert _encode(WordPiece(vocab), lines) == expected
 
 
-@needs_shared(VOCAB)
+@needs_test_data
 def test_cache_reset_past_its_key_bytes_does_not_change_ids(monkeypatch):
     vocab = load_vocab(VOCAB)
     lines = [f"longerword{i} shared words, again{i % 7}!" for i in range(300)] + TRICKY

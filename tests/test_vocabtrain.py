@@ -12,7 +12,7 @@ from bertdata.errors import BertdataError
 from bertdata.instances.vocab import SPECIAL_TOKENS, load_vocab
 from bertdata.instances.vocabtrain import CharacterCounter, build_vocab
 from bertdata.text.wikidump import sample_paths
-from conftest import PARITY, need_shared, run_cli
+from conftest import SHARD_A, run_cli
 
 SAMPLE_DUMP = sample_paths()[0]
 
@@ -129,7 +129,7 @@ def test_bad_inputs(tmp_path):
 
 def test_trained_vocab_covers_the_parity_shard(tmp_path):
     """A vocab trained on a shard tokenizes that shard with almost no [UNK]."""
-    shard = need_shared(PARITY / "shard_A.txt")
+    shard = SHARD_A
     from bertdata.instances.tokenize import WordPiece
 
     out = tmp_path / "vocab.txt"

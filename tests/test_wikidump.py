@@ -17,14 +17,14 @@ from bertdata.text import decode, multistream, wikidump
 from bertdata.errors import BertdataError
 from bertdata.text.wikidump import Page, classify, iter_pages
 from bertdata.text.multistream import iter_pages_in_range, iter_pages_in_ranges, plan_ranges, stream_ranges
-from conftest import ROOT, WIKI_FRAGMENT, need_shared
+from conftest import ROOT, WIKI_FRAGMENT, need
 
 SAMPLE_DUMP, SAMPLE_INDEX, SAMPLE_VOCAB = wikidump.sample_paths()
 
 
 @pytest.fixture(scope="module")
 def fragment_pages() -> list[Page]:
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     return list(iter_pages(WIKI_FRAGMENT))
 
 
@@ -765,7 +765,7 @@ def test_utf16_declared_but_utf8_written_names_the_file(tmp_path):
 
 
 def test_read_site_of_the_english_fragment():
-    need_shared(WIKI_FRAGMENT)
+    need(WIKI_FRAGMENT)
     site = wikidump.read_site(WIKI_FRAGMENT)
     assert (site.language, site.dataset, site.siteinfo["dbname"]) == ("en", "wikicorpus_en", "enwiki")
     assert site.siteinfo["namespaces"][6] == "File" and site.siteinfo["namespaces"][4] == "Wikipedia"

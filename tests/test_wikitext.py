@@ -12,7 +12,7 @@ import pytest
 from bertdata.errors import BertdataError
 from bertdata.text.wikitext import clean
 from bertdata.text.skipped import DisambiguationPage, ListPage, MalformedPage, PageTooLarge, SkippedPage
-from conftest import WIKI_FRAGMENT, need_shared
+from conftest import WIKI_FRAGMENT, need
 
 # Markup that must never reach a training sentence.
 LEFTOVER = re.compile(
@@ -225,7 +225,7 @@ def test_ten_megabyte_pathological_page(unit: str) -> None:
 
 def _articles() -> list[tuple[str, str]]:
     articles = []
-    with bz2.open(need_shared(WIKI_FRAGMENT)) as f:
+    with bz2.open(need(WIKI_FRAGMENT)) as f:
         for _, elem in ET.iterparse(f):
             if elem.tag.rsplit("}", 1)[-1] != "page":
                 continue
