@@ -92,7 +92,7 @@ static inline void shuffle_chunk(uint8_t *dst, const uint8_t *src, Py_ssize_t n,
 static void shuffle_all(uint8_t *dst, const uint8_t *src, Py_ssize_t n, Py_ssize_t m, Py_ssize_t rows,
                         Py_ssize_t cols, Py_ssize_t size)
 {
-    const Py_ssize_t n_i = (n + rows - 1) / rows, n_j = (m + cols - 1) / cols;
+    const Py_ssize_t n_i = n / rows + (n % rows != 0), n_j = m / cols + (m % cols != 0);
     const Py_ssize_t chunk = rows * cols * size;
     for (Py_ssize_t i = 0; i < n_i; i++)
         for (Py_ssize_t j = 0; j < n_j; j++) {
@@ -126,7 +126,8 @@ static PyObject *fast_shuffle_chunks(PyObject *self, PyObject *args, PyObject *k
         goto fail;
     }
     const Py_ssize_t n = values.rows, m = values.cols, size = values.view.itemsize;
-    const Py_ssize_t n_i = (n + rows - 1) / rows, n_j = (m + cols - 1) / cols;
+    /* Rounded up without n + rows - 1, which wraps for chunk sizes near 2**63. */
+    const Py_ssize_t n_i = n / rows + (n % rows != 0), n_j = m / cols + (m % cols != 0);
     /* n_i * n_j <= n * m, which fits: the array is in memory. */
     if (rows > PY_SSIZE_T_MAX / cols / size || out.len % (rows * cols * size)
         || out.len / (rows * cols * size) != n_i * n_j) {

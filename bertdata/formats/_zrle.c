@@ -400,6 +400,13 @@ static PyObject *zlib_rle(PyObject *Py_UNUSED(self), PyObject *args, PyObject *k
     Py_buffer view;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*:zlib_rle", kwlist, &view))
         return NULL;
+    /* The symbol counts and the Huffman tree's weights are 32-bit: their sum, at most the bytes
+     * and the end of block, must not wrap. A chunk is tens of KB. */
+    if ((uint64_t)view.len >= ((uint64_t)1 << 31)) {
+        PyBuffer_Release(&view);
+        PyErr_Format(PyExc_ValueError, "zlib_rle: %zd bytes, more than 2**31 - 1 in one call", view.len);
+        return NULL;
+    }
     const size_t n = (size_t)view.len;
     uint8_t *out = malloc(zrle_bound(n));
     uint16_t *symbols = malloc((n ? n : 1) * sizeof *symbols);

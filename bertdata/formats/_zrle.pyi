@@ -1,5 +1,6 @@
 """Signature of the hdf5 writer's compiled deflate (_zrle.c). `data` is any C-contiguous object with
-the buffer protocol (a numpy array, bytes); anything else raises TypeError or ValueError."""
+the buffer protocol (a numpy array, bytes) of under 2**31 bytes; anything else raises TypeError or
+ValueError."""
 
 from typing import Any
 

@@ -406,8 +406,13 @@ static PyObject *fast_generate(PyObject *self, PyObject *args, PyObject *kwargs)
     run.seq = PyMem_RawMalloc(sizeof(int64_t) * g.max_seq_length);
     run.candidates = PyMem_RawMalloc(sizeof(int64_t) * g.max_seq_length);
     run.words = PyMem_RawMalloc(sizeof(int64_t) * g.max_seq_length);
-    run.picked_pos = PyMem_RawMalloc(sizeof(int64_t) * g.max_predictions_per_seq);
-    run.picked_new = PyMem_RawMalloc(sizeof(int64_t) * g.max_predictions_per_seq);
+    /* An instance has at most max_seq_length tokens to mask, however many columns the output
+     * has: sized by the smaller, the product cannot wrap (max_predictions_per_seq may be near
+     * 2**63 where the output has no rows). */
+    const Py_ssize_t most_predictions = g.max_predictions_per_seq < g.max_seq_length
+        ? g.max_predictions_per_seq : g.max_seq_length;
+    run.picked_pos = PyMem_RawMalloc(sizeof(int64_t) * most_predictions);
+    run.picked_new = PyMem_RawMalloc(sizeof(int64_t) * most_predictions);
     if (!run.docs || !run.seq || !run.candidates || !run.words || !run.picked_pos || !run.picked_new) {
         PyErr_NoMemory();
         goto done;

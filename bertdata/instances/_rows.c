@@ -16,9 +16,11 @@ static int instance_row(const Arr *rows, Py_ssize_t r, const Arr *spans, Py_ssiz
     }
     for (int k = 0; k < 4; k++)
         span[k] = get(spans, *i * 4 + k);
+    /* Each length is checked against the room left, never summed first: two lengths near
+     * 2**63 would wrap the sum past the width check. */
     if (span[0] < 0 || span[1] < span[0] || span[2] < 0 || span[3] < span[2]
         || span[1] > num_tokens || span[3] > num_tokens
-        || span[1] - span[0] + span[3] - span[2] + 3 > width) {
+        || span[1] - span[0] > width - 3 || span[3] - span[2] > width - 3 - (span[1] - span[0])) {
         PyErr_SetString(PyExc_ValueError, "an instance's span does not fit the tokens or the row");
         return -1;
     }

@@ -335,6 +335,9 @@ static PyObject *fast_assemble(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_ssize_t o = 0, w = 0;
     for (Py_ssize_t line = 0; line < num_lines; line++) {
         const Py_ssize_t start = o;
+        /* A whole line's words are skipped, not read: its count must be in range all the same. */
+        if (lwords[line] < 0 || w + lwords[line] > word_entry.len)
+            goto bounds;
         if (whole[line]) {
             const int64_t a = woff[line], z = woff[line + 1];
             if (a < 0 || z < a)
@@ -346,8 +349,6 @@ static PyObject *fast_assemble(PyObject *self, PyObject *args, PyObject *kwargs)
             memcpy(out.data + o * size, whole_ids.data + a * size, (z - a) * size);
             o += z - a;
         } else {
-            if (lwords[line] < 0 || w + lwords[line] > word_entry.len)
-                goto bounds;
             for (Py_ssize_t k = w; k < w + lwords[line]; k++) {
                 const int32_t e = went[k];
                 if (e < 0 || e >= value_offsets.len)

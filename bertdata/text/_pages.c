@@ -27,11 +27,13 @@ typedef struct {
     Py_ssize_t n, i;       /* the data, its length, where the reading is */
     char *out;             /* a kept value's bytes, references replaced */
     Py_ssize_t len, cap;
+    Py_ssize_t max_field; /* the characters a field but the text and the redirect may have */
     PyObject *field[FIELDS];
 } Reader;
 
 static int put(Reader *r, const void *p, Py_ssize_t k)
 {
+    if (k == 0) return DONE; /* r->out may still be NULL, which memcpy must not be given */
     if (r->len + k > r->cap) {
         Py_ssize_t cap = r->cap ? r->cap : 4096;
         while (cap < r->len + k) cap *= 2;
@@ -48,11 +50,17 @@ static int put(Reader *r, const void *p, Py_ssize_t k)
     return DONE;
 }
 
-/* field[f] = the kept bytes as a str (they are valid UTF-8: every byte was checked on the way). */
+/* field[f] = the kept bytes as a str (they are valid UTF-8: every byte was checked on the way).
+ * A field over max_field characters is DumpParser's error even where a later one would replace
+ * it: the page is left to expat, which raises it. */
 static int keep_field(Reader *r, int f)
 {
-    PyObject *v = PyUnicode_DecodeUTF8(r->out, r->len, NULL);
+    PyObject *v = PyUnicode_DecodeUTF8(r->out ? r->out : "", r->len, NULL);
     if (!v) return FAILED;
+    if (f != TEXT && f != REDIRECT && PyUnicode_GET_LENGTH(v) > r->max_field) {
+        Py_DECREF(v);
+        return ODD;
+    }
     Py_XSETREF(r->field[f], v);
     r->len = 0;
     return DONE;
@@ -363,7 +371,7 @@ static int page(Reader *r)
             if (len != open_len[depth - 1] || memcmp(tag, open[depth - 1], (size_t)len)) return ODD; /* expat's error */
             if ((st = space(r, &spaced))) return st;
             if (r->s[r->i++] != '>') return ODD;
-            if (kept >= 0 && keep_field(r, kept)) return FAILED;
+            if (kept >= 0 && (st = keep_field(r, kept))) return st;
             kept = -1;
             if (--depth == 0) return DONE;
             continue;
@@ -372,11 +380,11 @@ static int page(Reader *r)
             is(tag, len, "namespaces"))
             return ODD;
         const int redirect = is(tag, len, "redirect"), f = field_of(open[depth - 1], open_len[depth - 1], tag, len);
-        if (redirect && (r->len = 0, keep_field(r, REDIRECT))) return FAILED; /* "" until a title says */
+        if (redirect && (r->len = 0, (st = keep_field(r, REDIRECT)))) return st; /* "" until a title says */
         if ((st = attributes(r, redirect, &empty))) return st;
         r->len = 0;
         if (empty) {
-            if (f >= 0 && keep_field(r, f)) return FAILED;
+            if (f >= 0 && (st = keep_field(r, f))) return st;
             continue;
         }
         open[depth] = tag;
@@ -388,12 +396,18 @@ static int page(Reader *r)
 /* Whole pages from data[start:], where a line of the root element's content begins. */
 static PyObject *fast_scan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"data", "start", "final", NULL};
+    static char *kwlist[] = {"data", "start", "final", "max_field_chars", NULL};
     Py_buffer view;
-    Py_ssize_t start;
+    Py_ssize_t start, max_field = PY_SSIZE_T_MAX;
     int final;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*np:scan", kwlist, &view, &start, &final)) return NULL;
-    Reader r = {.s = view.buf, .n = view.len};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*np|n:scan", kwlist, &view, &start, &final, &max_field))
+        return NULL;
+    if (max_field < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan: max_field_chars must be zero or more");
+        return NULL;
+    }
+    Reader r = {.s = view.buf, .n = view.len, .max_field = max_field};
     PyObject *pages = PyList_New(0);
     Py_ssize_t safe = start < 0 ? 0 : start > view.len ? view.len : start;
     int st = pages ? DONE : FAILED;

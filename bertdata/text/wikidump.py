@@ -237,7 +237,7 @@ class DumpParser:
         if not (final or settle) and len(pending) < min(self.rescan_at, self.fast_max):
             self.pending = pending
             return
-        found, _, hand_over = _pages.scan(pending, 0, final)
+        found, _, hand_over = _pages.scan(pending, 0, final, max_field_chars=_MAX_FIELD_CHARS)
         done = 0
         for fields in found:
             try:
@@ -262,8 +262,6 @@ class DumpParser:
 
     def _fast_page(self, fields: tuple) -> Page:
         title, ns, page_id, redirect, revision_id, timestamp, text, _ = fields
-        if any(v is not None and len(v) > _MAX_FIELD_CHARS for v in (title, ns, page_id, revision_id, timestamp)):
-            raise _Unread
         too_large = text is not None and self.max_text_chars is not None and len(text) > self.max_text_chars
         named = {"title": title, "ns": ns, "id": page_id, "revision_id": revision_id,
                  "revision_timestamp": timestamp, "revision_text": "" if too_large else text}
@@ -306,14 +304,17 @@ class DumpParser:
         self.buf_chars += len(data)
         if self.buf_limit is None or self.buf_chars <= self.buf_limit:
             self.buf.append(data)
-        elif self.buf_is_text:
-            self.buf.clear()  # a page too large: the count goes on, the characters are not kept
         else:
-            raise self._fail(f"<{self.stack[-1]}> longer than {_MAX_FIELD_CHARS:,} characters")
+            # Past the limit the count goes on, the characters are not kept: a page too large,
+            # or a field refused at its end tag (where expat hands characters over depends on
+            # how the XML was cut into reads; the end tag's position does not).
+            self.buf.clear()
 
     def _end(self, tag: str) -> None:
         self.stack.pop()
         if self.buf is not None:
+            if not self.buf_is_text and self.buf_chars > _MAX_FIELD_CHARS:
+                raise self._fail(f"<{tag}> longer than {_MAX_FIELD_CHARS:,} characters")
             value = "".join(self.buf)
             self.buf = None
             parent = self.stack[-1]
