@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import ROOT, WIKI_FRAGMENT, signals_default, need, run_cli
+from conftest import ROOT, TABLE_FRAGMENT, WIKI_FRAGMENT, signals_default, need, run_cli
 from servers import digest
 from shards import STORED, filters
 
@@ -237,6 +237,20 @@ def test_real_fragment_text_stage_has_no_markup(tmp_path):
     lines = [line for f in folder.glob("*.txt") for line in f.read_text().splitlines() if line]
     assert len(lines) > 15000
     bad = [line for line in lines if MARKUP.search(line)]
+    assert not bad, bad[:5]
+
+
+@pytest.mark.slow
+def test_real_tables_leave_no_markup(tmp_path):
+    """gensim's second fragment: 5 real articles with 20 tables (`{| ... |}`) among their prose."""
+    out = tmp_path / "out"
+    run_cli("build", "--wiki-only", "--dump", need(TABLE_FRAGMENT), "--vocab", _sample_vocab(), "--output", out,
+            "--stop-after", "text", "--training-shards", "1", "--test-shards", "1", "--workers", "1")
+    [folder] = out.glob("sharded_*/wikicorpus_en")
+    assert json.loads((folder / "manifest.json").read_text())["counts"]["articles"] >= 4
+    lines = [line for f in folder.glob("*.txt") for line in f.read_text().splitlines() if line]
+    assert len(lines) > 500
+    bad = [line for line in lines if MARKUP.search(line) or "|" in line]
     assert not bad, bad[:5]
 
 
