@@ -251,38 +251,71 @@ def test_keep_lists() -> None:
     )
 
 
+# A disambiguation entry each: `* [[target]], what it is`.
+_ENTRIES = "".join(f"* [[Austin, {place}]], a city in {place}\n" for place in ("Texas", "Minnesota", "Nevada"))
+
+
 @pytest.mark.parametrize(
     ("title", "text"),
     [
         ("Ada", "'''Ada''' may refer to:\n{{TOC right}}\n\n==Food==\n* [[Ada (food)]]\n\n{{Disambiguation|geo|hndis}}"),
-        ("Aa River", "'''Aa''' is the name of many rivers.\n* [[Aare]], a river\n\n{{geodis}}"),
-        ("Austin (disambiguation)", "'''Austin''' is a city.\n* [[Austin, Texas]]"),
-        ("X", "Text.\n{{dab}}"),
-        ("X", "Text.\n{{ Disambig }}"),
-        ("X", "Text.\n{{hndis|name=Smith, John}}"),
-        ("X", "Text.\n{{surname}}"),
-        ("X", "Text.\n{{Set index article}}"),
+        ("Aa River", "'''Aa''' is the name of many rivers.\n* [[Aare]], a river in Switzerland\n"
+                     "* [[Aa (Meuse)]], a river\n\n{{geodis}}"),
+        ("Austin (disambiguation)", "'''Austin''' is a city.\n" + _ENTRIES),
+        ("X", "Text.\n" + _ENTRIES + "{{dab}}"),
+        ("X", "Text.\n" + _ENTRIES + "{{ Disambig }}"),
+        ("X", "Text.\n" + _ENTRIES + "{{hndis|name=Smith, John}}"),
+        ("X", "Text.\n" + _ENTRIES + "{{surname}}"),
+        ("X", "Text.\n" + _ENTRIES + "{{Set index article}}"),
         # Alien, less its template: the first paragraph says what it is
         ("Alien", "{{Wiktionary|alien|aliens}}\n'''Alien''' or '''Aliens''' may refer to:\n* [[Extraterrestrial life]]"),
+        # the lead-in counts with the list it introduces
+        ("Asia Minor (disambiguation)", "'''Asia Minor''' is another name for [[Anatolia]]. It may also refer to:\n"
+                                        "* [[Asia Minor (album)|''Asia Minor'']], an album\n{{Disambiguation}}"),
     ],
 )
 def test_disambiguation_pages_are_skipped(title: str, text: str) -> None:
-    with pytest.raises(DisambiguationPage):
+    with pytest.raises(DisambiguationPage, match="its list items outweigh its prose"):
         clean(text, title)
     with pytest.raises(DisambiguationPage):
         clean(text, title, keep_lists=True)
 
 
+PROSE = ("'''Austin''' is the capital of the U.S. state of Texas. It is the seat of Travis County, on the "
+         "Colorado River, and the fourth-largest city in the state.\n\n")
+
+
+@pytest.mark.parametrize(
+    ("title", "text"),
+    [
+        ("Austin (disambiguation)", PROSE + _ENTRIES),
+        ("Austin", PROSE + _ENTRIES + "{{disambiguation}}"),
+        ("Austin", PROSE + "'''Austin''' may refer to:\n* [[Austin, Texas]]"),
+        ("List of Austins", PROSE + _ENTRIES),
+        # indented prose and definitions are prose; a template alone on its line and headings are neither
+        ("Austin (disambiguation)", "; Austin : The capital of Texas, and the seat of Travis County.\n"
+                                    ": It lies on the Colorado River.\n== Cities ==\n{{Infobox|name=Austin}}\n"
+                                    "* [[Austin, Texas]]"),
+    ],
+)
+def test_pages_that_say_they_are_lists_are_kept_when_mostly_prose(title: str, text: str) -> None:
+    kept = clean(text, title)
+    assert "Minnesota" not in kept and ("Austin is the capital" in kept or "The capital of Texas" in kept), kept
+
+
 def test_list_pages_are_skipped_unless_lists_are_kept() -> None:
-    text = "This is a list of anthropologists.\n* [[Franz Boas]]"
-    with pytest.raises(ListPage):
+    text = "This is a list of anthropologists.\n* [[Franz Boas]]\n* [[Margaret Mead]]"
+    with pytest.raises(ListPage, match="'List of anthropologists' is a list: its list items outweigh its prose"):
         clean(text, "List of anthropologists")
     with pytest.raises(ListPage):
         clean(text, "Lists of people")
-    assert clean(text, "List of anthropologists", keep_lists=True) == "This is a list of anthropologists.\nFranz Boas"
+    assert clean(text, "List of anthropologists", keep_lists=True) == (
+        "This is a list of anthropologists.\nFranz Boas\nMargaret Mead")
     # a prose article whose title merely mentions a list
     assert clean("A list is a sequence.", "List") == "A list is a sequence."
     assert clean("It may refer to: anything.", "Reference") == "It may refer to: anything."
+    # a page of mostly list items whose title does not say it is a list keeps its prose
+    assert clean("He directed films.\n" + _ENTRIES, "Allan Dwan") == "He directed films."
 
 
 def test_skip_reasons() -> None:
@@ -319,7 +352,7 @@ def test_page_document_counts_skips_by_reason_and_passes_keep_lists() -> None:
 
     counts: Counter = Counter()
     pages = [
-        Page(1, "List of anthropologists", 0, "This is a list.\n* [[Franz Boas]]"),
+        Page(1, "List of anthropologists", 0, "This is a list.\n* [[Franz Boas]]\n* [[Margaret Mead]]"),
         Page(2, "Ada", 0, "'''Ada''' may refer to:\n* [[Ada (food)]]\n\n{{Disambiguation|geo|hndis}}"),
         Page(3, "Achilles", 0, ACHILLES_FILMS),
     ]
@@ -330,6 +363,6 @@ def test_page_document_counts_skips_by_reason_and_passes_keep_lists() -> None:
 
     kept: Counter = Counter()
     docs = [page_document(p, default_splitter(), 5_000_000, kept, keep_lists=True) for p in pages]
-    assert docs[0].sentences == ("This is a list.", "Franz Boas")
+    assert docs[0].sentences == ("This is a list.", "Franz Boas", "Margaret Mead")
     assert docs[1] is None and kept["skipped_disambiguation"] == 1
     assert "Brad Pitt in Troy (2004)" in docs[2].sentences

@@ -178,17 +178,47 @@ static int junk_line(int kind, const void *data, Py_ssize_t line, Py_ssize_t eol
     return q - 1 > p && PyUnicode_READ(kind, data, q - 1) == '=';
 }
 
+/* Where the text of an indented line (`:` ...) or of a definition (`; term : definition`) starts, if
+ * `p`, the line's first character past its spaces and tabs, begins one; -1 if the line is not one, or
+ * holds nothing to keep: a list item indented (`:*`, `:#`), a term without its definition. */
+static Py_ssize_t indented_text(int kind, const void *data, Py_ssize_t p, Py_ssize_t eol)
+{
+    Py_ssize_t r = p;
+    int term = 0;
+    for (; r < eol; r++) {
+        const Py_UCS4 c = PyUnicode_READ(kind, data, r);
+        if (c == '*' || c == '#')
+            return -1;
+        if (c != ':' && c != ';')
+            break;
+        term |= c == ';';
+    }
+    if (term) { /* the definition follows the term's first colon */
+        while (r < eol && PyUnicode_READ(kind, data, r) != ':')
+            r++;
+        r++;
+    }
+    while (r < eol && (PyUnicode_READ(kind, data, r) == ' ' || PyUnicode_READ(kind, data, r) == '\t'))
+        r++;
+    return r < eol ? r : -1;
+}
+
+/* What an indented line or definition becomes: a paragraph of its own, marked by INDENTED so that the
+ * cleaner keeps it only as whole sentences (wikitext.py). */
+#define INDENTED 0x01
+
 static PyObject *fast_drop_junk_lines(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"text", NULL};
+    static char *kwlist[] = {"text", "indented", NULL};
     PyObject *text;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U:drop_junk_lines", kwlist, &text))
+    int indented = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|p:drop_junk_lines", kwlist, &text, &indented))
         return NULL;
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     const int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     char *out = NULL; /* in the text's kind */
-    Py_ssize_t len = 0, copied = 0; /* text[:copied] is in out */
+    Py_ssize_t len = 0, copied = 0, room = 0; /* text[:copied] is in out, which holds room characters */
     for (Py_ssize_t line = 0; line <= n;) {
         const Py_ssize_t eol = line_end(text, line, n);
         if (eol == -2) {
@@ -196,16 +226,55 @@ static PyObject *fast_drop_junk_lines(PyObject *self, PyObject *args, PyObject *
             return NULL;
         }
         if (junk_line(kind, data, line, eol)) {
-            if (!out && !(out = PyMem_Malloc((n ? n : 1) * kind)))
-                return PyErr_NoMemory();
+            Py_ssize_t keep = -1; /* where the kept text of an indented line starts */
+            if (indented) {
+                Py_ssize_t p = line;
+                while (PyUnicode_READ(kind, data, p) == ' ' || PyUnicode_READ(kind, data, p) == '\t')
+                    p++; /* a junk line is not blank */
+                const Py_UCS4 c = PyUnicode_READ(kind, data, p);
+                if (c == ':' || c == ';')
+                    keep = indented_text(kind, data, p, eol);
+            }
+            /* A kept line gains two characters at most: its marks (one at least) become "\n" INDENTED, and
+             * a newline ends it. */
+            const Py_ssize_t need = len + (line - copied) + (keep < 0 ? 0 : eol - keep + 3);
+            if (!out || need > room) {
+                const Py_ssize_t grown = Py_MAX(need, n + n / 8 + 16);
+                if (grown > PY_SSIZE_T_MAX / 4) {
+                    PyMem_Free(out);
+                    return PyErr_NoMemory();
+                }
+                char *bigger = PyMem_Realloc(out, grown * kind);
+                if (!bigger) {
+                    PyMem_Free(out);
+                    return PyErr_NoMemory();
+                }
+                out = bigger;
+                room = grown;
+            }
             memcpy(out + len * kind, (const char *)data + copied * kind, (line - copied) * kind);
             len += line - copied;
+            if (keep >= 0) {
+                PyUnicode_WRITE(kind, out, len++, '\n');
+                PyUnicode_WRITE(kind, out, len++, INDENTED);
+                memcpy(out + len * kind, (const char *)data + keep * kind, (eol - keep) * kind);
+                len += eol - keep;
+                PyUnicode_WRITE(kind, out, len++, '\n');
+            }
             copied = eol;
         }
         line = eol + 1;
     }
     if (!out) /* most pages: no such line left once tables and templates are gone */
         return Py_NewRef(text);
+    if (len + (n - copied) > room) {
+        char *bigger = PyMem_Realloc(out, (len + (n - copied)) * kind);
+        if (!bigger) {
+            PyMem_Free(out);
+            return PyErr_NoMemory();
+        }
+        out = bigger;
+    }
     memcpy(out + len * kind, (const char *)data + copied * kind, (n - copied) * kind);
     len += n - copied;
     PyObject *result = PyUnicode_FromKindAndData(kind, out, len);
@@ -344,9 +413,11 @@ static PyObject *fast_tidy_prose(PyObject *self, PyObject *args, PyObject *kwarg
 
 static PyMethodDef methods[] = {
     {"drop_junk_lines", (PyCFunction)(void (*)(void))fast_drop_junk_lines, METH_VARARGS | METH_KEYWORDS,
-     "drop_junk_lines(text)\n--\n\n"
+     "drop_junk_lines(text, indented=False)\n--\n\n"
      "text with every heading, horizontal rule, stray table row and list item line emptied (its\n"
-     "newline stays): what re.sub(r'^[ \\t]*(?:=.*=[ \\t]*|-{4,}.*|[|!*#:;].*)$', '', text, flags=re.M) gives."},
+     "newline stays): what re.sub(r'^[ \\t]*(?:=.*=[ \\t]*|-{4,}.*|[|!*#:;].*)$', '', text, flags=re.M) gives.\n"
+     "With indented, the text of an indented line (':') or of a definition ('; term : definition')\n"
+     "becomes a paragraph of its own, '\\n\\x01' + text + '\\n', unless it is an indented list item."},
     {"join_paragraphs", (PyCFunction)(void (*)(void))fast_join_paragraphs, METH_VARARGS | METH_KEYWORDS,
      "join_paragraphs(text)\n--\n\n"
      "text's paragraphs (split at blank lines), one per line, their lines joined by spaces, and\n"

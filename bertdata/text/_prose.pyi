@@ -1,9 +1,15 @@
 """Signatures of the cleaner's compiled tidying of its prose (_prose.c)."""
 
-def drop_junk_lines(text: str) -> str:
+def drop_junk_lines(text: str, indented: bool = False) -> str:
     """`text` with every line (split at '\\n' only) that is a heading (`[ \\t]*=.*=[ \\t]*`), a
     horizontal rule (`[ \\t]*-{4,}.*`), or a table row or list item (`[ \\t]*[|!*#:;].*`) emptied,
-    its newline kept: `re.sub` of that alternation with MULTILINE."""
+    its newline kept: `re.sub` of that alternation with MULTILINE.
+
+    With `indented`, a line that starts `[ \\t]*[:;]` and whose run of marks (`[:;*#]+`) holds no
+    `*` or `#` keeps its text as a paragraph of its own, `"\\n\\x01" + text + "\\n"` in place of the
+    line: the text after the marks for an indented line, after the first colon past them for a
+    definition (`;` among the marks), spaces and tabs skipped; a line left with no text is emptied
+    as before."""
 
 def join_paragraphs(text: str) -> str:
     """`text`'s paragraphs one per line, then every run of two or more apostrophes removed: what

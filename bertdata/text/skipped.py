@@ -50,10 +50,12 @@ class MalformedPage(SkippedPage):
 
 class ListPage(SkippedPage):
     reason = "list_page"
+    what = "a list"
 
 
 class DisambiguationPage(SkippedPage):
     reason = "disambiguation"
+    what = "a disambiguation page"
 
 
 def refuse_if_over(text: str, marks: tuple[str, ...], limit: int, what: str, title: str) -> None:

@@ -4,7 +4,9 @@ to the text a reader sees. Nested templates deeper than `MAX_EXPAND_DEPTH` are d
 
 from __future__ import annotations
 
+import math
 import re
+from typing import NamedTuple
 
 from bertdata.text._markup import template_spans
 from bertdata.text._spans import splice
@@ -15,11 +17,49 @@ _ARG_KEY = re.compile(r"[\w -]+=")  # on stripped arguments
 _NUMBER = re.compile(r"[-+\u2212]?(?=\.?\d)[\d,]*(?:\.\d+)?(?:e-?\d+)?$")
 
 _RANGE_WORDS = {"to": " to ", "and": " and ", "or": " or ", "-": "\u2013", "\u2013": "\u2013",
-                "by": " by ", "x": " \u00d7 ", "+/-": " \u00b1 "}
+                "by": " by ", "x": " \u00d7 ", "\u00d7": " \u00d7 ", "+/-": " \u00b1 ", "\u00b1": " \u00b1 ",
+                "+": " + ", "and(-)": " and ", "to(-)": " to ", ", and": ", and ", ", or": ", or "}
+_PRECISION = re.compile(r"-?\d{1,2}$")
+_MINUS = re.compile(r"^-")
+
+# The symbols `{{convert}}` shows for its unit codes where the code is not the symbol (abbr=on).
+# Audited against every code in the two real fragments (docs/text-quality.md, tests/test_convert.py):
+# the others (km, m, mi, mm, cm, ft, in, lb, kg, g, ha, nmi, mph, AU, ft/s) are their own symbols.
+_UNITS = {
+    "sqmi": "sq mi", "sqkm": "km\u00b2", "km2": "km\u00b2", "m2": "m\u00b2", "cm2": "cm\u00b2", "mm2": "mm\u00b2",
+    "sqft": "sq ft", "sqin": "sq in", "sqyd": "sq yd", "m3": "m\u00b3", "km3": "km\u00b3", "cm3": "cm\u00b3",
+    "cuft": "cu ft", "ft3": "cu ft", "cuyd": "cu yd", "cuin": "cu in", "in3": "cu in",
+    "acre": "acres", "e3acre": "thousand acres", "e6acre": "million acres", "e3km2": "thousand km\u00b2",
+    "e6km2": "million km\u00b2", "e3sqmi": "thousand sq mi", "e6sqmi": "million sq mi", "e6mi": "million mi",
+    "e6km": "million km", "e9km": "billion km", "Tcuft": "trillion cu ft", "Bcuft": "billion cu ft",
+    "e9m3": "billion m\u00b3", "e6m3": "million m\u00b3", "e9cuft": "billion cu ft", "e6cuft": "million cu ft",
+    "oilbbl": "bbl", "koilbbl": "thousand bbl", "Moilbbl": "million bbl", "Goilbbl": "billion bbl",
+    "oilbbl/d": "bbl/d", "koilbbl/d": "thousand bbl/d", "Moilbbl/d": "million bbl/d",
+    "USgal": "US gal", "impgal": "imp gal", "MUSgal": "million US gal", "Mimpgal": "million imp gal",
+    "USqt": "US qt", "USoz": "US fl oz", "L": "L", "Ml": "ML", "ML": "ML",
+    "e6carat": "million carats", "carat": "carats", "LT": "long tons", "ST": "short tons", "MT": "t",
+    "t": "t", "e6t": "million t", "e6lb": "million lb", "PD/sqmi": "/sq mi", "PD/km2": "/km\u00b2",
+    "kn": "kn", "km/h": "km/h", "m/s": "m/s", "hp": "hp", "kW": "kW", "MW": "MW", "GW": "GW",
+}
 
 
-_UNITS = {"sqmi": "sq mi", "sqkm": "km2", "e6acre": "million acres", "e6km2": "million km2",
-          "acre": "acres", "Tcuft": "trillion cu ft", "e9m3": "billion m3", "e6mi": "million mi"}
+class _Temperature(NamedTuple):
+    symbol: str
+    scale: float  # kelvins = (value + offset) * scale
+    offset: float
+    change: bool  # a difference of temperatures: no offset
+    default: str  # the code it converts to when the template names none
+
+
+_TEMPERATURES = {
+    "C": _Temperature("\u00b0C", 1.0, 273.15, False, "F"), "F": _Temperature("\u00b0F", 5 / 9, 459.67, False, "C"),
+    "K": _Temperature("K", 1.0, 0.0, False, "C"),
+    "C-change": _Temperature("\u00b0C", 1.0, 0.0, True, "F-change"),
+    "F-change": _Temperature("\u00b0F", 5 / 9, 0.0, True, "C-change"),
+    "K-change": _Temperature("K", 1.0, 0.0, True, "F-change"),
+}
+_TEMPERATURES |= {"\u00b0C": _TEMPERATURES["C"], "\u00b0F": _TEMPERATURES["F"], "degC": _TEMPERATURES["C"],
+                  "degF": _TEMPERATURES["F"]}
 
 
 def remove_templates(text: str, title: str) -> str:
@@ -106,7 +146,7 @@ def _expand(body: str, name: str) -> str | None:
     if name in ("quote", "cquote", "quotation", "blockquote"):
         return named.get("text") or named.get("quote") or (pos[0] if pos else None)
     if name in ("convert", "cvt"):
-        return _expand_convert(pos)
+        return _expand_convert(pos, named)
     if name in ("frac", "sfrac", "fraction"):
         # {{frac|3}} is 1/3, {{frac|3|2}} is 3/2, {{frac|1|3|2}} is 1 3/2.
         terms = [f"({a})" if " " in a else a for a in pos]
@@ -164,22 +204,88 @@ def _expand_gauge(gauge: str) -> str | None:
     return f"{digits} mm" if digits.isdigit() else None
 
 
-def _expand_convert(pos: list[str]) -> str | None:
+def _expand_convert(pos: list[str], named: dict[str, str]) -> str | None:
+    """`{{convert|5|km|mi}}` is 5 km: the value and its unit's symbol (`_UNITS`), a range's two
+    values (`{{convert|1|to|2|m}}`), and a second value and unit (`{{convert|6|ft|4|in|cm}}`). A
+    temperature or a temperature change also shows its conversion, as the page does:
+    `{{convert|5|C-change|0|abbr=on}}` is 5 °C (9 °F) (`_temperature`)."""
     if len(pos) < 2 or not _NUMBER.match(pos[0]):
         return None
-    value = pos[0]
+    values = [pos[0]]
+    joiner = ""
     rest = pos[1:]
     if len(rest) >= 3 and rest[0] in _RANGE_WORDS and _NUMBER.match(rest[1]):
-        value = value + _RANGE_WORDS[rest[0]] + rest[1]
+        joiner = _RANGE_WORDS[rest[0]]
+        values.append(rest[1])
         rest = rest[2:]
     unit = rest[0]
     if _NUMBER.match(unit):
         return None
-    out = f"{value} {_UNITS.get(unit, unit)}"
+    if unit in _TEMPERATURES:
+        return _temperature(values, joiner, rest, named.get("disp", ""))
+    out = joiner.join(values) + _unit(unit)
     # `{{convert|6|ft|4|in|cm}}`: a second value and unit before the target unit.
     if len(rest) >= 4 and _NUMBER.match(rest[1]) and not _NUMBER.match(rest[2]):
-        out += f" {rest[1]} {_UNITS.get(rest[2], rest[2])}"
+        out += f" {rest[1]}{_unit(rest[2])}"
     return out
+
+
+def _unit(code: str) -> str:
+    """A unit's symbol as it follows its value: after a space, but for one that starts with "/"
+    (a density: 1.2/sq mi)."""
+    symbol = _UNITS.get(code, code)
+    return symbol if symbol.startswith("/") else " " + symbol
+
+
+def _temperature(values: list[str], joiner: str, rest: list[str], disp: str) -> str:
+    """A temperature and its conversion: to the unit named after it, else to its unit's default
+    (°C and °F each to the other, kelvins to °C), rounded to the decimals the argument after the
+    units gives (`|0|`), else to as many as the value has (a change's whole number to units), and
+    for an absolute temperature to three significant digits in kelvins at least (1000 °C is
+    1,830 °F); `disp=flip`, `or`, `out` and `output number only` as convert shows them."""
+    unit = _TEMPERATURES[rest[0]]
+    named = _TEMPERATURES.get(rest[1]) if len(rest) > 1 else None
+    target = named if named is not None and named.change == unit.change else _TEMPERATURES[unit.default]
+    precision = rest[2 if named is not None else 1] if len(rest) > (2 if named is not None else 1) else ""
+    decimals = int(precision) if _PRECISION.match(precision) else None
+    shown = []
+    for value in values:
+        number = float(value.replace(",", "").replace("\u2212", "-"))
+        kelvin = (number + unit.offset) * unit.scale
+        places = decimals
+        if places is None:
+            places = _decimals(value)
+            if unit.change:
+                places = max(places, 0)
+            elif abs(kelvin) > 1e-8:
+                places = max(places, 2 - math.floor(math.log10(abs(kelvin))))
+        shown.append(_format(kelvin / target.scale - target.offset, places))
+    source = f"{joiner.join(_MINUS.sub(chr(0x2212), v) for v in values)} {unit.symbol}"
+    output = f"{joiner.join(shown)} {target.symbol}"
+    if disp == "flip":
+        return f"{output} ({source})"
+    if disp == "or":
+        return f"{source} or {output}"
+    if disp in ("out", "output only"):
+        return output
+    if disp == "output number only":
+        return joiner.join(shown)
+    return f"{source} ({output})"
+
+
+def _decimals(value: str) -> int:
+    """The decimals a number is written with; less the trailing zeros of a whole number (1000: -3)."""
+    number = value.replace(",", "").lower().partition("e")[0]
+    whole, dot, fraction = number.partition(".")
+    return len(fraction) if dot else -(len(whole) - len(whole.rstrip("0")))
+
+
+def _format(number: float, places: int) -> str:
+    """`number` rounded to `places` decimals (tens for -1), with thousands separated by commas and a
+    minus sign, as convert writes it."""
+    rounded = round(number, places)
+    text = f"{abs(rounded):,.{max(places, 0)}f}"
+    return ("\u2212" + text) if rounded < 0 and text.strip("0.,") else text
 
 
 def _expand_val(pos: list[str], named: dict[str, str]) -> str | None:

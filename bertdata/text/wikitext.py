@@ -25,7 +25,7 @@ from bertdata.text.templates import remove_templates
 
 # Recorded in manifests: bump it whenever a change here, in templates or in skipped can change
 # what `clean` returns.
-RULES_VERSION = 3
+RULES_VERSION = 4
 
 # Pages that are lists or disambiguations hold no passages; BERT's recipe ignores lists.
 _LIST_TITLE = re.compile(r"lists? of ", re.IGNORECASE)
@@ -88,7 +88,15 @@ _INTERWIKI_KEEP = frozenset(("wikt", "w", "s", "q", "n", "b", "v", "c", "d", "m"
 # Headings, horizontal rules, and table rows outside any table (stray `|` or `!` lines).
 _JUNK_LINE = re.compile(r"^[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!].*)$", re.MULTILINE)
 _LIST_ITEM = re.compile(r"^[ \t]*[*#:;]+[ \t]*(.*)$", re.MULTILINE)
+# For `_mostly_listed`: list items, and lines that end in a colon (the lead-ins of lists); and
+# lines that are neither list nor prose: headings, rules, table rows, templates alone on a line.
+_LISTED = re.compile(r"^[ \t]*[:;]*[*#].*$|^[ \t]*[^\s=|!].*:[ \t]*$", re.MULTILINE)
+_UNCOUNTED = re.compile(r"^[ \t]*(?:=.*=|-{4,}.*|[|!].*|\{\{.*\}\})[ \t]*$", re.MULTILINE)
 _SENTENCE_STOPS = (". ", "! ", "? ", '." ', "?\" ", '!" ')
+_ENDS, _CLOSERS = ".!?", "\"'\u201d\u2019)]"
+# What `drop_junk_lines` puts before the text of an indented line or a definition: its paragraph
+# is kept as whole sentences only. XML cannot hold the character, so no dump's text has it.
+_INDENTED = "\x01"
 _BEHAVIOUR_SWITCH = re.compile(r"__[A-Z]+__")
 _ENTITY = re.compile(r"&(?:[a-zA-Z][a-zA-Z0-9]*|#[0-9]+|#[xX][0-9a-fA-F]+);")
 _HAS_WORD = re.compile(r"\w")
@@ -144,27 +152,35 @@ def clean(
 ) -> str:
     """Plain prose of one page: paragraphs joined by newlines, markup and apparatus gone.
 
-    List items (`*`, `#`, `;`, `:` lines) go with tables and headings, as in BERT's
-    recipe, unless `keep_lists`, which keeps each item as a paragraph of its own.
+    List items (`*`, `#` lines) go with tables and headings, as in BERT's recipe; indented
+    lines (`:`) and definitions (`; term : definition`) stay as paragraphs of their own where
+    they are whole sentences, the rest of them goes. With `keep_lists` every item (`*`, `#`,
+    `;`, `:`) is kept whole as a paragraph of its own.
 
     Raises PageTooLarge when `wikitext` is longer than `max_chars` (None: no limit),
     MalformedPage when its links nest deeper, or its templates or stray link brackets are
     more numerous, than on any real page, DisambiguationPage for a disambiguation or
-    set-index page, and ListPage for a "List of ..." page unless `keep_lists`.
+    set-index page and ListPage for a "List of ..." page (unless `keep_lists`) whose list
+    items outweigh its prose (`_mostly_listed`); such a page with more prose is cleaned.
     `markup` is the wiki's language (`markup_for`); English by default.
     """
     if max_chars is not None and len(wikitext) > max_chars:
         raise PageTooLarge(
             f"page {title!r}: {len(wikitext):,} characters of wikitext, over the {max_chars:,} limit"
         )
-    if not keep_lists and _LIST_TITLE.match(title):
-        raise ListPage(f"page {title!r} is a list")
+    # A page that says it is a list or a disambiguation is skipped if its list items outweigh its
+    # prose (`_mostly_listed`); the first paragraph may still say so ("... may refer to:").
+    skip: type[ListPage | DisambiguationPage] | None = (
+        ListPage if not keep_lists and _LIST_TITLE.match(title) else None)
     text = remove_comments(wikitext)
     if title.endswith("(disambiguation)") or has_template(text, DISAMBIGUATION_TEMPLATES):
-        raise DisambiguationPage(f"page {title!r} is a disambiguation page")
+        skip = DisambiguationPage
     cut = _first_heading(markup.trailing_section, text)
     if cut >= 0:
         text = text[:cut]
+    if skip is not None and _mostly_listed(text):
+        raise skip(f"page {title!r} is {skip.what}: its list items outweigh its prose")
+    body = text
     text = _strip_tags(text, title)
     text = remove_templates(text, title)
     text = _remove_tables(text, title)
@@ -175,11 +191,23 @@ def clean(
     if "_" in text:
         text = _BEHAVIOUR_SWITCH.sub("", text)
     paragraphs = _paragraphs(text, keep_lists)
-    if paragraphs and _REFERS_TO.search(paragraphs[0]):
-        raise DisambiguationPage(f"page {title!r} is a disambiguation page")
+    if skip is None and paragraphs and _REFERS_TO.search(paragraphs[0]) and _mostly_listed(body):
+        raise DisambiguationPage(f"page {title!r} is {DisambiguationPage.what}: its list items outweigh its prose")
     if not keep_lists:
         paragraphs = _without_lead_ins(paragraphs)
     return "\n".join(paragraphs)
+
+
+def _mostly_listed(body: str) -> bool:
+    """Whether more of a page's wikitext (less its comments and trailing apparatus) is in list
+    items, and the lead-ins that end in a colon before them, than in the rest, its headings,
+    rules, table rows and lines of a template alone left out: the wikitext as it is, before any
+    cleaning, as a page skipped should cost little. `*`, `#` and `:*` items are list items; `:`
+    and `;` lines count as prose."""
+    rest = _LISTED.sub("", body)
+    listed = len(body) - len(rest)
+    prose = _UNCOUNTED.sub("", rest)
+    return listed > len(prose) - prose.count("\n")
 
 
 def _first_heading(heading: re.Pattern, text: str) -> int:
@@ -295,23 +323,37 @@ def _paragraphs(text: str, keep_lists: bool) -> list[str]:
     if keep_lists:
         text = _LIST_ITEM.sub("\n\\1\n", _JUNK_LINE.sub("", text))
     else:
-        text = drop_junk_lines(text)
+        text = drop_junk_lines(text, indented=True)
     # Runs of 2, 3 and 5 apostrophes are italic/bold markup, and longer ones are markup merged
     # across a removed template (`''{{flag|X}}''`): every run goes, with the line breaks.
     return worded_lines(_finish(join_paragraphs(text)))
 
 
 def _without_lead_ins(paragraphs: list[str]) -> list[str]:
-    """Each paragraph with the lead-in of a dropped list cut, and gone if no word is left; the
-    others all have words (`_paragraphs` checked)."""
+    """Each paragraph with the lead-in of a dropped list cut, and each indented one (`_INDENTED`)
+    cut to its whole sentences; gone if no word is left. The others all have words (`_paragraphs`
+    checked)."""
     kept = []
     for paragraph in paragraphs:
-        if paragraph.endswith(":"):
+        if paragraph[0] == _INDENTED:
+            paragraph = _whole_sentences(paragraph[1:].lstrip())
+            if not _HAS_WORD.search(paragraph):
+                continue
+        elif paragraph.endswith(":"):
             paragraph = _drop_lead_in(paragraph)
             if not _HAS_WORD.search(paragraph):
                 continue
         kept.append(paragraph)
     return kept
+
+
+def _whole_sentences(paragraph: str) -> str:
+    """An indented paragraph's whole sentences: all of it if it ends like a sentence (`.`, `!`
+    or `?`, closing quotes or brackets after it), else up to its last sentence end, as a lead-in
+    is cut; a line without one (a formula, a caption, a term) goes."""
+    if paragraph.rstrip(_CLOSERS)[-1:] in tuple(_ENDS):
+        return paragraph
+    return _drop_lead_in(paragraph)
 
 
 def _drop_lead_in(paragraph: str) -> str:
