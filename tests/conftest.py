@@ -36,7 +36,8 @@ PARITY_128, PARITY_512 = (PARITY / name for name in REFERENCES)
 # Packaged with bertdata.
 SAMPLE_VOCAB = ROOT / "bertdata" / "sample" / "vocab.txt"
 
-_unavailable: list[str] = []
+# What could not be fetched, by the file asked for: a missing index is asked once, not per test.
+_unavailable: dict[Path, str] = {}
 
 
 def _make_references() -> None:
@@ -50,27 +51,21 @@ def _make_references() -> None:
             write_reference(arrays, PARITY / name)
 
 
-def _present(path: Path) -> bool:
-    if path == PARITY:
-        return all((PARITY / name).exists() for name in REFERENCES)
-    return path.exists()
-
-
 def need(path: Path) -> Path:
     """`path`, fetched or made where the test cache lacks it; where that cannot be done (no
     package index), a failure of the calling test in one line."""
     path = Path(path)
-    if _present(path):
-        return path
-    if not _unavailable:
+    references = path == PARITY or path.parent == PARITY
+    fetched = testcache.GOOGLE_BERT if references else path
+    if fetched not in _unavailable:
         try:
-            testcache.ensure()
-            if path == PARITY or path.parent == PARITY:
+            testcache.ensure(fetched)  # a few stats once the cache holds it
+            if references:
                 _make_references()
         except testcache.Unavailable as err:
-            _unavailable.append(str(err))
-    if _unavailable:
-        pytest.fail(_unavailable[0], pytrace=False)
+            _unavailable[fetched] = str(err)
+    if fetched in _unavailable:
+        pytest.fail(_unavailable[fetched], pytrace=False)
     return path
 
 

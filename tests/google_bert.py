@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import random
 import sys
 import types
@@ -123,7 +124,7 @@ def write_reference(arrays: dict[str, np.ndarray], path: Path) -> Path:
     """The six arrays written as NVIDIA's create_pretraining_data.py writes its hdf5 (one gzip
     dataset per array, the dtypes it gives, no attributes), under a temporary name first."""
     path = Path(path)
-    partial = path.with_name(f".{path.name}.partial")
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     with h5py.File(partial, "w") as f:
         for name, dtype in (("input_ids", "i4"), ("input_mask", "i1"), ("segment_ids", "i1"),
                             ("masked_lm_positions", "i4"), ("masked_lm_ids", "i4"), ("next_sentence_labels", "i1")):
