@@ -180,10 +180,15 @@ class Layer(nn.Module):
         self.output_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.dropout)
         self.act = ACTIVATIONS[cfg.activation]
+        self.activations: torch.dtype | None = None
 
     def forward(self, x: torch.Tensor, keep: torch.Tensor | Packed, width: int) -> torch.Tensor:
-        x = self.attention_norm(x + self.dropout(self.attention(x, keep, width)))
-        return self.output_norm(x + self.dropout(self.down(self.act(self.up(x)))))
+        x = kept_in(self.attention_norm(x + self.dropout(self.attention(x, keep, width))), self.activations)
+        return kept_in(self.output_norm(x + self.dropout(self.down(self.act(self.up(x))))), self.activations)
+
+
+def kept_in(x: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    return x if dtype is None else x.to(dtype)
 
 
 class BertForPretraining(nn.Module):
@@ -203,7 +208,17 @@ class BertForPretraining(nn.Module):
         # The decoder weight IS the word embedding matrix (tied); only its bias is separate.
         self.mlm_bias = nn.Parameter(torch.zeros(cfg.padded_vocab))
         self.act = ACTIVATIONS[cfg.activation]
+        self.activations: torch.dtype | None = None
         self.apply(self._init)
+
+    def keep_activations_in(self, dtype: torch.dtype | None) -> None:
+        """Under autocast, LayerNorm runs in fp32 and hands fp32 on: the residual stream would be
+        read and written at twice the width of every matmul's input. With `dtype` (autocast's),
+        each LayerNorm's output is cast back to it, as apex's fused LayerNorm returns half
+        precision under NGC's AMP; None keeps what autocast gives."""
+        self.activations = dtype
+        for layer in self.layers:
+            layer.activations = dtype
 
     def _init(self, module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -220,7 +235,7 @@ class BertForPretraining(nn.Module):
         return self._layers(x, keep, input_ids.shape[1])
 
     def _layers(self, x: torch.Tensor, keep: torch.Tensor | Packed, width: int) -> torch.Tensor:
-        x = self.dropout(self.embedding_norm(x))
+        x = self.dropout(kept_in(self.embedding_norm(x), self.activations))
         for layer in self.layers:
             x = layer(x, keep, width)
         return x

@@ -1,8 +1,9 @@
 """Pretrain BERT on the shards for a fixed number of steps and time it, as NGC's benchmark mode does.
 
 One optimizer step = `accumulation` micro-batches of `batch_size` per rank, gradients
-all-reduced once (on the last micro-batch), then LAMB. Each step ends with a device
-synchronisation so its wall time is the GPU's, not the launch queue's; the first
+all-reduced once (on the last micro-batch), then LAMB. Each step is timed on the device, from
+the end of the step before to its own end (CUDA events, read once after the run: no host
+sync between steps, so the host launches ahead as in real training); the first
 `warmup_steps` (cuDNN/cuBLAS heuristics, torch.compile, loader start-up) are not timed, and
 warm-up goes on until the optimizer has taken a real step and every loader worker has
 delivered a batch (see `warm`).
@@ -208,25 +209,50 @@ def _time_steps(plan: Plan, cfg: BenchConfig, label: str, step_fn,
     done, which then lands in the timed steps. `warm()` must read host state only (no device
     sync), and give every rank the same answer, as every rank must run the same steps.
     Returns the timed steps' times and loader waits, every step's output, the warm-up count."""
-    times, waits, outputs = [], [], []
+    waits, outputs, timed_steps = [], [], []
     warmup = 0
+    clock = StepClock(plan.device)
     with tqdm(total=cfg.warmup_steps + cfg.steps, desc=label, unit="step", file=sys.stderr,
               disable=None if plan.rank == 0 else True, leave=False) as bar:  # None: only on a terminal
-        while len(times) < cfg.steps:
+        while len(timed_steps) < cfg.steps:
             timed = warmup >= cfg.warmup_steps and (warm() or warmup >= cfg.warmup_steps + MAX_EXTRA_WARMUP)
-            start = time.perf_counter()
             wait, out = step_fn()
-            synchronize(plan.device)
-            elapsed = time.perf_counter() - start
+            clock.mark()
             outputs.append(out)
             if timed:
-                times.append(elapsed)
+                timed_steps.append(len(outputs) - 1)
                 waits.append(wait)
             else:
                 warmup += 1
                 bar.total = warmup + cfg.steps
             bar.update()
-    return times, waits, outputs, warmup
+    laps = clock.laps()
+    return [laps[i] for i in timed_steps], waits, outputs, warmup
+
+
+class StepClock:
+    """Each step's time, from one mark to the next. On CUDA the marks are events on the device's
+    stream, read once at the end: a host sync per step would drain the launch queue, and the device
+    would idle while the host launched the next step's first kernels. Elsewhere the host's clock."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.marks: list = []
+        self.mark()
+
+    def mark(self) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def laps(self) -> list[float]:
+        if self.cuda:
+            self.marks[-1].synchronize()
+            return [a.elapsed_time(b) / 1e3 for a, b in zip(self.marks, self.marks[1:])]
+        return [b - a for a, b in zip(self.marks, self.marks[1:])]
 
 
 def warm(optimizer: torch.optim.Optimizer, drawn: int, workers: int) -> bool:
@@ -302,6 +328,8 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
     set_matmul_precision(plan.precision)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
     model = BertForPretraining(plan.model).to(plan.device)
+    autocast_dtype = AUTOCAST_DTYPE.get(plan.precision)
+    model.keep_activations_in(autocast_dtype)
     torch.manual_seed(cfg.seed + plan.rank)  # but each rank its own dropout masks
     ddp = None
     net: torch.nn.Module = model
@@ -314,7 +342,6 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
         # all-reduce still overlaps the backward pass.
         net = torch.compile(net)
     optimizer = build_optimizer(cfg.optimizer, model, cfg.lr, plan.device, compile=cfg.compile)
-    autocast_dtype = AUTOCAST_DTYPE.get(plan.precision)
     # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range.
     scaler = torch.amp.GradScaler(plan.device.type, enabled=autocast_dtype is torch.float16)
     batches = iter(loader_of(cfg, plan))

@@ -39,8 +39,9 @@ reproduces the NGC phase-1 setup (accumulation = 67584 / (batch x GPUs)).
 The first --warmup-steps are not timed, nor any step before the optimizer's first
 real one (fp16 loss scaling skips steps whose gradients overflow; the first real one
 allocates the optimizer state) or before every loader worker's first batch (each
-reads a whole file first); the record gives the warm-up actually run. Every timed
-step ends with a device sync. Shards are checked as `bertdata inspect` checks them:
+reads a whole file first); the record gives the warm-up actually run. Each step is
+timed on the device from the end of the one before (CUDA events, read after the
+run: no host sync between steps). Shards are checked as `bertdata inspect` checks them:
 an id past the model's vocab or a position past the sequence stops the run with
 the file and the reason.
 
