@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 # The compiled loops: a change to one rebuilds the install.
 CSRC   := $(wildcard bertdata/*/_*.c bertdata/*/_*.h)
 
-.PHONY: demo test test-data test-fast perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk clean
+.PHONY: demo test test-data test-fast test-sanitize fuzz perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,44 @@ test-data: $(VENV)/.installed-dev
 test: $(VENV)/.installed-dev $(VENV_GCS)/.installed $(COMPILED) test-data
 	$(BIN)/python -m pytest -q --ignore=tests/test_gcs.py
 	$(VENV_GCS)/bin/python -m pytest -q tests/test_gcs.py
+	$(MAKE) test-sanitize
+
+# The C extensions built with AddressSanitizer and UndefinedBehaviorSanitizer into a copy of the
+# package under build/sanitize, first on the path of the tests that call them: the .venv's own
+# modules stay as they are. CPython is not instrumented, so libasan is preloaded; its leak check
+# would report CPython's own memory at exit. An out-of-bounds access or undefined behaviour
+# aborts the run (-fno-sanitize-recover), and pytest captures at the sys level only, so that the
+# sanitizer's report, written to file descriptor 2 as the process dies, is not lost with pytest's
+# capture file. Bounded: a few minutes.
+SANITIZE   := build/sanitize
+SAN_FLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1
+SAN_ENV    := PYTHONPATH=$(SANITIZE) BERTDATA_SANITIZED=1 LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+              ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:exitcode=86 \
+              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86
+# The tests that call the compiled modules: hostile arguments, the fuzz targets (a short budget,
+# and their kept failing inputs), and each module's own unit tests.
+SAN_TESTS  := tests/test_c_hostile.py $(wildcard tests/test_fuzz_*.py) tests/test_bunzip.py tests/test_pages.py \
+              tests/test_kernel.py tests/test_hdf5io.py tests/test_tokenize.py tests/test_wikitext.py \
+              tests/test_fastpunkt.py
+
+$(SANITIZE)/.built: pyproject.toml $(CSRC) $(PYSRC) | $(VENV)/.installed-dev
+	rm -rf $(SANITIZE)
+	mkdir -p $(SANITIZE)
+	cp -r bertdata $(SANITIZE)/bertdata
+	cp -r pipelines $(SANITIZE)/bertdata/pipelines
+	find $(SANITIZE) -name '*.so' -delete
+	CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" $(BIN)/python -c "from setuptools import setup; setup()" \
+	    -q build_ext --build-lib $(SANITIZE) --build-temp $(SANITIZE)/tmp
+	touch $@
+
+test-sanitize: $(SANITIZE)/.built test-data
+	$(SAN_ENV) $(BIN)/pytest -q --capture=sys -p no:cacheprovider $(SAN_TESTS)
+
+# The fuzz targets for longer (FUZZ_SECONDS each, fresh random seeds), under the sanitizers; a
+# failing input is kept under tests/data/fuzz/<target>/, which the suite replays from then on.
+FUZZ_SECONDS ?= 60
+fuzz: $(SANITIZE)/.built test-data
+	$(SAN_ENV) FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/pytest -q --capture=sys -p no:cacheprovider $(wildcard tests/test_fuzz_*.py)
 
 test-fast: $(VENV)/.installed-dev $(COMPILED) test-data
 	$(BIN)/python -m pytest -q -m "not slow"
