@@ -165,3 +165,45 @@ def test_engine_state_and_shuffle_refuse_what_is_not_a_state():
     bad[-1] = 10**6  # the index into the key past its 624 words
     with pytest.raises(ValueError):
         _engine.replay(bad, np.zeros(3, np.int64))
+
+
+def test_template_name_limits_outside_the_text_are_refused_or_clamped():
+    def render(name, start, end, children):
+        return name
+
+    text = "a {{lang-fr|mot}} b"
+    spans = _markup.template_spans(text, frozenset(), "lang-", 256, 8, render)
+    assert _markup.template_spans(text, frozenset(), "lang-", 2**63 - 1, 8, render) == spans
+    with pytest.raises(ValueError, match="max_name"):
+        _markup.template_spans(text, frozenset(), "lang-", -1, 8, render)
+
+
+def test_punkt_refuses_ortho_flags_that_are_no_flags():
+    class Dropping(int):
+        """Its value empties the dict it is read from, as it is read."""
+
+        def __index__(self):
+            ortho.clear()
+            return 2
+
+    from bertdata.text.fastpunkt import _FLAGS
+
+    def sentences(text):
+        return _scan.punkt_sentences(text, {"mr"}, set(), set(), ortho, lambda context: False, _FLAGS)
+
+    words = ("i", "saw", "mr", "smith", "he", "left")
+    ortho = dict.fromkeys(words, -1)
+    with pytest.raises(ValueError, match="negative flags"):
+        sentences("I saw Mr. Smith. He left.")
+    ortho = {word: Dropping(2) for word in words}
+    sentences("I saw Mr. Smith. He left.")  # no read of what the dict dropped
+    with pytest.raises(TypeError):
+        ortho = dict.fromkeys(words, "flags")
+        sentences("I saw Mr. Smith. He left.")
+
+
+def test_splice_refuses_spans_outside_the_text():
+    for span in ((-1, 2, None), (2, 1, None), (0, 4, None), (0, 1, 5), (0, 2**63 - 1, None)):
+        with pytest.raises((ValueError, TypeError)):
+            _spans.splice("abc", [span])
+    assert _spans.splice("abc", [(1, 1, "x" * 1000)] * 50) == "a" + "x" * 50_000 + "bc"

@@ -174,7 +174,13 @@ static PyObject *fast_template_spans(PyObject *self, PyObject *args, PyObject *k
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO!UnnO:template_spans", kwlist, &text, &PyFrozenSet_Type,
                                      &names, &prefix, &max_name, &max_depth, &render))
         return NULL;
+    if (max_name < 0) {
+        PyErr_SetString(PyExc_ValueError, "template_spans: max_name must be zero or more");
+        return NULL;
+    }
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (max_name > n) /* no name is longer than the text: start + 2 + max_name cannot wrap */
+        max_name = n;
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     PyObject *spans = PyList_New(0);

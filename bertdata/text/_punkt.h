@@ -78,7 +78,12 @@ static long ortho_of(PunktModel *m, PyObject *typ)
     PyObject *v = PyDict_GetItemWithError(m->ortho, typ);
     if (!v)
         return PyErr_Occurred() ? -1 : 0;
-    return PyLong_AsLong(v);
+    Py_INCREF(v); /* borrowed from a dict that an __index__ could change */
+    const long flags = PyLong_AsLong(v);
+    Py_DECREF(v);
+    if (flags < 0 && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "ortho: %R has negative flags", typ);
+    return flags < 0 ? -1 : flags;
 }
 
 /* NLTK's `_second_pass_annotation` for a word ending in a period before the word `following`

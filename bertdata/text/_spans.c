@@ -67,6 +67,11 @@ static PyObject *fast_splice(PyObject *self, PyObject *args, PyObject *kwargs)
         PyObject *shown = spans[k].shown;
         len -= spans[k].end - spans[k].start;
         if (shown != Py_None) {
+            /* Many empty spans at one place may each show a long str: their sum must not wrap. */
+            if (PyUnicode_GET_LENGTH(shown) > PY_SSIZE_T_MAX / 4 - len) {
+                PyMem_Free(spans);
+                return PyErr_NoMemory();
+            }
             len += PyUnicode_GET_LENGTH(shown);
             if (PyUnicode_KIND(shown) > kind)
                 kind = PyUnicode_KIND(shown);
