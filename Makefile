@@ -13,11 +13,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml $(CSRC) | $(BIN)/python
-	$(BIN)/pip install -q -e .
+# The demo installs bertdata as a user would (a regular install: an editable one has setuptools
+# print notes that look like trouble); the dev install is editable.
+$(VENV)/.installed: pyproject.toml setup.py $(CSRC) | $(BIN)/python
+	$(BIN)/pip install -q .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml $(CSRC) | $(BIN)/python
+$(VENV)/.installed-dev: pyproject.toml setup.py $(CSRC) | $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q -e ".[dev,bench,megatron]"
 	touch $(VENV)/.installed $@
@@ -38,7 +40,7 @@ demo: $(VENV)/.installed $(COMPILED)
 
 # Beam's gcp extra slows every Beam import, so the gs:// tests get a virtualenv of their own.
 VENV_GCS := .venv-gcs
-$(VENV_GCS)/.installed: pyproject.toml $(CSRC)
+$(VENV_GCS)/.installed: pyproject.toml setup.py $(CSRC)
 	$(PYTHON) -m venv $(VENV_GCS)
 	$(VENV_GCS)/bin/pip install -q --upgrade pip
 	$(VENV_GCS)/bin/pip install -q -e ".[dev-gcs]"

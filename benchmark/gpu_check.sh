@@ -56,7 +56,7 @@ fi
 if ! "$PY" -c 'import bertdata.benchmark.train' 2>/dev/null; then
     say "bertdata is not installed: building its compiled modules in place"
     BUILD=$(mktemp -d)
-    if ! "$PY" -c 'from setuptools import setup; setup()' build_ext --inplace --build-temp "$BUILD" \
+    if ! "$PY" setup.py build_ext --inplace --build-temp "$BUILD" \
             -j "$(nproc)" >"$OUT/build_ext.log" 2>&1; then
         tail -20 "$OUT/build_ext.log"
         say "cannot build the compiled modules (needs setuptools >= 77, a C compiler and Python headers)"
