@@ -74,13 +74,13 @@ SAN_TESTS  := tests/test_c_hostile.py $(wildcard tests/test_fuzz_*.py) tests/tes
               tests/test_kernel.py tests/test_hdf5io.py tests/test_tokenize.py tests/test_wikitext.py \
               tests/test_fastpunkt.py
 
-$(SANITIZE)/.built: pyproject.toml $(CSRC) $(PYSRC) | $(VENV)/.installed-dev
+$(SANITIZE)/.built: pyproject.toml setup.py $(CSRC) $(PYSRC) | $(VENV)/.installed-dev
 	rm -rf $(SANITIZE)
 	mkdir -p $(SANITIZE)
 	cp -r bertdata $(SANITIZE)/bertdata
 	cp -r pipelines $(SANITIZE)/bertdata/pipelines
 	find $(SANITIZE) -name '*.so' -delete
-	CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" $(BIN)/python -c "from setuptools import setup; setup()" \
+	CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" $(BIN)/python setup.py \
 	    -q build_ext --build-lib $(SANITIZE) --build-temp $(SANITIZE)/tmp
 	touch $@
 
