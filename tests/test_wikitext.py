@@ -82,7 +82,7 @@ LEFTOVER = re.compile(
         ("''{{flag|Azores}}'' (PRT)", "Azores (PRT)"),
         # entities, also escaped twice in the source
         ("A&nbsp;B &amp; C &#8211; D &eacute; &amp;nbsp;E &lt;x&gt;", "A B & C \u2013 D \u00e9 E <x>"),
-        # lists and indentation are dropped by default (see test_keep_lists)
+        # lists go by default, and indented lines that are not whole sentences (test_wikitext_lists.py)
         ("Intro.\n* one\n** two\n# three\n#: four\n; term\n: definition\nAfter.", "Intro.\nAfter."),
         # headings and horizontal rules
         ("Intro.\n== History ==\nOld.\n=== Early ===\nOlder.\n----\nLast.", "Intro.\nOld.\nOlder.\nLast."),
