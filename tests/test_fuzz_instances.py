@@ -96,6 +96,8 @@ def check_hostile_call(case: list) -> None:
         arg = names[index % len(names)]
         current = kwargs[arg]
         if isinstance(value, int) and isinstance(current, np.ndarray) and current.size and where < 0.7:
+            if not current.flags.writeable:
+                continue
             flat = current.reshape(-1)
             info = np.iinfo(flat.dtype) if flat.dtype.kind in "iu" else None
             if info is not None and info.min <= value <= info.max:
