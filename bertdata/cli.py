@@ -69,7 +69,7 @@ def entry() -> None:
     process ends, and a Ctrl-C in it ended the process by SIGINT (exit -2, without its one line).
     So the console's output is flushed and the process ends at once."""
     code = main()
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(signum, signal.SIG_IGN)
     logging.shutdown()
     try:

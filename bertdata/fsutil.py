@@ -8,16 +8,22 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 from pathlib import Path
 
 from bertdata.errors import BertdataError
 
 
-def check_output_path(path: str | os.PathLike, force: bool = False) -> Path:
-    """Fail early, before any work, if `path` cannot be written or would overwrite a file."""
+def check_output_path(path: str | os.PathLike, force: bool = False,
+                      inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """Fail early, before any work, if `path` cannot be written, would overwrite a file (unless
+    `force`) or is one of the command's `inputs` (whatever `force` says)."""
     path = Path(path)
+    for given in inputs:
+        if same_file(path, given):
+            raise BertdataError(f"{path}: is also an input of this command ({given}); writing it would destroy "
+                                "what it reads: choose another output")
     folder = path.parent
     if not folder.is_dir():
         raise BertdataError(f"{path}: output folder {folder} does not exist")
@@ -28,6 +34,17 @@ def check_output_path(path: str | os.PathLike, force: bool = False) -> Path:
     if path.exists() and not force:
         raise BertdataError(f"{path}: already exists; pass --force to overwrite it")
     return path
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name one file: the same resolved path, or the same inode (a hard link,
+    a bind mount)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
 
 
 @contextlib.contextmanager

@@ -32,7 +32,8 @@ from bertdata.pipelines.failures import user_error
 from bertdata.pipelines.inputs import Inputs, list_books, resolve_inputs, sentence_splitter
 from bertdata.pipelines.log import beam_output_to, note
 from bertdata.pipelines.manifests import Provenance
-from bertdata.pipelines.resume import StageManifest, read_manifest, remove_temporaries, this_runs_text_manifest
+from bertdata.pipelines.resume import StageManifest, read_manifest, remove_leftovers, remove_temporaries, \
+    this_runs_text_manifest
 from bertdata.pipelines.plan import check_disk, local_dump
 from bertdata.pipelines.pool import WorkerDied, WorkerPool
 from bertdata.pipelines.runners import check_runner, make_pipeline, runner_workers
@@ -46,15 +47,22 @@ def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
     check_runner(cfg.runner)
     args = use_stores((cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books), cfg.runner.beam_args)
     cfg = replace(cfg, runner=replace(cfg.runner, beam_args=args))
-    dump = local_dump(cfg)
-    if dump is not None:  # else once it is downloaded
-        check_disk(cfg, dump)
-    check_output(cfg.output)
-    # One build per output folder: two would replace each other's shards and temporaries.
-    with output_lock(cfg.output, "bertdata build") as notes:
-        for line in notes:
-            note(line)
-        return _build(cfg, started, pool)
+    made = check_output(cfg.output)
+    try:
+        dump = local_dump(cfg)
+        if dump is not None:  # else once it is downloaded
+            check_disk(cfg, dump)
+        # One build per output folder: two would replace each other's shards and temporaries.
+        with output_lock(cfg.output, "bertdata build") as notes:
+            for line in notes:
+                note(line)
+            return _build(cfg, started, pool)
+    except BaseException:
+        # A build refused (or stopped) before it wrote anything leaves no folder behind.
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):  # not empty: something was written, and stays
+                os.rmdir(folder)
+        raise
 
 
 def output_lock(folder: str, what: str):
@@ -67,16 +75,43 @@ def output_lock(folder: str, what: str):
     return contextlib.nullcontext([])
 
 
-def check_output(output: str) -> None:
-    """Fail before any work when the output folder cannot be created or written."""
+def check_output(output: str) -> list[str]:
+    """Fail before any work when the output folder cannot be created or written, or its path leaves
+    no room for the files a build writes under it. Makes the folder; returns the folders it made,
+    outermost first."""
     if not fsio.is_local(output):
-        return
+        return []
+    absolute = os.path.abspath(output)
+    length = len(os.fsencode(absolute))
+    with contextlib.suppress(OSError, ValueError):
+        limit = os.pathconf(_existing_parent(absolute), "PC_PATH_MAX")
+        if length + BUILD_PATHS > limit:
+            raise BertdataError(f"{output[:60]}…: cannot create the output folder (its path is {length:,} bytes long; "
+                                f"with the files a build writes under it, paths would pass the system's limit of "
+                                f"{limit:,} bytes): choose a shorter --output")
+    missing = []
+    folder = absolute
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
     try:
         os.makedirs(output, exist_ok=True)
     except OSError as err:
         raise BertdataError(f"{output}: cannot create the output folder ({err.strerror})") from None
     if not os.access(output, os.W_OK | os.X_OK):
         raise BertdataError(f"{output}: output folder is not writable")
+    return missing[::-1]
+
+
+# The longest path a build writes below its output folder, with room to spare: a phase folder's
+# name (about 110 bytes with whole-word masking), the dataset's folder, a file's name.
+BUILD_PATHS = 256
+
+
+def _existing_parent(path: str) -> str:
+    while not os.path.isdir(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
 
 
 def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
@@ -104,7 +139,8 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
                  for folder in p.stage.folders]
     note(f"running on {cfg.runner.runner} runner, {cfg.runner.workers} worker(s); Beam's own output goes to build.log")
     run_pipeline(pipeline, cfg.output, inputs.work_dir, finder, ranges or None,
-                 [fsio.join(folder, fmt.pattern()) for fmt, folder in per_shard], pool)
+                 [fsio.join(folder, fmt.pattern()) for fmt, folder in per_shard], pool,
+                 [cfg.output, *(folder for p in planned for folder in p.stage.folders)])
 
     reused = text_decision.handed_on
     text = finder() if reused is None else StageManifest(reused.plan.folder, read_manifest(reused.plan.folder))
@@ -141,7 +177,9 @@ def _stage_inputs(cfg: BuildConfig, inputs: Inputs) -> BuildInputs:
 
 
 def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manifest, ranges: int | None,
-                 phase_dirs: list[str], pool: WorkerPool | None = None) -> None:
+                 phase_dirs: list[str], pool: WorkerPool | None = None, folders: list[str] = ()) -> None:
+    """Run the pipeline; if it fails or is stopped, end its workers and remove what it left in
+    the work folder and in `folders` (every folder the build writes) before the error goes on."""
     shown = fsio.join(output, "build.log")  # where the user finds it
     if fsio.is_local(output):
         log_path = shown
@@ -149,32 +187,52 @@ def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manif
         handle, log_path = tempfile.mkstemp(prefix="bertdata-build-", suffix=".log")
         os.close(handle)
     pump = None
-
-    def lost(death) -> WorkerLost:
-        return WorkerLost(f"{death.describe()}; build stopped, temporaries and lock removed: run it again to "
-                          f"resume (Beam's log: {shown})")
-
     try:
         with out_of_collection(), beam_output_to(log_path) as (console, pump), \
                 progress.Watcher(console, work_dir, text_manifest, ranges, phase_dirs), \
                 pool.stop_on_death() if pool else contextlib.nullcontext():
             pipeline.run().wait_until_finish()
-    except WorkerDied as died:
-        raise lost(died.death) from None
-    except Exception as err:
-        message = user_error(err)
-        if message is None:
+    except BaseException as err:  # a failure, Ctrl-C or a stop signal alike
+        death = err.death if isinstance(err, WorkerDied) else None
+        message = user_error(err) if isinstance(err, Exception) else None
+        if death is None and message is None and isinstance(err, Exception) and pool is not None:
             # Beam may see the broken channel before the pool's report of why arrives.
-            death = pool.first_death(timeout=DEATH_REPORT_SECONDS) if pool else None
-            if death is not None:
-                raise lost(death) from None
-            raise
-        incomplete = f", incomplete: {pump.failed.strerror}" if pump and pump.failed else ""
-        raise BertdataError(f"{message} (Beam's log: {shown}{incomplete})") from None
-    finally:  # success, failure and Ctrl-C alike; a killed run's are removed by the next
+            death = pool.first_death(timeout=DEATH_REPORT_SECONDS)
+        removed = clean_up_failed_run(pool, output, work_dir, folders)
+        if death is not None:
+            raise WorkerLost(f"{death.describe()}; build stopped, {removed}: run it again to resume "
+                             f"(Beam's log: {shown})") from None
+        if message is not None:
+            incomplete = f", incomplete: {pump.failed.strerror}" if pump and pump.failed else ""
+            raise BertdataError(f"{message} (Beam's log: {shown}{incomplete})") from None
+        raise
+    else:
         remove_temporaries(work_dir)
+    finally:
         if log_path != shown:
             _upload_log(log_path, shown)
+
+
+def clean_up_failed_run(pool: WorkerPool | None, output: str, work_dir: str, folders: list[str]) -> str:
+    """End the run's workers, so that none writes after this, then remove the work folder and the
+    half-written files in `folders`; says what was removed (the lock and the worker pool's
+    folder go as the command ends)."""
+    if pool is not None:
+        pool.close()
+    removed = []
+    if not fsio.is_local(work_dir) or os.path.isdir(work_dir):
+        remove_temporaries(work_dir)
+        removed.append("its work folder")
+    half_written = remove_leftovers(folders)
+    if half_written:
+        removed.append(f"{len(half_written)} half-written file{'s' if len(half_written) > 1 else ''}")
+    if pool is not None:
+        removed.append("its worker pool")
+    if fsio.is_local(output) or store_of(output) is not None:
+        removed.append("its lock")
+    if not removed:
+        return "nothing to remove"
+    return (", ".join(removed[:-1]) + " and " if len(removed) > 1 else "") + removed[-1] + " removed"
 
 
 @contextlib.contextmanager

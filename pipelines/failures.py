@@ -15,9 +15,10 @@ from bertdata.errors import BertdataError
 _REMOTE_ERROR = re.compile(r"^(bertdata(?:\.\w+)*)\.(\w+): (.+?)(?: \[while running '[^']*'\])*$", re.M)
 
 
-# A write that failed for lack of room or rights, as a remote traceback states it.
+# A write that failed for lack of room or rights, or a path the filesystem refuses, as a remote
+# traceback states it.
 _OUTPUT_ERROR = re.compile(r"(?:OSError|PermissionError): \[Errno (\d+)\] ([^\n\[]+)")
-_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG}
 
 
 # HDF5 tells a failed write in its own words, with the system's inside; when the disk fills

@@ -17,6 +17,13 @@ as the OOM killer does, or a non-zero status) on a pipe the launcher reads, with
 worker last said it was on (`working_on`): the launcher stops the build at once, with one
 line, instead of waiting for Beam to notice a worker it may never ask again.
 
+A build that stops (a dead worker, a signal, an error) ends the pool first (`stop`): the
+server kills and reaps every worker it forked before it exits. Beam's runner, on its way
+out, waits for each worker process to end, and a worker only ends by itself once it has
+finished its bundle (minutes, in a long stage) or, if it connected after the runner began
+to close, never (see runners.py); and whatever a worker still wrote after the build's
+cleanup would be left behind.
+
 This module imports no Beam (nor anything heavy), so the build command can start the pool
 before it loads Beam.
 """
@@ -170,6 +177,8 @@ class WorkerPool:
 
     def _died(self, death: WorkerDeath) -> None:
         with self._reported:
+            if self._closing:  # the build is stopping, and the pool with it: nothing to report
+                return
             self.deaths.append(death)
             self._reported.notify_all()
             # Under the lock: stop_on_death restores the signal's default (which ends the
@@ -195,13 +204,19 @@ class WorkerPool:
                 armed[0] = False
                 raise WorkerDied(self.deaths[0])
 
+        def on_death(death: WorkerDeath) -> None:
+            # The other workers are ended first: Beam's runner, on its way out of the run (which
+            # it may already be on, having seen a broken channel), waits for each to end.
+            self.stop()
+            signal.pthread_kill(main, INTERRUPT)
+
         previous = signal.signal(INTERRUPT, interrupt)
         with self._reported:
-            self._on_death = lambda death: signal.pthread_kill(main, INTERRUPT)
+            self._on_death = on_death
             dead = bool(self.deaths)
         try:
             if dead:
-                signal.pthread_kill(main, INTERRUPT)
+                on_death(self.deaths[0])
             yield
         finally:
             armed[0] = False
@@ -209,10 +224,18 @@ class WorkerPool:
                 self._on_death = None
             signal.signal(INTERRUPT, previous)
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """End every worker now: the server kills and reaps them, forks no more and exits. What
+        dies from now on is not reported. Returns at once (safe in a signal handler); `close`
+        waits for the server."""
         self._closing = True
-        try:
+        with contextlib.suppress(OSError, ValueError):  # already closed
             self.server.stdin.close()
+
+    def close(self) -> None:
+        """Stop the pool and wait until its server (and so every worker) is gone; its folder is removed."""
+        try:
+            self.stop()
             try:
                 self.server.wait(timeout=10)
             except subprocess.TimeoutExpired:

@@ -120,9 +120,9 @@ def check_vocab_unchanged(fmt: PerShardFormat, phase_dirs: list[str], vocab: Voc
                     "pass --force to rebuild every shard with the new vocab")
 
 
-def remove_leftovers(folders: list[str], also: tuple[str, ...] = ()) -> None:
-    """The temporary files a killed run left in `folders`, and their files matching `also`
-    (what a stage made anew replaces)."""
+def remove_leftovers(folders: list[str], also: tuple[str, ...] = ()) -> list[str]:
+    """The temporary files a killed or failed run left in `folders`, and their files matching
+    `also` (what a stage made anew replaces); returns what it removed."""
     # A text stage names a folder for every shard count it may halve to (28 by default), and
     # each match is a glob through FileSystems: a local folder that does not exist is skipped.
     folders = [f for f in folders if not fsio.is_local(f) or os.path.isdir(f)]
@@ -130,6 +130,7 @@ def remove_leftovers(folders: list[str], also: tuple[str, ...] = ()) -> None:
               for path in fsio.match(fsio.join(folder, pattern))]
     if doomed:
         fsio.delete(doomed)
+    return doomed
 
 
 def remove_temporaries(work_dir: str) -> None:

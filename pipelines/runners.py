@@ -8,6 +8,7 @@ always named explicitly and never runs in that mode.
 from __future__ import annotations
 
 import difflib
+import threading
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
@@ -74,6 +75,8 @@ def make_pipeline(cfg: RunnerConfig, pool: WorkerPool | None = None) -> beam.Pip
 
         prompt_bundle_ends()  # for the bundles run in this process
         workers = worker_count(cfg)
+        if workers > 1:
+            tell_late_workers_to_stop()
         # One worker runs in this process (in-memory: several would run on threads): it gains
         # nothing from a subprocess but its start-up and the gRPC hops. Several run as processes
         # of our worker command (bertdata.pipelines.worker, or the pool's), which is what
@@ -99,6 +102,38 @@ def make_pipeline(cfg: RunnerConfig, pool: WorkerPool | None = None) -> beam.Pip
             args.append(f"--dask_npartitions={max(2, 4 * runner_workers(cfg))}")
         return beam.Pipeline(runner=DaskRunner(), options=PipelineOptions(args))
     return beam.Pipeline(options=PipelineOptions(["--runner", cfg.runner, *args]))
+
+
+def tell_late_workers_to_stop() -> None:
+    """Make the FnApiRunner stop a worker that connects after the runner has begun to close.
+
+    Closing, the runner tells each worker it has started to stop (its control stream's end)
+    and waits for its process to end. It tells only those connected by then: for one not yet
+    connected it just marks the connection closed, and when that worker connects later it is
+    given a stream that never ends. The runner then waited for it forever: a build stopped
+    while its workers started (one killed at its start, a SIGTERM) never ended. Here such a
+    worker is told to stop as it connects."""
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    connection, servicer = worker_handlers.ControlConnection, worker_handlers.BeamFnControlServicer
+    if getattr(connection, "stops_late_workers", False):
+        return
+    set_input = connection.set_input
+    # Reentrant, so that the check below and Beam's own set_input (which takes it too) are one
+    # step for close(), which takes it: a close comes either before (seen here) or after the
+    # connection has started (and then ends it itself).
+    connection._lock = threading.RLock()
+
+    def set_input_or_stop(self, input) -> None:
+        with connection._lock:
+            closed = self._state == servicer.DONE_STATE
+            set_input(self, input)
+            if closed:
+                self.push(servicer._DONE_MARKER)
+                self._state = servicer.DONE_STATE
+
+    connection.set_input = set_input_or_stop
+    connection.stops_late_workers = True
 
 
 def runner_workers(cfg: RunnerConfig) -> int:

@@ -3,7 +3,8 @@
 `python -m bertdata.pipelines.worker` is a plain worker. `--serve FD REPORTS` is the pool's
 server (see pool.py): it imports what workers need, then forks one worker per request
 arriving on the listening socket FD, until its stdin closes; it reaps its workers and writes a
-line to the pipe REPORTS for each that ends abnormally.
+line to the pipe REPORTS for each that ends abnormally. When its stdin closes (the build has
+run, or is stopping) it kills the workers still running and reaps them before it exits.
 
 Either way a worker ends without the interpreter's teardown. The FnApiRunner stops its
 workers one after another, waiting for each process to end, and a worker's teardown
@@ -67,8 +68,12 @@ def serve(listener_fd: int, reports_fd: int) -> None:
     listener = socket.socket(fileno=listener_fd)
     folder = os.path.dirname(listener.getsockname())
     server = os.getpid()
-    # Ctrl-C reaches the whole process group; the server ends when the launcher does.
+    # Ctrl-C and Ctrl-\ reach the whole process group; the server ends when the launcher does,
+    # and with it the workers (a forked worker keeps SIGQUIT ignored: the launcher, which stops
+    # on it, ends them).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+    workers: set[int] = set()
     try:
         # What is imported lives as long as the workers: out of the collector's reach, whose
         # passes over it, during the imports and after, would cost time (each worker's too) and
@@ -88,7 +93,7 @@ def serve(listener_fd: int, reports_fd: int) -> None:
             if wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(wake_r, 4096)
-                _reap(folder, reports_fd)
+                _reap(folder, reports_fd, workers)
             if 0 in ready and not os.read(0, 1):
                 break
             if listener in ready:
@@ -104,7 +109,11 @@ def serve(listener_fd: int, reports_fd: int) -> None:
                     child = os.fork()
                 if child == 0:
                     _worker(server, listener, conn, (reports_fd, wake_r, wake_w), folder)
+                workers.add(child)
                 conn.close()
+        # Any worker still running is of a build that stops: it goes before the launcher's
+        # cleanup (which waits for this process), so it writes nothing after it.
+        _end_workers(workers)
     finally:
         shutil.rmtree(folder, ignore_errors=True)  # already gone if the launcher's close outwaited us
     # Its heap is every worker's preloaded modules: freeing them would hold up the launcher.
@@ -116,7 +125,7 @@ def preload() -> None:
         importlib.import_module(name)
 
 
-def _reap(folder: str, reports_fd: int) -> None:
+def _reap(folder: str, reports_fd: int, workers: set[int]) -> None:
     """Collect finished workers; report those that ended abnormally, with what they were on."""
     while True:
         try:
@@ -125,10 +134,22 @@ def _reap(folder: str, reports_fd: int) -> None:
             return
         if pid == 0:
             return
+        workers.discard(pid)
         task = pool.read_task(folder, pid)
         if status != 0:
             with contextlib.suppress(OSError):  # the launcher is gone: nobody to tell
                 os.write(reports_fd, pool.report_line(pool.WorkerDeath.from_wait_status(pid, status, task=task)))
+
+
+def _end_workers(workers: set[int]) -> None:
+    """Kill the workers still running and wait until they are gone (not reported: the launcher
+    asked for it)."""
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in workers:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def _end_with_server(server: int) -> None:

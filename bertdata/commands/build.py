@@ -8,7 +8,7 @@ import signal
 from collections import Counter
 
 from bertdata.commands.options import add_dump_options, add_instance_options, add_tokenizer_options, instance_fields
-from bertdata.commands.stops import stopped_by_signals
+from bertdata.commands.stops import STOP_SIGNALS, stopped_by_signals
 from bertdata.config import (BOTH_FORMATS, FORMATS, PHASE1, PHASE2, SPLITTERS, BuildConfig, LddlConfig, RunnerConfig,
                              TextConfig)
 from bertdata.errors import BertdataError
@@ -213,7 +213,9 @@ def run(args: argparse.Namespace) -> int:
     from bertdata.pipelines.pool import worker_pool
 
     # The pool's server imports Beam and our modules on another core while this process does.
-    with stopped_by_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP), worker_pool(cfg.runner) as pool:
+    with stopped_by_signals(signal.SIGINT, *STOP_SIGNALS) as on_stop, worker_pool(cfg.runner) as pool:
+        if pool is not None:
+            on_stop.append(pool.stop)
         # Beam's import makes objects by the million, all for the life of the process: the
         # collector's full passes over them as they come find nothing (the build hands them
         # back when its pipeline has run).

@@ -21,7 +21,7 @@ file Wikimedia publishes beside them.
 newest run whose sums file lists both files), so the files always come from
 one run and carry that run's date in their names.
 
-Downloads are safe to interrupt (Ctrl-C, SIGTERM, SIGHUP: exit 130, 143, 129):
+Downloads are safe to interrupt (Ctrl-C, SIGTERM, SIGHUP, Ctrl-\\: exit 130, 143, 129, 131):
 bytes go to NAME.part, and running the same command again resumes with an HTTP
 Range request. A file is renamed to its
 final name only after its sha1 matches. Files already present and verified
@@ -61,14 +61,12 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    import signal
-
-    from bertdata.commands.stops import stopped_by_signals
+    from bertdata.commands.stops import STOP_SIGNALS, stopped_by_signals
     from bertdata.download.dumps import DumpSpec, download_dump
 
     spec = DumpSpec(wiki=args.wiki, date=args.date, mirror=args.mirror)
     # What arrived stays in NAME.part for the next run to continue; a staging folder is removed.
-    with stopped_by_signals(signal.SIGTERM, signal.SIGHUP):
+    with stopped_by_signals(*STOP_SIGNALS):
         if "://" in args.output:
             from bertdata.pipelines.inputs import download
             from bertdata.pipelines.stores import use_stores

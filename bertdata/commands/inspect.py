@@ -82,6 +82,8 @@ def _inspect(args: argparse.Namespace) -> int:
 
     given = {name: value for name in ("show", "vocab", "ranks") if (value := getattr(args, name)) is not None}
     cfg = InspectConfig(tuple(args.paths), **given)
+    for path in cfg.paths:
+        _refuse_a_folders_file(path)
     report = formats.Report(vocab=load_vocab(cfg.vocab) if cfg.vocab else None, show=cfg.show, ranks=cfg.ranks,
                             out=lambda line: print(line, flush=True))
     for fmt, units in formats.by_format(formats.find(cfg.paths)):
@@ -91,3 +93,30 @@ def _inspect(args: argparse.Namespace) -> int:
     for failure in report.failures:
         print(f"bertdata inspect: invalid shard: {failure}")
     return 1 if report.failures else 0
+
+
+# The first bytes of a parquet file. LDDL's parquet files are checked by their folder (its
+# .num_samples.json, its bins and the files' balance are part of the check), never alone.
+PARQUET_MAGIC = b"PAR1"
+
+
+def _refuse_a_folders_file(path: str) -> None:
+    """A file given alone that a format reads only as part of its folder (one of an LDDL phase
+    folder's parquet files): say so and name the folder to give, rather than fail it as a file of
+    the format that takes any file (hdf5)."""
+    import os
+
+    from bertdata import formats
+    from bertdata.errors import BertdataError
+
+    if not os.path.isfile(path) or any(f.claims(path) for f in formats.REGISTRY.values()):
+        return
+    folder = os.path.dirname(path) or "."
+    unit = next((f for f in formats.REGISTRY.values() if f.claims(folder)), None)
+    if unit is not None:
+        raise BertdataError(f"{path}: one file of the {unit.name} folder {folder}, which is checked as a whole: "
+                            f"bertdata inspect {folder}")
+    with open(path, "rb") as f:
+        if f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC:
+            raise BertdataError(f"{path}: a parquet file; LDDL parquet is checked by its folder (one phase, with its "
+                                ".num_samples.json): bertdata inspect FOLDER")

@@ -72,7 +72,7 @@ def run(args) -> int:
 
     start = time.perf_counter()
     cfg = InstanceConfig(**instance_fields(args))
-    check_output_path(args.output, force=args.force)
+    check_output_path(args.output, force=args.force, inputs=[*args.inputs, *([args.vocab] if args.vocab else [])])
 
     from bertdata.formats.hdf5 import write_instances
     from bertdata.instances.create import make_shard

@@ -1,6 +1,6 @@
-"""SIGTERM (schedulers, `kill`, `timeout`, systemd) and SIGHUP (a closed terminal) end a command
-as Ctrl-C does: one line, the same cleanup, and the exit code a shell gives a process the signal
-ends (143, 129)."""
+"""SIGTERM (schedulers, `kill`, `timeout`, systemd), SIGHUP (a closed terminal) and SIGQUIT
+(Ctrl-\\) end a command as Ctrl-C does: one line, the same cleanup, and the exit code a shell
+gives a process the signal ends (143, 129, 131)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,21 @@ import threading
 
 from bertdata.errors import Stopped
 
+# What a command that cleans up on a stop handles besides Ctrl-C (SIGINT). SIGQUIT by default ends
+# the process at once (with a core dump where they are enabled), as SIGKILL would.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
 
 @contextlib.contextmanager
 def stopped_by_signals(*signums: int):
     """End the command on these signals as on Ctrl-C (KeyboardInterrupt, or Stopped for another
-    signal), cleaning up on the way out: by default SIGTERM and SIGHUP end the process at once,
-    leaving temporaries behind (a build's lock, work folder and worker pool's socket folder, a
-    download's staging folder)."""
+    signal), cleaning up on the way out: by default SIGTERM, SIGHUP and SIGQUIT end the process at
+    once, leaving temporaries behind (a build's lock, work folder and worker pool's socket folder,
+    a download's staging folder). Yields a list: callables appended to it run as the stop begins,
+    before the exception is raised (a build's worker pool is ended there, before Beam's runner
+    waits for its workers on the way out)."""
     stopping: list[int] = []
+    on_stop: list = []
 
     def interruption(signum: int) -> BaseException:
         return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
@@ -31,13 +38,15 @@ def stopped_by_signals(*signums: int):
             # traceback, as the workers the signal also reached vanish): once the build's
             # stderr is the terminal again they would land after the command's line.
             logging.disable(logging.CRITICAL)
+            for hook in on_stop:
+                hook()
             raise interruption(signum)
 
     # One that is ignored (SIGHUP under nohup, SIGINT in a background job) stays ignored.
     previous = {s: signal.signal(s, stop) for s in signums
                 if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler)}
     try:
-        yield
+        yield on_stop
     except Exception:
         # A build with one local worker runs the DoFns in this process, and Beam re-raises what one
         # raised, the signal's exception too, as an error of its own: what follows the signal is its

@@ -118,6 +118,12 @@ def load_vocab(path: str | os.PathLike) -> Vocab:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise BertdataError(f"{path}: not a WordPiece vocab (not UTF-8 at byte {err.start})") from None
+    # Refused, not skipped: BERT's tokenizers (Google's, Hugging Face's) read the mark as part of
+    # the first token, so a trainer given this file would not find that token.
+    if text.startswith("\ufeff"):
+        raise BertdataError(f"{path}: begins with a UTF-8 byte-order mark (bytes EF BB BF), which BERT's tokenizers "
+                            f"read as part of its first token ({text[1:].split(chr(10), 1)[0].strip()!r}); "
+                            "save it as UTF-8 without a BOM")
     # Lines as the reference's readline() reads them (text mode: \n, \r\n or a lone \r ends one),
     # each stripped; str.splitlines would also split at U+2028, U+0085, form feeds..., which a
     # token may hold, and shift every id after it.

@@ -181,7 +181,7 @@ def build_vocab(
     dumps = [os.fspath(p) for p in dumps]
     if not inputs and not dumps:
         raise BertdataError("nothing to train on: give text files (one sentence per line) or --dump PATH")
-    output = check_output_path(output, force=force)
+    output = check_output_path(output, force=force, inputs=[*inputs, *dumps])
     counter = CharacterCounter(config.lowercase)
     for path in inputs:
         _count_text_file(path, counter)

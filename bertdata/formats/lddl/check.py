@@ -39,6 +39,17 @@ def read_folder(folder: str | os.PathLike) -> Iterator[tuple[Path, int | None, p
                 raise ValidationError(f"{path}: not a readable parquet file ({err})") from None
 
 
+def _columns_differ(found: pa.Schema, expected: pa.Schema) -> str:
+    """How a file's columns differ from the expected ones, on one line."""
+    missing = [name for name in expected.names if name not in found.names]
+    extra = [name for name in found.names if name not in expected.names]
+    retyped = [f"{f.name} is {found.field(f.name).type}, not {f.type}" for f in expected
+               if f.name in found.names and found.field(f.name).type != f.type]
+    said = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"extra {', '.join(extra)}"] if extra else []) \
+        + retyped
+    return "; ".join(said) or f"in another order: {', '.join(found.names)}"
+
+
 def _check_rows(path: Path, batch: pa.RecordBatch, first_row: int,
                 token_array: pa.Array | None) -> tuple[np.ndarray, int]:
     """Row checks the loader would trip on later, or silently train on; returns num_tokens and
@@ -125,8 +136,8 @@ def validate_folder(folder: str | os.PathLike, *, ranks: int = 1, bin_size: int 
                 if not binned or "bin_id" not in file_schema.names:
                     schema = pa.schema([f for f in schema if f.name != "bin_id"])
             if not file_schema.remove_metadata().equals(schema):
-                raise ValidationError(f"{path}: columns {file_schema.remove_metadata().to_string()!r} are not "
-                                      f"LDDL's {schema.to_string()!r}".replace("\n", ", "))
+                raise ValidationError(f"{path}: not LDDL's columns ({_columns_differ(file_schema, schema)}); "
+                                      f"LDDL's are {', '.join(f'{f.name} ({f.type})' for f in schema)}")
             rows = meta.metadata.num_rows
             if recorded.get(path.name) != rows:
                 raise ValidationError(f"{path}: holds {rows} rows but {NUM_SAMPLES_JSON} says {recorded.get(path.name)}")
