@@ -6,6 +6,7 @@ comes from is named beside it. Synthetic cases say so.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -14,7 +15,7 @@ from bertdata.text import wikitext
 from bertdata.text.wikitext import clean
 
 
-from bertdata.text.skipped import DisambiguationPage, ListPage
+from bertdata.text.skipped import DisambiguationPage, ListPage, SkippedPage
 
 
 @pytest.mark.parametrize(
@@ -335,11 +336,17 @@ def test_skip_reasons() -> None:
         "{{frac|1 2|3 4}}" * 200_000,
         "{{val|1|e=2|u=m}}" * 200_000,
         "{{" * 200_000 + "x" * 5_000_000 + "}}" * 200_000,
+        ": A line.\n" * 500_000,
+        "; term : A definition.\n" * 250_000,
+        ";" * 5_000_000,
     ],
 )
 def test_new_rules_stay_linear(page: str) -> None:
     start = time.perf_counter()
     clean(page, max_chars=None)
+    # as a page that says it is a list, measured before it is cleaned
+    with contextlib.suppress(SkippedPage):
+        clean(page, "List of lines", max_chars=None)
     assert time.perf_counter() - start < 20
 
 

@@ -20,7 +20,6 @@ _RANGE_WORDS = {"to": " to ", "and": " and ", "or": " or ", "-": "\u2013", "\u20
                 "by": " by ", "x": " \u00d7 ", "\u00d7": " \u00d7 ", "+/-": " \u00b1 ", "\u00b1": " \u00b1 ",
                 "+": " + ", "and(-)": " and ", "to(-)": " to ", ", and": ", and ", ", or": ", or "}
 _PRECISION = re.compile(r"-?\d{1,2}$")
-_MINUS = re.compile(r"^-")
 
 # The symbols `{{convert}}` shows for its unit codes where the code is not the symbol (abbr=on).
 # Audited against every code in the two real fragments (docs/text-quality.md, tests/test_convert.py):
@@ -260,7 +259,7 @@ def _temperature(values: list[str], joiner: str, rest: list[str], disp: str) -> 
             elif abs(kelvin) > 1e-8:
                 places = max(places, 2 - math.floor(math.log10(abs(kelvin))))
         shown.append(_format(kelvin / target.scale - target.offset, places))
-    source = f"{joiner.join(_MINUS.sub(chr(0x2212), v) for v in values)} {unit.symbol}"
+    source = joiner.join("\u2212" + v[1:] if v.startswith("-") else v for v in values) + " " + unit.symbol
     output = f"{joiner.join(shown)} {target.symbol}"
     if disp == "flip":
         return f"{output} ({source})"

@@ -27,7 +27,8 @@ from bertdata.text.templates import remove_templates
 # what `clean` returns.
 RULES_VERSION = 4
 
-# Pages that are lists or disambiguations hold no passages; BERT's recipe ignores lists.
+# Pages that say they are lists or disambiguations: skipped where their list items outweigh their
+# prose (`_mostly_listed`), as BERT's recipe ignores lists; some are character lists in prose.
 _LIST_TITLE = re.compile(r"lists? of ", re.IGNORECASE)
 # Templates that mark a disambiguation or set-index page wherever they are called: `{{name}}` or
 # `{{name|...}}`, in any case, with any spaces inside the braces (`_markup.has_template`).
@@ -93,7 +94,7 @@ _LIST_ITEM = re.compile(r"^[ \t]*[*#:;]+[ \t]*(.*)$", re.MULTILINE)
 _LISTED = re.compile(r"^[ \t]*[:;]*[*#].*$|^[ \t]*[^\s=|!].*:[ \t]*$", re.MULTILINE)
 _UNCOUNTED = re.compile(r"^[ \t]*(?:=.*=|-{4,}.*|[|!].*|\{\{.*\}\})[ \t]*$", re.MULTILINE)
 _SENTENCE_STOPS = (". ", "! ", "? ", '." ', "?\" ", '!" ')
-_ENDS, _CLOSERS = ".!?", "\"'\u201d\u2019)]"
+_ENDS, _CLOSERS = (".", "!", "?"), "\"'\u201d\u2019)]"
 # What `drop_junk_lines` puts before the text of an indented line or a definition: its paragraph
 # is kept as whole sentences only. XML cannot hold the character, so no dump's text has it.
 _INDENTED = "\x01"
@@ -351,7 +352,7 @@ def _whole_sentences(paragraph: str) -> str:
     """An indented paragraph's whole sentences: all of it if it ends like a sentence (`.`, `!`
     or `?`, closing quotes or brackets after it), else up to its last sentence end, as a lead-in
     is cut; a line without one (a formula, a caption, a term) goes."""
-    if paragraph.rstrip(_CLOSERS)[-1:] in tuple(_ENDS):
+    if paragraph.rstrip(_CLOSERS)[-1:] in _ENDS:
         return paragraph
     return _drop_lead_in(paragraph)
 
