@@ -602,6 +602,47 @@ def test_junk_lines_dropped_where_the_regex_dropped_them():
     assert drop_junk_lines(plain) is plain
 
 
+def _indented_reference(text: str) -> str:
+    """What `drop_junk_lines(text, indented=True)` does, line by line in Python."""
+    junk = re.compile(r"[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!*#:;].*)")
+    lines = []
+    for line in text.split("\n"):
+        if not junk.fullmatch(line):
+            lines.append(line)
+            continue
+        body = line.lstrip(" \t")
+        marks = re.match(r"[:;*#]*", body).group()
+        kept = ""
+        if body[0] in ":;" and "*" not in marks and "#" not in marks:
+            rest = body[len(marks):]
+            if ";" in marks:
+                colon = rest.find(":")
+                rest = rest[colon + 1:] if colon >= 0 else ""
+            rest = rest.lstrip(" \t")
+            kept = f"\n\x01{rest}\n" if rest else ""
+        lines.append(kept)
+    return "\n".join(lines)
+
+
+def test_indented_lines_are_split_off_where_the_python_reference_splits_them() -> None:
+    """`_prose.drop_junk_lines(text, indented=True)` against the line-by-line Python it stands for."""
+    import random
+
+    from bertdata.text._prose import drop_junk_lines
+
+    alphabet = [" ", "\t", ":", ";", "::", "; t :", "*", "#", "=", "= x =", "----", "|", "!", "\n", "\n\n", "a",
+                "word.", "\u00e9", "\u0416", "\U0001d49c", "\u2028", "\r", "{|"]
+    rng = random.Random(47)
+    for _ in range(40_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        assert drop_junk_lines(text, indented=True) == _indented_reference(text), repr(text)
+    # every line kept grows the text: the buffer grows with it
+    many = ":a\n" * 10_000 + "; b : c\n" * 10_000
+    assert drop_junk_lines(many, indented=True) == _indented_reference(many)
+    plain = "no junk here\nnor here"
+    assert drop_junk_lines(plain, indented=True) is plain
+
+
 def test_table_lines_found_where_the_regex_found_them():
     """`_markup.table_lines` against the MULTILINE regex `_remove_tables` used before it."""
     import random

@@ -3,12 +3,8 @@ list items are not, and a page that says it is a list is judged by what it holds
 
 from __future__ import annotations
 
-import random
-import re
-
 import pytest
 
-from bertdata.text._prose import drop_junk_lines
 from bertdata.text.articles import is_terminated
 from bertdata.text.sentences import split_article
 from bertdata.text.skipped import SkippedPage
@@ -50,43 +46,11 @@ def test_keep_lists_keeps_every_item_whole() -> None:
         "It runs. See below\nTerm: Definition\nitem")
 
 
-def _junk_oracle(text: str) -> str:
-    """What `drop_junk_lines(text, indented=True)` does, line by line in Python."""
-    junk = re.compile(r"[ \t]*(?:=.*=[ \t]*|-{4,}.*|[|!*#:;].*)")
-    lines = []
-    for line in text.split("\n"):
-        if not junk.fullmatch(line):
-            lines.append(line)
-            continue
-        body = line.lstrip(" \t")
-        marks = re.match(r"[:;*#]*", body).group()
-        kept = ""
-        if body[0] in ":;" and "*" not in marks and "#" not in marks:
-            rest = body[len(marks):]
-            if ";" in marks:
-                colon = rest.find(":")
-                rest = rest[colon + 1:] if colon >= 0 else ""
-            rest = rest.lstrip(" \t")
-            kept = f"\n\x01{rest}\n" if rest else ""
-        lines.append(kept)
-    return "\n".join(lines)
-
-
-def test_indented_lines_are_split_off_where_the_oracle_splits_them() -> None:
-    alphabet = [" ", "\t", ":", ";", "::", "; t :", "*", "#", "=", "= x =", "----", "|", "!", "\n", "\n\n", "a",
-                "word.", "\u00e9", "\u0416", "\U0001d49c", "\u2028", "\r", "{|"]
-    rng = random.Random(47)
-    for _ in range(40_000):
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
-        assert drop_junk_lines(text, indented=True) == _junk_oracle(text), repr(text)
-    # every line kept grows the text: the buffer grows with it
-    many = ":a\n" * 10_000 + "; b : c\n" * 10_000
-    assert drop_junk_lines(many, indented=True) == _junk_oracle(many)
-    plain = "no junk here\nnor here"
-    assert drop_junk_lines(plain, indented=True) is plain
+SKIP_REASONS = ("list_page", "disambiguation")
 
 
 def _cleaned(path) -> dict[str, str]:
+    """Each article of a dump cleaned, or the reason it is skipped."""
     out = {}
     for page in iter_pages(need(path)):
         if classify(page) is None:
@@ -107,9 +71,6 @@ def test_real_indented_and_definition_prose_is_kept() -> None:
                                  "Aberdeen (disambiguation)", "Ada")] == ["list_page"] * 2 + ["disambiguation"] * 2
     sentences = [s for text in cleaned.values() for s in split_article(text) if text not in SKIP_REASONS]
     assert sum(not is_terminated(s) for s in sentences) < 0.01 * len(sentences)
-
-
-SKIP_REASONS = ("list_page", "disambiguation")
 
 
 def test_a_list_page_of_prose_is_kept() -> None:
