@@ -1,0 +1,69 @@
+"""benchmark/gpu_check.sh in its CPU smoke mode, as on a bare GPU machine: a copy of the checkout
+with nothing built, a Python that has torch, h5py, numpy and setuptools but no bertdata install,
+no package registry and no ../shared beside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="the bench extra (torch) is not installed")
+
+from conftest import ROOT  # noqa: E402
+
+
+def bare_python(tmp_path: Path) -> Path:
+    """A venv that sees this environment's packages as plain folders: their .pth files (the
+    editable install of bertdata among them) are not run, so bertdata does not import."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*")) / "site-packages"
+    (site / "packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python = venv / "bin" / "python"
+    probe = subprocess.run([str(python), "-c", "import torch, h5py, setuptools; import bertdata"],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert "No module named 'bertdata'" in probe.stderr
+    return python
+
+
+def checkout_copy(tmp_path: Path) -> Path:
+    """The checkout's files as git tracks them, without anything built in place."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    copy = tmp_path / "checkout"
+    for name in files.decode().split("\0"):
+        if name and (ROOT / name).is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, copy / name)
+    assert not list(copy.rglob("*.so"))
+    return copy
+
+
+@pytest.mark.slow
+def test_the_gpu_check_runs_from_a_bare_checkout_without_a_registry(tmp_path):
+    if not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout")
+    python, copy, out = bare_python(tmp_path), checkout_copy(tmp_path), tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env.update(PYTHON=str(python), PIP_NO_INDEX="1", DEVICE="cpu", MODEL="tiny", BATCH="8", QUICK="1",
+               TARGET_SEQS="0", OUT=str(out), PATH=f"{python.parent}:{env['PATH']}")
+    done = subprocess.run(["bash", str(copy / "benchmark" / "gpu_check.sh")], env=env, capture_output=True,
+                          text=True, timeout=900)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-3000:]
+    assert "building its compiled modules in place" in log
+    assert "writing synthetic reference-layout shards" in log  # no ../shared beside the copy
+    assert "parity on cpu" in log and "parity FAILED" not in log
+    records = [r for name in ("loader", "bf16_compiled", "bf16_compiled_512", "amp_tf32_compiled",
+                              "bf16_compiled_padded") for r in json.loads((out / f"{name}.json").read_text())]
+    assert [(r["precision"], r["seq_len"], r["layout"]) for r in records[1:]] == [
+        ("bf16", 128, "packed"), ("bf16", 512, "packed"), ("amp", 128, "packed"), ("tf32", 128, "packed"),
+        ("bf16", 128, "padded")]
+    assert all(0 < r["real_tokens_per_second"] < r["tokens_per_second"] for r in records)
+    assert "kernels by their own time" in (out / "profile_bf16_compiled.txt").read_text()
