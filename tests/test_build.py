@@ -743,8 +743,12 @@ def test_a_dead_worker_stops_the_build_in_one_line_and_a_rerun_resumes(fragment_
     cause = "SIGKILL, likely out of memory" if signum == signal.SIGKILL else "SIGTERM"
     assert last.startswith(f"bertdata build: error: worker process {victim} was killed by {cause}"), stderr
     assert f"while on {task}" in last and "run it again to resume" in last
+    assert re.search(r"; build stopped, (its work folder, )?(\d+ half-written files?, )?its worker pool and its lock "
+                     "removed: run it again", last), last
     assert "Traceback" not in stderr and len(stderr.splitlines()) < 10  # Beam's tracebacks are in build.log
     assert not (out / WORK_FOLDER).exists() and not (out / LOCK_NAME).exists()
+    # Nor a file the other worker was writing when the pool ended it (they survived the cleanup).
+    assert not list(out.rglob(".bertdata-tmp-*"))
     assert not list(short_tmpdir.iterdir())
     run_cli(*args, "--workers", "2", "--output", out)
     assert tree_digest(out) == tree_digest(whole)
