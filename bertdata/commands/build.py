@@ -109,8 +109,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     text.add_argument("--test-fraction", type=float, default=TextConfig.test_fraction, metavar="F",
                       help=f"share of articles for test (default: {TextConfig.test_fraction})")
     text.add_argument("--keep-lists", action="store_true",
-                      help="keep list items and 'List of' pages; by default only prose passages are kept, "
-                           "as BERT's recipe ignores lists, tables and headers")
+                      help="keep every list item (bullets, numbered items, indented lines, definitions) whole, "
+                           "and 'List of' pages whatever they hold. By default only prose is kept, as BERT's "
+                           "recipe ignores lists, tables and headers: indented lines and definitions where they "
+                           "are whole sentences, no bullet or numbered item; and a page that says it is a list "
+                           "or a disambiguation (its title, a disambiguation template, a first paragraph that "
+                           "'may refer to:') is skipped, and counted as list_page or disambiguation, where its "
+                           "list items outweigh its prose")
 
     inst = p.add_argument_group("instances (reference flags)")
     inst.add_argument("--phase", choices=tuple(PHASES), default="both",
