@@ -37,7 +37,8 @@ from bertdata.pipelines.resume import StageManifest, read_manifest, remove_lefto
 from bertdata.pipelines.plan import check_disk, local_dump
 from bertdata.pipelines.pool import WorkerDied, WorkerPool
 from bertdata.pipelines.runners import check_runner, make_pipeline, runner_workers
-from bertdata.pipelines.stages import BuildInputs, InstancesStage, chain_stages, plan_stages
+from bertdata.pipelines.stage import BuildInputs
+from bertdata.pipelines.stages import InstancesStage, chain_stages, plan_stages, prepare_stages
 from bertdata.pipelines.stores import store_lock, store_of, use_stores
 
 
@@ -127,6 +128,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     for p in planned:
         if p.decision.line:
             note(p.decision.line)
+    prepare_stages(planned, inputs.work_dir)
     cfg, dump_record = inputs.cfg, inputs.dump_record
     run = Run(started, cfg.runner.runner, cfg.runner.workers)
     pipeline = make_pipeline(cfg.runner, pool)
@@ -145,13 +147,11 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     reused = text_decision.handed_on
     text = finder() if reused is None else StageManifest(reused.plan.folder, read_manifest(reused.plan.folder))
     if not text.manifest["counts"].get("articles") and not text.manifest["counts"].get("books"):
-        _refuse_empty_build(inputs.dump, text, [folder for p in planned if p.stage.summary in ("phases", "megatron")
-                                                 for folder in p.stage.folders])
-    summary = {"seconds": time.time() - started, "text": text.manifest, "text_dir": text.folder,
-               "requested": inputs.text, "siteinfo": inputs.site.siteinfo, "phases": {}, "lddl": {}, "megatron": {}}
-    for p in planned[1:]:
-        summary[p.stage.summary].update({folder: read_manifest(folder) for folder in p.stage.folders})
-    return summary
+        _refuse_empty_build(inputs.dump, text, [folder for p in planned[1:] for folder in p.stage.folders])
+    # What each stage's format wrote, in chain order: (format, folder, manifest).
+    outputs = [(p.stage.format, folder, read_manifest(folder)) for p in planned[1:] for folder in p.stage.folders]
+    return {"seconds": time.time() - started, "text": text.manifest, "text_dir": text.folder,
+            "requested": inputs.text, "siteinfo": inputs.site.siteinfo, "outputs": outputs}
 
 
 def _stage_inputs(cfg: BuildConfig, inputs: Inputs) -> BuildInputs:

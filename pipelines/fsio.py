@@ -314,6 +314,14 @@ def remove_folder(folder: str) -> None:
         delete([folder])
 
 
+def remove_tree(folder: str) -> None:
+    """A folder and everything under it, at any depth."""
+    if not is_local(folder):
+        delete(_objects(folder))
+    elif exists(folder):
+        delete([folder])
+
+
 def _objects(prefix: str) -> list[str]:
     """Every object under the folder `prefix` of a store, at any depth."""
     return [p for p in match(prefix.rstrip("/") + "/**") if not p.endswith("/")]

@@ -1,14 +1,17 @@
 """Text shards -> instances of every phase from one tokenization, written as shard files (hdf5, or
-any `bertdata.formats.PerShardFormat`) and/or spilled as LDDL runs, and the tokenized documents as a
-Megatron pair (one element per text shard)."""
+any `bertdata.formats.PerShardFormat`) and/or handed to the sinks of the stages after (LDDL's runs
+per phase; per text shard, its documents: Megatron's part), one element per text shard."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Protocol
 
 import apache_beam as beam
+import numpy as np
 
 from bertdata.config import InstanceConfig
 from bertdata.formats import PerShardFormat
@@ -17,8 +20,6 @@ from bertdata.text.shards import TextShard, derive_seed
 from bertdata.instances.vocab import Vocab
 from bertdata.text.wikitext import RULES_VERSION
 from bertdata.pipelines import fsio
-from bertdata.pipelines.lddl import LddlPhase, spill_shard
-from bertdata.pipelines.megatron import MegatronOutput, write_part
 from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import Counts, Spread, StepDoFn
 
@@ -40,23 +41,43 @@ class ShardOutput:
     folder: str
 
 
+class PhaseSink(Protocol):
+    """What a later stage takes of a phase's instances of each text shard it `wants` (its
+    `record` kind: LDDL's runs)."""
+
+    record: ClassVar[type]
+
+    def wants(self, shard: TextShard) -> bool: ...
+
+    def take(self, shard: TextShard, batches: Iterable[Mapping[str, np.ndarray]], tokens: tuple[str, ...]) -> Any: ...
+
+
+class ShardSink(Protocol):
+    """What a later stage takes of every text shard's documents, whatever the phases (its
+    `record` kind: Megatron's part); `documents` is None for a shard that tokenized to nothing."""
+
+    record: ClassVar[type]
+
+    def take(self, shard: TextShard, documents: Any) -> Any: ...
+
+
 @dataclass(frozen=True)
 class PhaseOutput:
-    """One phase's instances and where they go: shard files, an LDDL folder (whose files are cut
-    across text shards, so it has a stage of its own: bertdata.pipelines.lddl), or both."""
+    """One phase's instances and where they go: shard files, the sinks of stages of their own
+    (files cut across text shards: bertdata.pipelines.lddl), or both."""
 
     cfg: InstanceConfig
     shards: ShardOutput | None
-    lddl: LddlPhase | None = None
+    sinks: tuple[PhaseSink, ...] = ()
 
 
 class _MakeInstances(StepDoFn):
     takes = (TextShard,)
 
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool, same_seed_per_shard: bool,
-                 force: bool, megatron: MegatronOutput | None = None, helper_threads: bool = True):
+                 force: bool, shard_sinks: tuple[ShardSink, ...] = (), helper_threads: bool = True):
         super().__init__()
-        self.vocab, self.phases, self.megatron = vocab, phases, megatron
+        self.vocab, self.phases, self.shard_sinks = vocab, phases, shard_sinks
         self.lowercase, self.same_seed, self.force = lowercase, same_seed_per_shard, force
         self.helper_threads = helper_threads
 
@@ -75,17 +96,17 @@ class _MakeInstances(StepDoFn):
         from bertdata.instances.create import create_instances, generation_attrs
 
         documents = None
-        if self.megatron is not None:  # whatever the phases: Megatron's pairs hold sentences, not instances
+        if self.shard_sinks:  # whatever the phases: Megatron's pairs hold sentences, not instances
             documents = self._tokenize(record)
-            yield write_part(self.megatron, record, documents)
+            for sink in self.shard_sinks:
+                yield sink.take(record, documents)
             if documents is None:
                 yield Counts({"skipped_empty_text_shards": 1})
                 return
         for phase in self.phases:
             cfg, out = phase.cfg, phase.shards
-            # LDDL folders are for training: NGC's recipe reads no held-out set from them.
-            to_lddl = phase.lddl is not None and record.split == "training"
-            if out is None and not to_lddl:
+            sinks = [sink for sink in phase.sinks if sink.wants(record)]
+            if out is None and not sinks:
                 continue
             seed = cfg.random_seed if self.same_seed else derive_seed(cfg.random_seed, record.stem)
             names = () if out is None else out.format.file_names(record.stem, record.split, record.index)
@@ -112,8 +133,8 @@ class _MakeInstances(StepDoFn):
                         out.format.write(local, instances, {**attrs, **stats}, helper_thread=self.helper_threads)
                         with open(local[0], "rb") as f:  # here, not read back from a store
                             sha = file_sha256(f)
-            if to_lddl:
-                yield spill_shard(phase.lddl, record.index, _batches(instances, out, paths), self.vocab.tokens)
+            for sink in sinks:
+                yield sink.take(record, _batches(instances, out, paths), self.vocab.tokens)
             del instances
             if out is not None:
                 if reused:
@@ -167,15 +188,15 @@ def _reusable(fmt: PerShardFormat, paths: list[str], attrs: dict) -> dict | None
 
 class TextShardsToInstances(beam.PTransform):
     """TextShard records -> per phase, an HDF5Shard record (the shard's files, whatever their
-    format) and/or the shard's LDDL runs (ShardRuns, training shards only); with `megatron`, once
-    per text shard, its Megatron pair (a MegatronPart). `helper_threads`: whether workers have a
-    spare core to compress on."""
+    format) and/or what its sinks take (LDDL's ShardRuns, of training shards); once per text
+    shard, what `shard_sinks` take (Megatron's MegatronPart). `helper_threads`: whether workers
+    have a spare core to compress on."""
 
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool,
-                 same_seed_per_shard: bool, force: bool = False, megatron: MegatronOutput | None = None,
+                 same_seed_per_shard: bool, force: bool = False, shard_sinks: tuple[ShardSink, ...] = (),
                  helper_threads: bool = True):
         super().__init__()
-        self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force, megatron, helper_threads)
+        self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force, shard_sinks, helper_threads)
 
     def expand(self, records):
         return (

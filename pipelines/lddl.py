@@ -15,18 +15,24 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import apache_beam as beam
 import numpy as np
 
+from bertdata.config import BuildConfig, InstanceConfig, phase_number
 from bertdata.formats import lddl
+from bertdata.instances.create import generation_attrs
+from bertdata.instances.vocab import VOCAB_PATH
 from bertdata.text.articles import quality
+from bertdata.text.shards import TextShard
 from bertdata.errors import BertdataError
 from bertdata.manifest import MANIFEST
 from bertdata.pipelines import fsio
 from bertdata.pipelines.manifests import WRITING, Provenance, mark_and_clear, recorded_manifest
 from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import LddlFile, PhasePlan, PlannedFile, ShardRuns, Spread, StageRecords, StepDoFn
+from bertdata.pipelines.stage import BuildInputs, Decision, Stage
 
 
 def runs_folder(work_dir: str) -> str:
@@ -49,6 +55,15 @@ class LddlPhase:
     @property
     def num_bins(self) -> int:
         return 1 if self.bin_size is None else self.seq_len // self.bin_size
+
+    # As the instance stage's sink for the phase (see Stage.sinks): each training shard's runs.
+    record: ClassVar[type] = ShardRuns
+
+    def wants(self, shard: TextShard) -> bool:
+        return shard.split == "training"  # NGC's recipe reads no held-out set from LDDL folders
+
+    def take(self, shard: TextShard, batches: Iterable[Mapping[str, np.ndarray]], tokens: tuple[str, ...]) -> ShardRuns:
+        return spill_shard(self, shard.index, batches, tokens)
 
 
 def spill_shard(phase: LddlPhase, index: int, batches: Iterable[Mapping[str, np.ndarray]],
@@ -166,3 +181,99 @@ def write_manifest(stage: StageRecords, provenance: Provenance, folder: str, fie
         "files": [{"file": f.file, "bin": f.bin, "rows": f.rows, "sha256": f.sha256, "bytes": f.bytes}
                   for f in files]})
     fsio.delete([fsio.join(folder, WRITING)])
+
+
+def folder(cfg: BuildConfig, p: InstanceConfig) -> str:
+    """A phase's LDDL folder below the output."""
+    return fsio.join(cfg.output, lddl.folder_name(phase_number(p), cfg.lddl.bin_size_for(p)))
+
+
+@dataclass
+class LddlStage(Stage):
+    """One phase's LDDL folder: the instance stage's runs -> balanced files. It puts the build's
+    vocab where NGC's script looks (`vocab`: where it is, `vocab_at`: where it goes)."""
+
+    phase: LddlPhase
+    cfg: InstanceConfig
+    fields: dict  # the manifest's options, lengths and attrs
+    vocab: str | None = None
+    vocab_at: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"Lddl{self.phase.tag.capitalize()}"
+
+    format = lddl.LDDL.name
+    reads = (ShardRuns,)
+    makes = (PhasePlan, LddlFile)  # what it ends is its own folder's: see `ended`
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return (self.phase.folder,)
+
+    def decide(self, force: bool) -> Decision:
+        if self.vocab_at is not None and not force and fsio.exists(self.vocab_at) \
+                and fsio.read_bytes(self.vocab_at) != fsio.read_bytes(self.vocab):
+            raise BertdataError(f"{self.vocab_at}: holds another vocab than {self.vocab}; pass --force to replace "
+                                "it (and the LDDL folders made with it), or choose another --output")
+        if needs_writing(self.phase, self.fields["options"], force):
+            return Decision(True)
+        return Decision(False, f"{self.phase.folder}: already complete, kept")
+
+    def place(self) -> None:
+        if self.vocab_at is None:
+            return
+        vocab = fsio.read_bytes(self.vocab)
+        if not fsio.exists(self.vocab_at) or fsio.read_bytes(self.vocab_at) != vocab:
+            fsio.write_bytes(self.vocab_at, vocab)
+
+    def clear(self) -> None:
+        clear_folder(self.phase)
+
+    def sinks(self) -> dict:
+        return {self.cfg: self.phase}
+
+    def start(self, handed: StageRecords) -> list:
+        return [*handed.records(), *plan_phase(handed, self.phase)]
+
+    def steps(self) -> beam.PTransform:
+        return WriteLddlFiles(self.phase)
+
+    def ended(self, record) -> bool:
+        return isinstance(record, (ShardRuns, PhasePlan, LddlFile)) and record.folder == self.phase.folder
+
+    def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
+        write_manifest(stage, provenance, self.phase.folder, self.fields)
+
+
+def plan(inputs: BuildInputs, chosen: tuple[InstanceConfig, ...], reused_text: StageRecords | None) -> list[Stage]:
+    """The format's stages in a build (see bertdata.formats: the registry entry names this
+    module): one per chosen phase, undecided."""
+    cfg = inputs.cfg
+    stages = []
+    for p in chosen:
+        n = phase_number(p)
+        phase = LddlPhase(folder(cfg, p), runs_folder(inputs.work_dir), f"phase{n}", p.max_seq_length,
+                          cfg.lddl.masking, cfg.lddl.bin_size_for(p), cfg.lddl.num_shards)
+        options = {**inputs.instance_options(p), "lddl": {"masking": phase.masking, "bin_size": phase.bin_size,
+                                                          "num_shards": phase.num_shards}}
+        fields = {"options": options, "max_seq_length": p.max_seq_length,
+                  "max_predictions_per_seq": p.max_predictions_per_seq,
+                  "attrs": generation_attrs(inputs.vocab, p, inputs.text.lowercase, p.random_seed)}
+        stages.append(LddlStage(phase, p, fields, inputs.vocab.path, fsio.join(cfg.output, VOCAB_PATH)))
+    return stages
+
+
+def dry_run(cfg: BuildConfig, chosen: tuple[InstanceConfig, ...], dataset: str, lowercase: bool,
+            training_shards: int) -> list[str]:
+    """`build --dry-run`'s lines for the format's stages."""
+    lines = []
+    for p in chosen:
+        bin_size = cfg.lddl.bin_size_for(p)
+        where = folder(cfg, p)
+        done = fsio.exists(fsio.join(where, MANIFEST)) and not cfg.force
+        bins = "unbinned" if bin_size is None else f"bins of {bin_size} tokens"
+        files = cfg.lddl.num_shards or training_shards
+        lines.append(f"{lddl.LDDL.name} phase {phase_number(p)}: {'reuse (complete)' if done else 'run'}: {files} "
+                     f"files per bin, {bins}, {cfg.lddl.masking} masking -> {where}")
+    return lines

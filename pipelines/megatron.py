@@ -15,9 +15,11 @@ text shard. They are removed with the work folder; a killed build's are made aga
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import apache_beam as beam
 
+from bertdata.config import BuildConfig, InstanceConfig
 from bertdata.formats import megatron
 from bertdata.errors import BertdataError
 from bertdata.text.shards import SPLITS, TextShard
@@ -26,6 +28,7 @@ from bertdata.instances.documents import Documents
 from bertdata.pipelines import fsio
 from bertdata.pipelines.manifests import WRITING, Provenance, mark_and_clear, recorded_manifest
 from bertdata.pipelines.records import MegatronPair, MegatronPart, MergeJob, Spread, StageRecords, StepDoFn
+from bertdata.pipelines.stage import BuildInputs, Decision, Stage
 
 
 def parts_folder(work_dir: str) -> str:
@@ -46,6 +49,12 @@ class MegatronOutput:
 
     def file_names(self) -> set[str]:
         return {fsio.split(path)[1] for split in SPLITS for path in megatron.pair_paths(self.prefix(split))}
+
+    # As the instance stage's sink for every text shard (see Stage.sinks): its part.
+    record: ClassVar[type] = MegatronPart
+
+    def take(self, shard: TextShard, documents: Documents | None) -> MegatronPart:
+        return write_part(self, shard, documents)
 
 
 def sources(shards: list[TextShard]) -> list[dict]:
@@ -142,3 +151,69 @@ def clear_folder(out: MegatronOutput) -> None:
     """Mark the folder as being written, and clear what an earlier build of ours (or, with
     --force, anyone) left there: `needs_writing` said it may."""
     mark_and_clear(out.folder, lambda name: name in out.file_names())
+
+
+def folder(cfg: BuildConfig, lowercase: bool) -> str:
+    return fsio.join(cfg.output, megatron.folder_name(lowercase))
+
+
+@dataclass
+class MegatronStage(Stage):
+    """The instance stage's parts -> one Megatron pair per split."""
+
+    out: MegatronOutput
+    options: dict
+    finished_sources: list[dict] | None  # the reused text stage's shards; None: text made anew
+    name = "Megatron"
+    format = megatron.MEGATRON.name
+    reads = (MegatronPart,)
+    makes = (MegatronPair,)
+    ends = (MegatronPart, MegatronPair)
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return (self.out.folder,)
+
+    def decide(self, force: bool) -> Decision:
+        if needs_writing(self.out, self.options, self.finished_sources, force):
+            return Decision(True)
+        return Decision(False, f"{self.out.folder}: already complete, kept")
+
+    def clear(self) -> None:
+        clear_folder(self.out)
+
+    def sinks(self) -> dict:
+        return {None: self.out}
+
+    def start(self, handed: StageRecords) -> list:
+        return [*handed.records(), *plan_merges(handed, self.out)]
+
+    def steps(self) -> beam.PTransform:
+        return MergeParts()
+
+    def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
+        write_manifest(stage, provenance, self.out, self.options)
+
+
+def plan(inputs: BuildInputs, chosen: tuple[InstanceConfig, ...], reused_text: StageRecords | None) -> list[Stage]:
+    """The format's stage in a build (see bertdata.formats: the registry entry names this module),
+    undecided: one, whatever the phases, when instances are made at all."""
+    if not chosen:
+        return []
+    vocab, lowercase = inputs.vocab, inputs.text.lowercase
+    options = {"dataset": inputs.dataset, "vocab_sha256": vocab.sha256, "vocab_size": len(vocab),
+               "lowercase": lowercase, "dtype": megatron.token_dtype(len(vocab)).name}
+    out = MegatronOutput(folder(inputs.cfg, lowercase), parts_folder(inputs.work_dir), inputs.dataset, len(vocab))
+    finished = None if reused_text is None else sources(reused_text.of_kind(TextShard))
+    return [MegatronStage(out, options, finished)]
+
+
+def dry_run(cfg: BuildConfig, chosen: tuple[InstanceConfig, ...], dataset: str, lowercase: bool,
+            training_shards: int) -> list[str]:
+    """`build --dry-run`'s line for the format's stage."""
+    if not chosen:
+        return []
+    where = folder(cfg, lowercase)
+    done = fsio.exists(fsio.join(where, MANIFEST)) and not cfg.force
+    return [f"{megatron.MEGATRON.name}: {'reuse (complete)' if done else 'run'}: one .bin/.idx pair per split, "
+            f"whatever the phases -> {where}"]

@@ -16,12 +16,13 @@ from bertdata.config import BuildConfig, phase_number
 from bertdata.errors import BertdataError
 from bertdata.estimate import (MARGIN, Estimate, dump_bytes_per_second, duration_text, estimate_build,
                                folder_bytes, free_bytes, size_text)
-from bertdata.formats import ACROSS_SHARDS, PER_SHARD, PER_SPLIT
+from bertdata import formats
+from bertdata.formats import PER_SHARD
 from bertdata.manifest import MANIFEST
 from bertdata.pipelines import fsio
 from bertdata.pipelines.formats import chosen_format
 from bertdata.pipelines.resume import read_manifest, text_stage_folders
-from bertdata.pipelines.stages import chosen_phases, lddl_folder, megatron_output_folder, shard_folder
+from bertdata.pipelines.stages import chosen_phases, format_stages, shard_folder
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
                      f"{fsio.join(cfg.output, 'sharded_*', dataset)}")
         count, training = t.training_shards + t.test_shards, t.training_shards
     chosen = chosen_phases(cfg)
-    per_shard, across = chosen_format(cfg, PER_SHARD), chosen_format(cfg, ACROSS_SHARDS)
+    per_shard = chosen_format(cfg, PER_SHARD)
     for p in chosen:
         n = phase_number(p)
         if per_shard is not None:
@@ -121,20 +122,10 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
                 state = "run"
             lines.append(f"{per_shard.name} phase {n} (seq {p.max_seq_length}, dupe {p.dupe_factor}): {state}: "
                          f"{count} shards, one per text shard -> {folder}")
-        if across is not None:
-            bin_size = cfg.lddl.bin_size_for(p)
-            folder = lddl_folder(cfg, p)
-            done = fsio.exists(fsio.join(folder, MANIFEST)) and not cfg.force
-            bins = "unbinned" if bin_size is None else f"bins of {bin_size} tokens"
-            files = cfg.lddl.num_shards or training
-            lines.append(f"{across.name} phase {n}: {'reuse (complete)' if done else 'run'}: {files} files per bin, "
-                         f"{bins}, {cfg.lddl.masking} masking -> {folder}")
-    per_split = chosen_format(cfg, PER_SPLIT) if chosen else None
-    if per_split is not None:
-        folder = megatron_output_folder(cfg, t.lowercase)
-        done = fsio.exists(fsio.join(folder, MANIFEST)) and not cfg.force
-        lines.append(f"{per_split.name}: {'reuse (complete)' if done else 'run'}: one .bin/.idx pair per split, "
-                     f"whatever the phases -> {folder}")
+    for fmt in map(formats.get, cfg.formats):  # the formats' own stages say theirs
+        module = format_stages(fmt)
+        if module is not None:
+            lines += module.dry_run(cfg, chosen, dataset, t.lowercase, training)
     lines.append(f"runner: {cfg.runner.runner}, {workers} worker(s)")
     if dump is not None and fsio.is_local(cfg.output):
         need = disk_need(cfg, dump, workers)

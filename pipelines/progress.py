@@ -23,10 +23,6 @@ def mark_done(work_dir: str, item: tuple) -> None:
     fsio.write_bytes(fsio.join(work_dir, MARKERS, "-".join(map(str, item))), b"")
 
 
-def clear_markers(work_dir: str) -> None:
-    fsio.remove_folder(fsio.join(work_dir, MARKERS))
-
-
 class Watcher:
     """Bars for the dump ranges read and the hdf5 shards written, updated from a thread."""
 

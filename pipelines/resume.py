@@ -19,12 +19,9 @@ from bertdata.fsutil import TEMP_PREFIX
 from bertdata.text.shards import text_folder, TextShard
 from bertdata.manifest import MANIFEST, RUN_KEY
 from bertdata.instances.vocab import Vocab
-from bertdata.pipelines import fsio, progress
+from bertdata.pipelines import fsio
 from bertdata.pipelines.log import note
 from bertdata.pipelines.records import StageRecords, TextPlan
-from bertdata.pipelines.lddl import runs_folder as lddl_runs_folder
-from bertdata.pipelines.megatron import parts_folder as megatron_parts_folder
-from bertdata.pipelines.text import runs_folder
 
 # The text options' key for the cleaner's rules version: a new release's rules redo the text.
 RULES = "cleaning_rules"
@@ -134,11 +131,6 @@ def remove_leftovers(folders: list[str], also: tuple[str, ...] = ()) -> list[str
 
 
 def remove_temporaries(work_dir: str) -> None:
-    """The text stage's and the LDDL stage's run files, the Megatron parts, and progress markers."""
-    fsio.remove_folder(runs_folder(work_dir))
-    fsio.remove_folder(lddl_runs_folder(work_dir))
-    fsio.remove_folder(megatron_parts_folder(work_dir))
-    progress.clear_markers(work_dir)
-    if fsio.is_local(work_dir) and fsio.exists(work_dir):
-        fsio.delete([work_dir])
+    """The work folder and all in it: every stage's run files and parts, and progress markers."""
+    fsio.remove_tree(work_dir)
 

@@ -123,6 +123,11 @@ def serve(listener_fd: int, reports_fd: int) -> None:
 def preload() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
+    from bertdata import formats
+    from bertdata.pipelines.stages import format_stages
+
+    for fmt in formats.REGISTRY.values():  # and every format's own stages, which a build may carry
+        format_stages(fmt)
 
 
 def _reap(folder: str, reports_fd: int, workers: set[int]) -> None:

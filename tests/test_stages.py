@@ -1,6 +1,7 @@
-"""The stage contract (bertdata.pipelines.stages): the runner, not each stage, carries counts and
-other stages' records, writes every stage's manifests and hands on what later stages read; a
-stage's decision reads its folders and writes nothing, and a refusal names the folder."""
+"""The stage contract (bertdata.pipelines.stage) and its runner (bertdata.pipelines.stages): the
+runner, not each stage, carries counts and other stages' records, writes every stage's manifests
+and hands on what later stages read; a stage's decision, and the whole plan, read the folders
+and write nothing, and a refusal names the folder."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from bertdata.manifest import Run, tool_record
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.records import StageRecords, StepDoFn, TextPlan
 from bertdata.pipelines.runners import make_pipeline
-from bertdata.pipelines.stages import Decision, PlannedStage, Stage, chain_stages
+from bertdata.pipelines.stage import Decision, Stage
+from bertdata.pipelines.stages import PlannedStage, chain_stages
 
 
 @dataclass(frozen=True)
@@ -153,11 +155,11 @@ def test_a_stage_whose_records_no_stage_before_it_hands_on_is_refused(tmp_path):
 
 
 def _lddl_stage(folder):
-    from bertdata.pipelines.lddl import LddlPhase
-    from bertdata.pipelines.stages import LddlStage
+    from bertdata.config import PHASE1
+    from bertdata.pipelines.lddl import LddlPhase, LddlStage
 
     phase = LddlPhase(str(folder), str(folder.parent / "runs"), "phase1", 128, "static", None, None)
-    return LddlStage(phase, {"options": {"seed": 1}})
+    return LddlStage(phase, PHASE1, {"options": {"seed": 1}})
 
 
 def test_a_refusal_names_the_folder_and_deciding_writes_nothing(tmp_path):
@@ -192,19 +194,20 @@ def _inputs(output, **changes):
     from types import SimpleNamespace
 
     from bertdata.config import BuildConfig
-    from bertdata.pipelines.stages import BuildInputs
+    from bertdata.pipelines.stage import BuildInputs
     from bertdata.instances.vocab import load_vocab
     from conftest import SAMPLE_VOCAB
 
-    cfg = BuildConfig(output=str(output), wiki_only=True, formats=("lddl",), runner=RunnerConfig("in-memory", 1),
-                      **changes)
+    changes = {"formats": ("lddl",), **changes}
+    cfg = BuildConfig(output=str(output), wiki_only=True, runner=RunnerConfig("in-memory", 1), **changes)
     site = SimpleNamespace(language="en", markup=None, siteinfo=None)
     return BuildInputs(cfg, "dump.xml.bz2", None, {"name": "dump.xml.bz2", "sha1": "0" * 40}, load_vocab(SAMPLE_VOCAB),
                        site, cfg.text, "wikicorpus_en", [], None, "english")
 
 
 def test_every_stage_is_decided_before_any_is_cleared(tmp_path):
-    from bertdata.pipelines.stages import lddl_folder, plan_stages
+    from bertdata.pipelines.lddl import folder as lddl_folder
+    from bertdata.pipelines.stages import plan_stages, prepare_stages
 
     inputs = _inputs(tmp_path)
     phase1, phase2 = (Path(lddl_folder(inputs.cfg, p)) for p in inputs.cfg.phases)
@@ -221,5 +224,48 @@ def test_every_stage_is_decided_before_any_is_cleared(tmp_path):
     planned = plan_stages(inputs)
     assert [(p.stage.name, p.decision.run) for p in planned] == [
         ("Text", True), ("Instances", True), ("LddlPhase1", True), ("LddlPhase2", True)]
+    # Planning wrote nothing: the run clears and puts the vocab in place, before any work.
+    assert sorted(p.name for p in phase1.iterdir()) == [".bertdata-writing", "shard-0.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pretrain"]
+    prepare_stages(planned, inputs.work_dir)
     assert sorted(p.name for p in phase1.iterdir()) == [".bertdata-writing"]
+    assert (tmp_path / "vocab" / "vocab").read_bytes() == Path(inputs.vocab.path).read_bytes()
     assert planned[1].stage.folders == ()  # LDDL alone: no files cut per text shard
+
+
+def test_another_vocab_where_ngc_looks_is_refused_by_planning(tmp_path):
+    from bertdata.pipelines.stages import plan_stages, prepare_stages
+
+    inputs = _inputs(tmp_path)
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab" / "vocab").write_text("[PAD]\nanother\n")
+    with pytest.raises(BertdataError, match=f"^{tmp_path / 'vocab' / 'vocab'}: holds another vocab than"):
+        plan_stages(inputs)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["vocab", "vocab"]
+    forced = _inputs(tmp_path, force=True)
+    prepare_stages(plan_stages(forced), forced.work_dir)
+    assert (tmp_path / "vocab" / "vocab").read_bytes() == Path(forced.vocab.path).read_bytes()
+
+
+def test_each_format_supplies_its_stages_and_dry_run_lines(tmp_path):
+    """Nothing outside a format's own modules names it: the build's stages and the dry run's
+    lines come from the registry entry and the pipeline module it names."""
+    from bertdata import formats
+    from bertdata.pipelines.plan import dry_run
+    from bertdata.pipelines.stages import format_stages, plan_stages
+
+    inputs = _inputs(tmp_path, formats=("hdf5", "lddl", "megatron"))
+    planned = plan_stages(inputs)
+    assert [(p.stage.name, p.stage.format) for p in planned] == [
+        ("Text", None), ("Instances", "hdf5"), ("LddlPhase1", "lddl"), ("LddlPhase2", "lddl"),
+        ("Megatron", "megatron")]
+    instances = planned[1].stage
+    assert {s.record.__name__ for s in instances.shard_sinks} == {"MegatronPart"}
+    assert all(len(sinks) == 1 for sinks in instances.phase_sinks.values())
+    assert format_stages(formats.get("hdf5")) is None
+    for name in ("lddl", "megatron"):
+        assert format_stages(formats.get(name)).__name__ == f"bertdata.pipelines.{name}"
+    lines = dry_run(inputs.cfg, 1)
+    assert [line.split(":")[0] for line in lines if line.startswith(("hdf5", "lddl", "megatron"))] == [
+        "hdf5 phase 1 (seq 128, dupe 5)", "hdf5 phase 2 (seq 512, dupe 5)", "lddl phase 1", "lddl phase 2", "megatron"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # planning and the dry run wrote nothing

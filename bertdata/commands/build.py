@@ -254,8 +254,8 @@ def print_shard_choice(text: dict, requested: TextConfig) -> None:
 
 def print_summary(summary: dict) -> None:
     """What a build made, read back from its manifests (see bertdata.pipelines.build)."""
+    from bertdata import formats
     from bertdata.text.languages import describe_skipped_namespaces
-    from bertdata.manifest import RUN_KEY
     from bertdata.pipelines.text import NAMESPACE_PREFIX
 
     text = summary["text"]
@@ -273,22 +273,12 @@ def print_summary(summary: dict) -> None:
              f"{100 * q['unterminated_share']:.1f}% without end punctuation" if q else ""))
     if text:
         print_shard_choice(text, summary["requested"])
-    for folder, manifest in summary["phases"].items():
-        pc = manifest["counts"]
-        reused = manifest[RUN_KEY].get("reused_shards", 0)
-        print(f"hdf5: {pc['instances']:,} instances ({100 * manifest['quality']['random_next_share']:.1f}% random "
-              f"next), {pc['tokens']:,} tokens in {pc['hdf5_shards']} shards"
-              + (f" ({reused} reused)" if reused else "") + f" -> {folder}")
-    for folder, manifest in summary["lddl"].items():
-        lc, bins = manifest["counts"], len(manifest["bins"])
-        print(f"lddl: {lc['instances']:,} training instances ({lc['dropped']} dropped to balance) in {lc['lddl_files']} "
-              f"files ({bins} bin{'s' if bins > 1 else ''}, {manifest['options']['lddl']['masking']} masking) -> {folder}")
-    for folder, manifest in summary["megatron"].items():
-        mc = manifest["counts"]
-        print(f"megatron: {mc['documents']:,} documents, {mc['sentences']:,} sentences, {mc['tokens']:,} tokens in "
-              f"{mc['pairs']} pair{'s' if mc['pairs'] != 1 else ''} -> {folder}")
+    for name, folder, manifest in summary["outputs"]:  # each format says its own line
+        print(formats.get(name).summary(folder, manifest))
     print(f"done in {summary['seconds']:.1f} s")
-    first = next(iter({**summary["phases"], **summary["lddl"]}), None)
+    # Where a trainer's data is: the first folder of a format holding instances.
+    first = next((folder for name, folder, _ in summary["outputs"] if formats.get(name).holds == formats.INSTANCES),
+                 None)
     if first is not None:
         print(f"next:\n  bertdata inspect {first}\n  bertdata shard {first} --parts 100 --output PARTS\n"
               f"  bertdata bench --data {first}")

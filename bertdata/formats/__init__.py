@@ -17,6 +17,9 @@ writer, a reader, a validator and a finder, and one object in `REGISTRY` that st
   file given by name that no format claims (hdf5: the reference's shards come under any name).
 - `find(folder)`: the units below a folder, sorted, skipping hidden files and folders.
 - `inspect(units, report)`: validate units and print their figures through `report`.
+- `build_stages`: the module of `bertdata.pipelines` that plans the format's own stages of a
+  build (and their `--dry-run` lines); None for a `PER_SHARD` format, whose files the instance
+  stage writes. `summary(folder, manifest)`: the build's line for a folder it wrote.
 - Formats holding instances also have `training(units)` (the units a trainer given their
   folder reads: hdf5's NGC rule, names containing "training"), `parts(unit)` (the unit's files
   as `ShardInfo`s, checked without reading rows; settings the files do not hold come from the
@@ -28,7 +31,8 @@ writer, a reader, a validator and a finder, and one object in `REGISTRY` that st
   `file_names`, `write`, `info`, `read`, `pattern`), which the build's instance stage calls.
 
 `find(paths)` is the one finder every command uses. A new format is one module and its entry in
-`REGISTRY`; `register` adds one at run time (a plugin, or a test).
+`REGISTRY` (and, for a stage of its own, its pipeline module); `register` adds one at run time
+(a plugin, or a test).
 """
 
 from __future__ import annotations

@@ -66,12 +66,19 @@ class Format(Protocol):
     takes_any_file: ClassVar[bool]
     # Bytes written per byte of clean text, by phase number (None: once, whatever the phases).
     disk_per_text_byte: ClassVar[dict]
+    # The module (of bertdata.pipelines) that plans the format's own build stages: `plan(inputs,
+    # phases, reused_text)` -> its stages, `dry_run(cfg, phases, dataset, lowercase, training_shards)`
+    # -> their lines. None: it has none (a PER_SHARD format's files are written by the instance stage).
+    build_stages: ClassVar[str | None]
 
     def claims(self, path: str) -> bool: ...
 
     def find(self, folder: str) -> list[str]: ...
 
     def inspect(self, units: list[str], report: "Report") -> None: ...
+
+    def summary(self, folder: str, manifest: dict) -> str:
+        """The build's line for a folder of the format it wrote, from the folder's manifest."""
 
 
 class InstanceFormat(Format, Protocol):

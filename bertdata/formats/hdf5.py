@@ -38,6 +38,7 @@ from bertdata.formats.contract import INSTANCES, PER_SHARD, PathLike, Reading, R
 from bertdata.formats.hdf5io import LAYOUT, WRITE_ORDER, ShardWriter, chunk_rows, decode_instance, iter_instances, iter_slices, shard_info
 from bertdata.formats.report import NSP_MIN_INSTANCES, NSP_TOLERANCE, print_row, print_words
 from bertdata.instances.schema import BY_NAME, FIELDS
+from bertdata.manifest import RUN_KEY
 
 if TYPE_CHECKING:
     from bertdata.instances.create import Instances
@@ -88,6 +89,16 @@ class Hdf5Shards:
     takes_any_file: ClassVar[bool] = True
     rows_as_text: ClassVar[bool] = False
     layout: ClassVar[dict] = LAYOUT
+    # No stage of its own: the instance stage writes a shard's files where it makes them.
+    build_stages: ClassVar[str | None] = None
+
+    def summary(self, folder: str, manifest: dict) -> str:
+        """The build's line for a phase folder it wrote, from the folder's manifest."""
+        counts = manifest["counts"]
+        reused = manifest[RUN_KEY].get("reused_shards", 0)
+        return (f"{self.name}: {counts['instances']:,} instances "
+                f"({100 * manifest['quality']['random_next_share']:.1f}% random next), {counts['tokens']:,} tokens "
+                f"in {counts['hdf5_shards']} shards" + (f" ({reused} reused)" if reused else "") + f" -> {folder}")
 
     # --- the per-shard files the build writes ---
 

@@ -340,6 +340,15 @@ class MegatronPairs:
     # fragment (uint16 ids): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.501}
     takes_any_file: ClassVar[bool] = False
+    # Its build stage (the parts merged per split) and its dry-run line.
+    build_stages: ClassVar[str | None] = "bertdata.pipelines.megatron"
+
+    def summary(self, folder: str, manifest: dict) -> str:
+        """The build's line for a folder it wrote, from the folder's manifest."""
+        counts = manifest["counts"]
+        return (f"{self.name}: {counts['documents']:,} documents, {counts['sentences']:,} sentences, "
+                f"{counts['tokens']:,} tokens in {counts['pairs']} pair{'s' if counts['pairs'] != 1 else ''} -> "
+                f"{folder}")
 
     def claims(self, path: str) -> bool:
         """A .bin or .idx file, or the prefix of a pair, as Megatron's `--data-path` names it."""

@@ -62,9 +62,18 @@ class LddlFolders:
     disk_per_text_byte: ClassVar[dict] = {1: 4.981, 2: 5.051}
     takes_any_file: ClassVar[bool] = False
     rows_as_text: ClassVar[bool] = True
+    # Its build stages, one per phase folder, and their dry-run lines.
+    build_stages: ClassVar[str | None] = "bertdata.pipelines.lddl"
 
     def claims(self, path: str) -> bool:
         return is_phase_folder(path)
+
+    def summary(self, folder: str, manifest: dict) -> str:
+        """The build's line for a folder it wrote, from the folder's manifest."""
+        counts, bins = manifest["counts"], len(manifest["bins"])
+        return (f"{self.name}: {counts['instances']:,} training instances ({counts['dropped']} dropped to balance) in "
+                f"{counts['lddl_files']} files ({bins} bin{'s' if bins > 1 else ''}, "
+                f"{manifest['options']['lddl']['masking']} masking) -> {folder}")
 
     def find(self, folder: str) -> list[str]:
         return [str(p) for p in find_phase_folders(folder)]

@@ -1,0 +1,147 @@
+"""The stage contract (see bertdata.pipelines.stages, which plans and chains the stages): what a
+stage states and does, what a format's own stages are planned from (`BuildInputs`), and what a
+stage's start and end read of those (`EndInputs`).
+
+A stage names the folders it writes and the format they hold (for the build's summary line);
+`decide` says, before any work, whether this run reuses what is there, runs, or is refused (one
+line naming the folder), reading only; once every stage is decided, `place` puts what it needs
+in place whether it runs or is reused, and `clear` removes what a killed run of it left, if it
+runs; it gives the Beam steps that make its records, and writes its manifests. A stage that
+needs something of every text shard's instance work (runs per phase, a part per shard) says so
+in `sinks`, and the instance stage hands each text shard to them (bertdata.pipelines.instances).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass
+
+import apache_beam as beam
+
+from bertdata.config import BuildConfig, InstanceConfig, TextConfig
+from bertdata.instances.vocab import Vocab
+from bertdata.text.shards import WORK_FOLDER
+from bertdata.text.wikidump import Site
+from bertdata.text.wikitext import RULES_VERSION
+from bertdata.pipelines import fsio
+from bertdata.pipelines.manifests import Provenance
+from bertdata.pipelines.records import StageRecords
+from bertdata.pipelines.resume import RULES, remove_leftovers
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a build does with a stage: run it, or reuse what a finished one wrote (`handed_on`:
+    what it hands the stages after, when they need it). `line`: what the user is told, if anything.
+    A refusal is no decision: `decide` raises a BertdataError naming the folder."""
+
+    run: bool
+    line: str | None = None
+    handed_on: StageRecords | None = None
+
+
+class Stage:
+    """One step of the build, as the runner sees it."""
+
+    name: str  # the Beam steps' label
+    format: str | None = None  # the registry name of the format its folders hold (None: text shards)
+    folders: tuple[str, ...] = ()
+    reads: tuple[type, ...] = ()  # the kinds of record it needs of what the stages before hand on
+    makes: tuple[type, ...] = ()  # the kinds of record its steps (or, reused, its manifest) hand on
+    ends: tuple[type, ...] = ()  # the kinds of record no stage after this one reads
+
+    def decide(self, force: bool) -> Decision:
+        """Reads the stage's folders, writes nothing."""
+        raise NotImplementedError
+
+    def place(self) -> None:
+        """Once every stage is decided, whether this one runs or is reused: what it puts in place
+        besides its folders."""
+
+    def clear(self) -> None:
+        """Once every stage is decided, before a stage that runs: remove what a killed run of it left."""
+        remove_leftovers(list(self.folders))
+
+    def sinks(self) -> dict:
+        """What it needs of the instance stage, when it runs: {InstanceConfig: sink} for a phase's
+        instances of each text shard, {None: sink} for each text shard's documents."""
+        return {}
+
+    def start(self, handed: StageRecords) -> list:
+        """The elements the stage's steps begin from; what the stages before handed on is among them."""
+        return handed.records()
+
+    def steps(self) -> beam.PTransform:
+        raise NotImplementedError
+
+    def counts(self, stage: StageRecords) -> dict:
+        """Counts the finished stage adds to what its steps counted."""
+        return {}
+
+    def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
+        raise NotImplementedError
+
+    def ended(self, record) -> bool:
+        return isinstance(record, self.ends)
+
+    def __getstate__(self) -> dict:
+        # A stage is pickled for the steps that start and end it: without what only planning
+        # reads (see EndInputs).
+        state = dict(self.__dict__)
+        if isinstance(state.get("inputs"), BuildInputs):
+            state["inputs"] = state["inputs"].at_end()
+        return state
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What the stages are planned from: the config and the resolved inputs."""
+
+    cfg: BuildConfig  # its runner's workers resolved
+    dump: str
+    index: str | None
+    dump_record: dict
+    vocab: Vocab
+    site: Site
+    text: TextConfig  # lowercase settled against the vocab
+    dataset: str
+    books: list[str]
+    splitter: object
+    punkt_model: str | None
+
+    @property
+    def work_dir(self) -> str:
+        return fsio.join(self.cfg.output, WORK_FOLDER)
+
+    @functools.cached_property
+    def text_options(self) -> dict:
+        return {"text": asdict(self.text), "books": [fsio.split(b)[1] for b in self.books],
+                "dataset": self.dataset, RULES: RULES_VERSION, "language": self.site.language,
+                "punkt": self.punkt_model or "trained on the dump"}
+
+    def instance_options(self, p: InstanceConfig) -> dict:
+        return self.at_end().instance_options(p)
+
+    def at_end(self) -> EndInputs:
+        return EndInputs(self.text_options, self.work_dir, self.vocab.sha256, len(self.vocab), self.text.lowercase,
+                         self.cfg.same_seed_per_shard)
+
+
+@dataclass(frozen=True)
+class EndInputs:
+    """What a stage's start and end (its counts and manifests, in a worker) read of its inputs. A
+    stage pickles with these in place of its BuildInputs, whose vocab (30,000 tokens) and sentence
+    splitter serve the launcher's planning only: Beam pickles each step that carries a stage in the
+    launcher and again in every worker (bz2 at level 9), and the vocab made each such pickle ~25 ms."""
+
+    text_options: dict
+    work_dir: str
+    vocab_sha256: str
+    vocab_size: int
+    lowercase: bool
+    same_seed_per_shard: bool
+
+    def instance_options(self, p: InstanceConfig) -> dict:
+        return {**self.text_options, "instances": p.record(), "vocab_sha256": self.vocab_sha256,
+                "vocab_size": self.vocab_size, "lowercase": self.lowercase,
+                "seed_per_shard": "same" if self.same_seed_per_shard else "derived"}
