@@ -229,7 +229,8 @@ class WorkerPool:
         dies from now on is not reported. Returns at once (safe in a signal handler); `close`
         waits for the server."""
         self._closing = True
-        with contextlib.suppress(OSError, ValueError):  # already closed
+        # Already closed, or being closed by this thread (a stop signal landing in `close`).
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
             self.server.stdin.close()
 
     def close(self) -> None:

@@ -39,7 +39,8 @@ def stopped_by_signals(*signums: int):
             # stderr is the terminal again they would land after the command's line.
             logging.disable(logging.CRITICAL)
             for hook in on_stop:
-                hook()
+                with contextlib.suppress(Exception):  # the stop goes on whatever a hook meets
+                    hook()
             raise interruption(signum)
 
     # One that is ignored (SIGHUP under nohup, SIGINT in a background job) stays ignored.
