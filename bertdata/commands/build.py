@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import signal
 from collections import Counter
 
@@ -280,5 +281,7 @@ def print_summary(summary: dict) -> None:
     first = next((folder for name, folder, _ in summary["outputs"] if formats.get(name).holds == formats.INSTANCES),
                  None)
     if first is not None:
-        print(f"next:\n  bertdata inspect {first}\n  bertdata shard {first} --parts 100 --output PARTS\n"
-              f"  bertdata bench --data {first}")
+        # bench needs torch, which only the bench extra installs: the line says so where it is missing.
+        torch = "" if importlib.util.find_spec("torch") else "   (needs torch: pip install 'bertdata[bench]')"
+        print(f"next:\n  bertdata inspect {first}\n  bertdata shard {first} --parts 100 --output parts\n"
+              f"  bertdata bench --data {first} --model tiny --device cpu --batch-size 8 --steps 5{torch}")
