@@ -1,5 +1,6 @@
 """The dependency rule: the core (`bertdata/`, every subpackage) imports neither Beam nor torch
-nor the two packages built on it, the CLI commands import those only inside functions, and
+nor the two packages built on it, the CLI commands import those only inside functions, the
+instance core not the format layer that writes its rows, and
 `pipelines` and `benchmark` never import each other -- so the core and `bertdata inspect`
 work without the heavy extras, and each extra installs alone. And no import circles: the
 module graph of all three is acyclic."""
@@ -21,6 +22,8 @@ HEAVY = ("apache_beam", "torch", "bertdata.pipelines", "bertdata.benchmark")
 RULES = {
     "bertdata": ("bertdata", HEAVY, False),
     "bertdata/commands": ("bertdata.commands", HEAVY, True),
+    # The instance core makes rows; the format layer, built on it, writes them.
+    "bertdata/instances": ("bertdata.instances", (*HEAVY, "bertdata.formats"), False),
     "pipelines": ("bertdata.pipelines", ("torch", "bertdata.benchmark"), False),
     "benchmark": ("bertdata.benchmark", ("apache_beam", "bertdata.pipelines"), False),
 }
