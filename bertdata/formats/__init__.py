@@ -1,5 +1,6 @@
 """The output formats behind one contract: `build`, `inspect`, `shard` and `bench` ask this layer
-and never branch on a format's name.
+and never branch on a format's name, except for what `shard` writes (hdf5 parts, or one LDDL
+folder: `--format`).
 
 A format is a module (or package) of its own with its names and layout, its codec, an atomic
 writer, a reader, a validator and a finder, and one object in `REGISTRY` that states:
