@@ -93,7 +93,7 @@ def fuzz(target: str, strategy: st.SearchStrategy, check: Callable[[Any], None],
             return
         end, rng = time.monotonic() + SECONDS, random.Random()
         while time.monotonic() < end:
-            run(max(examples, 200), rng.getrandbits(64))
+            run(examples, rng.getrandbits(64))  # a few dozen a seed: the time is checked between seeds
     except BaseException as err:
         if not failing:
             raise

@@ -207,3 +207,17 @@ def test_splice_refuses_spans_outside_the_text():
         with pytest.raises((ValueError, TypeError)):
             _spans.splice("abc", [span])
     assert _spans.splice("abc", [(1, 1, "x" * 1000)] * 50) == "a" + "x" * 50_000 + "bc"
+
+
+def test_arrays_that_are_one_another_are_copied_between_safely():
+    """A caller may pass one array as two arguments: the copies between them are memmove's."""
+    arrays = assemble_arrays([1, 6])
+    arrays["whole_ids"] = arrays["out"] = np.arange(8, dtype=np.uint16)
+    assert _wordpiece.assemble(np.zeros(0, np.int32), **arrays) == 5
+    assert arrays["out"].tolist() == [1, 2, 3, 4, 5, 5, 6, 7]
+    buf = np.frombuffer(b"ab cd\nab" + bytes(56), np.uint8).copy()
+    table = {"slots": np.full(8, -1, np.int32), "hashes": np.zeros(4, np.uint64), "key_offsets": np.zeros(4, np.int32),
+             "key_lengths": np.zeros(4, np.int32), "keys": buf, "meta": np.zeros(3, np.int64)}
+    table["meta"][1] = 1  # the keys start at buf[1]: each piece is copied onto the bytes it is read from
+    assert _wordpiece.scan(buf[:8], **table, word_entry=np.zeros(8, np.int32), line_words=np.zeros(2, np.int32),
+                           whole_line=np.zeros(2, np.bool_)) == 3

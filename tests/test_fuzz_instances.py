@@ -81,20 +81,24 @@ SHAPES = st.one_of(st.lists(st.integers(0, 9), max_size=3).map(tuple),
 ARRAYS = st.tuples(st.sampled_from(DTYPES), SHAPES,
                    st.sampled_from(["zeros", "ones", "minus", "min", "max", "random", "small"]),
                    st.sampled_from(["c", "c", "strided", "readonly"]), st.integers(0, 2**32)).map(list)
-SWAPS = st.lists(st.tuples(st.integers(0, 30), st.one_of(ARRAYS, st.sampled_from(EXTREMES), st.integers()),
-                           st.floats(0, 1)), min_size=1, max_size=3)
+SWAPS = st.lists(st.tuples(st.integers(0, 30), st.one_of(ARRAYS, st.sampled_from(EXTREMES), st.integers(),
+                                                         st.just("alias")), st.floats(0, 1)), min_size=1, max_size=3)
 
 
 def check_hostile_call(case: list) -> None:
-    """case: (entry point, [(argument index, array spec or integer, where), ...]): the valid call
-    with those arguments swapped (an integer argument given an array, or the other way round) or an
-    element of an array argument set to the integer; a result or a Python exception."""
+    """case: (entry point, [(argument index, array spec, integer or "alias", where), ...]): the
+    valid call with those arguments swapped (an integer argument given an array, or the other way
+    round), an element of an array argument set to the integer, or an argument made the very array
+    another one is (the one `where` picks); a result or a Python exception."""
     name, swaps = case
     fn, kwargs = _calls()[name]
     names = sorted(kwargs)
     for index, value, where in swaps:
         arg = names[index % len(names)]
         current = kwargs[arg]
+        if value == "alias":
+            kwargs[arg] = kwargs[names[int(where * len(names)) % len(names)]]
+            continue
         if isinstance(value, int) and isinstance(current, np.ndarray) and current.size and where < 0.7:
             if not current.flags.writeable:
                 continue
@@ -104,6 +108,8 @@ def check_hostile_call(case: list) -> None:
                 flat[int(where / 0.7 * flat.size) % flat.size] = value
             continue
         kwargs[arg] = _array(value) if isinstance(value, list) else value
+    if isinstance(kwargs.get("dupe_factor"), int) and kwargs["dupe_factor"] > 3:
+        kwargs["dupe_factor"] = 3  # a valid request for years of work is not what this looks for
     try:
         fn(**kwargs)
     except REFUSALS:

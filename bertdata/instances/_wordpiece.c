@@ -263,7 +263,7 @@ static PyObject *fast_scan(PyObject *self, PyObject *args, PyObject *kwargs)
                 hash[entry] = h;
                 koff[entry] = (int32_t)m[1];
                 klen[entry] = (int32_t)length;
-                memcpy(key + m[1], b + i, length);
+                memmove(key + m[1], b + i, length); /* keys may be buf itself: a caller's arrays may overlap */
                 m[1] += length;
                 slot[s] = (int32_t)entry;
                 break;
@@ -346,7 +346,8 @@ static PyObject *fast_assemble(PyObject *self, PyObject *args, PyObject *kwargs)
                 goto too_long;
             if (z > whole_ids.len || o + (z - a) > out.len)
                 goto bounds;
-            memcpy(out.data + o * size, whole_ids.data + a * size, (z - a) * size);
+            /* memmove: out may be whole_ids or values itself (a caller's arrays may overlap) */
+            memmove(out.data + o * size, whole_ids.data + a * size, (z - a) * size);
             o += z - a;
         } else {
             for (Py_ssize_t k = w; k < w + lwords[line]; k++) {
@@ -358,7 +359,7 @@ static PyObject *fast_assemble(PyObject *self, PyObject *args, PyObject *kwargs)
                     goto bounds;
                 if (o + count - start > INT32_MAX)
                     goto too_long;
-                memcpy(out.data + o * size, values.data + v * size, count * size);
+                memmove(out.data + o * size, values.data + v * size, count * size);
                 o += count;
             }
         }
