@@ -6,6 +6,8 @@ table's line stripping is also checked against the Python it replaced."""
 
 from __future__ import annotations
 
+import contextlib
+import operator
 import random
 
 import numpy as np
@@ -108,8 +110,9 @@ def check_hostile_call(case: list) -> None:
                 flat[int(where / 0.7 * flat.size) % flat.size] = value
             continue
         kwargs[arg] = _array(value) if isinstance(value, list) else value
-    if isinstance(kwargs.get("dupe_factor"), int) and kwargs["dupe_factor"] > 3:
-        kwargs["dupe_factor"] = 3  # a valid request for years of work is not what this looks for
+    with contextlib.suppress(TypeError):  # any integer, a 0-d array's too
+        if operator.index(kwargs.get("dupe_factor")) > 3:
+            kwargs["dupe_factor"] = 3  # a valid request for years of work is not what this looks for
     try:
         fn(**kwargs)
     except REFUSALS:
