@@ -48,6 +48,9 @@ would not fit is refused with the numbers (--ignore-disk-check goes on). --dry-r
 prints the plan -- stages to run or reuse, shard counts, workers, the disk and
 time estimates -- and writes nothing. A worker process that dies (killed, out of
 memory) stops the build with one line naming it and the cause; re-run to resume.
+Ctrl-C, Ctrl-\\, SIGTERM and SIGHUP stop it too. Either way its workers are
+ended and its temporaries (the work folder, half-written files) and lock removed;
+a build refused before any work leaves no folder behind.
 
 Each shard's seed is derived from --random-seed and the shard's name;
 --same-seed-per-shard reproduces the reference, where every shard uses the seed.
