@@ -16,6 +16,7 @@ import importlib
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,8 +71,10 @@ def fuzz(target: str, strategy: st.SearchStrategy, check: Callable[[Any], None],
     as many fresh ones as FUZZ_SECONDS allows; a failure is raised with the input that shrank
     from it (and under `make fuzz` kept)."""
     failing: list = []
+    tried = [0]
 
     def guarded(value: Any) -> None:
+        tried[0] += 1
         try:
             check(value)
         except BaseException:
@@ -91,9 +94,11 @@ def fuzz(target: str, strategy: st.SearchStrategy, check: Callable[[Any], None],
         if not SECONDS:
             run(examples, None)
             return
-        end, rng = time.monotonic() + SECONDS, random.Random()
-        while time.monotonic() < end:
+        start, rng = time.monotonic(), random.Random()
+        while time.monotonic() < start + SECONDS:
             run(examples, rng.getrandbits(64))  # a few dozen a seed: the time is checked between seeds
+        # To the terminal itself: pytest holds what a passing test writes to sys.stderr.
+        print(f"fuzz {target}: {tried[0]} inputs in {time.monotonic() - start:.0f} s", file=sys.__stderr__)
     except BaseException as err:
         if not failing:
             raise
