@@ -645,12 +645,12 @@ def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
     import psutil
 
     need(WIKI_FRAGMENT)
-    # The fragment eight times over in one bz2 stream: a text stage of several seconds on a
+    # The fragment sixteen times over in one bz2 stream: a text stage of several seconds on a
     # fast machine, so the kill lands inside it (four times over ended too soon once the pages
-    # were read in C).
-    dump = tmp_path / "x8-pages-articles-multistream.xml.bz2"
+    # were read in C, eight times once the cleaner's passes were: its worker had 1.1 s of CPU).
+    dump = tmp_path / "x16-pages-articles-multistream.xml.bz2"
     subprocess.run([sys.executable, str(ROOT / "scripts" / "make_scaled_dump.py"), str(WIKI_FRAGMENT), str(dump),
-                    "--factor", "8", "--pages-per-stream", "1000000"], check=True, capture_output=True, timeout=120)
+                    "--factor", "16", "--pages-per-stream", "1000000"], check=True, capture_output=True, timeout=240)
     out = tmp_path / "out"
     launcher = psutil.Popen([sys.executable, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", str(dump),
                              "--vocab", _sample_vocab(), "--phase", "1", "--workers", "2", "--output", str(out)],
