@@ -533,7 +533,8 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGKILL, -9)])
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGQUIT, 131),
+                                          (signal.SIGKILL, -9)])
 def test_killed_run_leaves_nothing_a_loader_would_take_and_nothing_the_next_run_keeps(inputs, tmp_path, signum, code):
     out = tmp_path / "out"
     argv = ["shard", str(inputs[0].parent), "--output", str(out), "--parts", "2"]

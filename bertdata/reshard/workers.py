@@ -1,5 +1,5 @@
 """`bertdata shard`'s processes: the pool that writes parts, its progress bar, and stopping
-cleanly on Ctrl-C, SIGTERM and SIGHUP."""
+cleanly on Ctrl-C, SIGTERM, SIGHUP and SIGQUIT."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def _run_in_worker(task: tuple[Callable, Any, int]):
 
 
 class Terminated(BertdataError):
-    """SIGTERM or SIGHUP, after the temporary files are removed; the exit code a shell gives a
-    process the signal ends (143, 129)."""
+    """SIGTERM, SIGHUP or SIGQUIT, after the temporary files are removed; the exit code a shell
+    gives a process the signal ends (143, 129, 131)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}; temporary files removed, no parts written")
@@ -42,12 +42,12 @@ class Terminated(BertdataError):
 
 
 class CtrlC:
-    """Ctrl-C, SIGTERM and SIGHUP, raised where it is safe to stop.
+    """Ctrl-C, SIGTERM, SIGHUP and SIGQUIT (Ctrl-\\), raised where it is safe to stop.
 
     h5py runs Python weakref callbacks all the time, and a KeyboardInterrupt that lands in one
     is printed and dropped -- the run would go on to the end. So the signals only set a flag
     here, and `check()`, called between slices, raises. SIGTERM (a job scheduler, `kill`, a
-    container stopping) and SIGHUP (a closed terminal) must clean up as Ctrl-C does: by default it ends the process at once,
+    container stopping), SIGHUP (a closed terminal) and SIGQUIT must clean up as Ctrl-C does: by default each ends the process at once,
     leaving up to 3.4x the input in the temporary folder.
     """
 
@@ -59,7 +59,7 @@ class CtrlC:
         # Only the main thread may set handlers; an ignored signal (SIGINT in a background job) stays ignored.
         if threading.current_thread() is threading.main_thread():
             for signum, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
-                                    (signal.SIGHUP, signal.SIG_DFL)):
+                                    (signal.SIGHUP, signal.SIG_DFL), (signal.SIGQUIT, signal.SIG_DFL)):
                 if signal.getsignal(signum) is default:
                     self.previous[signum] = signal.signal(signum, self._press)
         return self
@@ -68,7 +68,7 @@ class CtrlC:
         self.received = signum
 
     def check(self) -> None:
-        if self.received in (signal.SIGTERM, signal.SIGHUP):
+        if self.received in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             raise Terminated(self.received)
         if self.received is not None:
             raise KeyboardInterrupt
