@@ -120,6 +120,12 @@ BOTH_FORMATS = ("hdf5", "lddl")
 SPLITTERS = ("fast", "nltk")
 
 
+def lddl_files_per_bin(num_shards: int | None, training_shards: int) -> int:
+    """LddlConfig.num_shards, or its default: one file per training text shard, and two at least,
+    as the loader wants a bin's largest file one row longer than its smallest."""
+    return num_shards or max(2, training_shards)
+
+
 @dataclass(frozen=True)
 class LddlConfig:
     """How a build writes LDDL parquet, the input of NVIDIA's current BERT recipe."""
@@ -127,7 +133,7 @@ class LddlConfig:
     masking: str = "static"  # static: the instances' masks; dynamic: the loader masks anew each epoch
     # Phase 2's bins of sequence lengths, as NGC's script; phase 1 stays unbinned. None: unbinned.
     bin_size: int | None = 64
-    num_shards: int | None = None  # files per bin; None: one per training text shard
+    num_shards: int | None = None  # files per bin; None: lddl_files_per_bin
 
     def bin_size_for(self, phase: InstanceConfig) -> int | None:
         return self.bin_size if phase_number(phase) == 2 else None

@@ -20,7 +20,7 @@ from typing import ClassVar
 import apache_beam as beam
 import numpy as np
 
-from bertdata.config import BuildConfig, InstanceConfig, phase_number
+from bertdata.config import BuildConfig, InstanceConfig, lddl_files_per_bin, phase_number
 from bertdata.formats import lddl
 from bertdata.instances.create import generation_attrs
 from bertdata.instances.vocab import VOCAB_PATH
@@ -50,7 +50,7 @@ class LddlPhase:
     seq_len: int
     masking: str
     bin_size: int | None
-    num_shards: int | None  # files per bin; None: one per training text shard
+    num_shards: int | None  # files per bin; None: config.lddl_files_per_bin's default
 
     @property
     def num_bins(self) -> int:
@@ -89,7 +89,7 @@ def plan_phase(stage: StageRecords, phase: LddlPhase) -> Iterator:
     write (by bin, file)."""
     shards = sorted((s for s in stage.of_kind(ShardRuns) if s.folder == phase.folder), key=lambda s: s.index)
     runs = [run for shard in shards for run in shard.runs]
-    num_shards = phase.num_shards or stage.plan.training_shards
+    num_shards = lddl_files_per_bin(phase.num_shards, stage.plan.training_shards)
     plans, bins = lddl.plan_files(runs, num_bins=phase.num_bins, bin_size=phase.bin_size, num_shards=num_shards,
                                   where=phase.folder)
     yield PhasePlan(phase.folder, tuple(bins))
@@ -273,7 +273,7 @@ def dry_run(cfg: BuildConfig, chosen: tuple[InstanceConfig, ...], dataset: str, 
         where = folder(cfg, p)
         done = fsio.exists(fsio.join(where, MANIFEST)) and not cfg.force
         bins = "unbinned" if bin_size is None else f"bins of {bin_size} tokens"
-        files = cfg.lddl.num_shards or training_shards
+        files = lddl_files_per_bin(cfg.lddl.num_shards, training_shards)
         lines.append(f"{lddl.LDDL.name} phase {phase_number(p)}: {'reuse (complete)' if done else 'run'}: {files} "
                      f"files per bin, {bins}, {cfg.lddl.masking} masking -> {where}")
     return lines

@@ -17,7 +17,7 @@ from bertdata.formats import lddl
 from bertdata.manifest import MANIFEST
 from bertdata.formats.hdf5io import iter_slices
 from bertdata.instances.schema import FIELDS
-from bertdata.instances.vocab import load_vocab
+from bertdata.instances.vocab import VOCAB_PATH, load_vocab
 from conftest import VOCAB, WIKI_FRAGMENT, need, run_cli
 
 PHASE1 = Path("pretrain/phase1/unbinned/parquet")
@@ -210,3 +210,14 @@ def test_whole_word_build_reads_in_both_loaders_and_masks_whole_words(tmp_path):
     # A re-run with the other scheme makes its own hdf5 folder, and refuses the LDDL one made with this.
     proc = fragment(out, "--format", "lddl", "--phase", "1", "--workers", "1", check=False)
     assert proc.returncode != 0 and "made with other options" in proc.stderr
+
+
+@pytest.mark.slow
+def test_one_training_shard_still_makes_two_files_per_bin_that_pass_the_check(tmp_path):
+    """The default is a file per training text shard; with one (the bundled sample) a bin of one
+    file could never hold a largest file one row longer than its smallest, as the loader wants."""
+    out = tmp_path / "sample"
+    run_cli("build", "--wiki-only", "--sample", "--format", "lddl", "--phase", "1", "--output", out)
+    checked = lddl.validate_folder(out / PHASE1, seq_len=128, tokens=load_vocab(out / VOCAB_PATH).tokens)
+    assert len(checked["bins"][None]) == 2
+    assert run_cli("inspect", out / PHASE1).returncode == 0

@@ -147,7 +147,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           f"phase 1 is unbinned, as NGC's script (default: {LddlConfig.bin_size})")
     out.add_argument("--num-shards", type=int, metavar="N",
                      help="lddl: parquet files per bin; must divide by training ranks x loader workers "
-                          "(default: one per training text shard)")
+                          "(default: one per training text shard, 2 at least)")
 
     run_ = p.add_argument_group("run")
     run_.add_argument("--output", default=BuildConfig.output, metavar="DIR",
