@@ -48,6 +48,20 @@ from bertdata.config import RunnerConfig
 
 LOCAL_RUNNERS = ("local", "in-memory")
 SOCKET_NAME = "workers.sock"
+# Where the socket's folder goes when the temporary folder's path is too long for a Unix socket
+# (about 100 bytes: long TMPDIRs are common on clusters): without the pool, Beam's plain workers
+# would run, and nothing would report one that dies.
+SHORT_TMP = "/tmp"
+SOCKET_PATH_MAX = 100
+
+
+def socket_folder() -> str:
+    """A new folder for the pool's socket: under the temporary folder, or SHORT_TMP where a socket
+    path there would be too long."""
+    parent = tempfile.gettempdir()
+    if len(os.path.join(parent, "bertdata-workers-12345678", SOCKET_NAME).encode()) > SOCKET_PATH_MAX:
+        parent = SHORT_TMP
+    return tempfile.mkdtemp(prefix="bertdata-workers-", dir=parent)
 # A forked worker's note of what it is on, in the pool's folder: TASK_PREFIX + its pid.
 TASK_PREFIX = "task-"
 ATTACH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attach.py")
@@ -139,7 +153,7 @@ class WorkerPool:
     """The server process and the command that attaches a worker to it."""
 
     def __init__(self) -> None:
-        self.folder = tempfile.mkdtemp(prefix="bertdata-workers-")
+        self.folder = socket_folder()
         path = os.path.join(self.folder, SOCKET_NAME)
         reports, self._reports_w = os.pipe()
         try:
@@ -277,7 +291,7 @@ def worker_pool(cfg: RunnerConfig) -> Iterator[WorkerPool | None]:
         return
     try:
         pool = WorkerPool()
-    except OSError:  # e.g. a TMPDIR too long for a socket path (about 100 bytes): plain workers
+    except OSError:  # no folder for the socket, or the socket refused: plain workers
         yield None
         return
     try:

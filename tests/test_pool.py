@@ -88,10 +88,21 @@ def test_no_pool_where_no_local_worker_processes_run(cfg):
         assert pool is None
 
 
-def test_no_pool_where_its_socket_cannot_be_made(tmp_path, monkeypatch):
+def test_a_temporary_folder_too_long_for_a_socket_puts_the_pool_in_tmp(tmp_path, monkeypatch):
     deep = tmp_path / ("d" * 100)
     deep.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(deep))  # a socket path longer than Unix allows
+    with worker_pool(RunnerConfig("local", 2)) as pool:
+        assert pool is not None and os.path.dirname(pool.folder) == "/tmp"
+        folder = pool.folder
+    assert not any(deep.iterdir()) and not os.path.exists(folder)
+
+
+def test_no_pool_where_its_socket_cannot_be_made(tmp_path, monkeypatch):
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(deep))
+    monkeypatch.setattr("bertdata.pipelines.pool.SHORT_TMP", str(deep))  # too long as well
     with worker_pool(RunnerConfig("local", 2)) as pool:
         assert pool is None
     assert not any(deep.iterdir())
