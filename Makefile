@@ -110,9 +110,10 @@ perf-build: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python scripts/perf_build.py
 
 # 8x/32x/64x dumps (made once under perf/scale), 1 and 2 workers, full-dump projection.
-# BASELINE=path/to/other/.venv/bin/python times another install side by side on 32x.
+# BASELINE=path/to/other/.venv/bin/python times another install side by side on 32x;
+# ALLOW_DIFFERENT=1 where the two write different shards on purpose (new cleaning rules).
 perf-scale: $(VENV)/.installed-dev $(COMPILED)
-	$(BIN)/python scripts/perf_scale.py $(if $(BASELINE),--baseline-python $(BASELINE))
+	$(BIN)/python scripts/perf_scale.py $(if $(BASELINE),--baseline-python $(BASELINE)) $(if $(ALLOW_DIFFERENT),--allow-different-output)
 
 # A one-worker build of the 8x dump under cProfile: its time by stage (SPLITTER=nltk for the reference).
 perf-profile: $(VENV)/.installed-dev $(COMPILED)
