@@ -264,7 +264,8 @@ class Figures(NamedTuple):
 
 
 def figures(batch: tuple[torch.Tensor, ...] | Packed, width: int) -> Figures:
-    """`width`: the rows' padded length (the shards' sequence length, or an LDDL batch's own)."""
+    """`width`: the length a packed batch's rows had padded (the shards' sequence length); a padded
+    batch carries its own."""
     if isinstance(batch, Packed):
         lengths = (batch.cu_seqlens[1:] - batch.cu_seqlens[:-1]).long()
         masked = len(batch.mlm_labels)

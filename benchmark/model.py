@@ -137,7 +137,7 @@ def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
         return torch.ops.aten._flash_attention_forward(
             q, k, v, cu_seqlens, cu_seqlens, width, width, dropout_p, False, False)[0]
     # fp32 and CPU: flash attention has no kernel for them, so the rows go back to [B, L] here.
-    rows, (t, heads, dim) = cu_seqlens.shape[0] - 1, q.shape
+    rows, (_, heads, dim) = cu_seqlens.shape[0] - 1, q.shape
     lengths = cu_seqlens[1:] - cu_seqlens[:-1]
     keep = (torch.arange(width, device=q.device) < lengths[:, None])[:, None, None, :]
 

@@ -53,15 +53,6 @@ SOCKET_NAME = "workers.sock"
 # would run, and nothing would report one that dies.
 SHORT_TMP = "/tmp"
 SOCKET_PATH_MAX = 100
-
-
-def socket_folder() -> str:
-    """A new folder for the pool's socket: under the temporary folder, or SHORT_TMP where a socket
-    path there would be too long."""
-    parent = tempfile.gettempdir()
-    if len(os.path.join(parent, "bertdata-workers-12345678", SOCKET_NAME).encode()) > SOCKET_PATH_MAX:
-        parent = SHORT_TMP
-    return tempfile.mkdtemp(prefix="bertdata-workers-", dir=parent)
 # A forked worker's note of what it is on, in the pool's folder: TASK_PREFIX + its pid.
 TASK_PREFIX = "task-"
 ATTACH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attach.py")
@@ -147,6 +138,15 @@ class WorkerDeath:
         else:
             how = f"exited with status {self.status}"
         return f"{who} {how}" + (f" while on {self.task}" if self.task else "")
+
+
+def socket_folder() -> str:
+    """A new folder for the pool's socket: under the temporary folder, or SHORT_TMP where a socket
+    path there would be too long."""
+    parent = tempfile.gettempdir()
+    if len(os.path.join(parent, "bertdata-workers-12345678", SOCKET_NAME).encode()) > SOCKET_PATH_MAX:
+        parent = SHORT_TMP
+    return tempfile.mkdtemp(prefix="bertdata-workers-", dir=parent)
 
 
 class WorkerPool:

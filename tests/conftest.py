@@ -9,9 +9,11 @@ instances of token masking are made from them by Google's script at first use.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,9 @@ PARITY = testcache.CACHE / "parity" / _KEY.hexdigest()[:16]
 PARITY_128, PARITY_512 = (PARITY / name for name in REFERENCES)
 # Packaged with bertdata.
 SAMPLE_VOCAB = ROOT / "bertdata" / "sample" / "vocab.txt"
+# Shard counts for builds of the bundled sample, so that its 34 articles make several shards
+# (with a warning).
+SAMPLE_SHARDS = ("--training-shards", "8", "--test-shards", "2")
 
 # What could not be fetched, by the file asked for: a missing index is asked once, not per test.
 _unavailable: dict[Path, str] = {}
@@ -77,6 +82,15 @@ def test_data() -> None:
 
 
 needs_test_data = pytest.mark.usefixtures("test_data")
+
+
+@pytest.fixture
+def short_tmpdir():
+    """A TMPDIR for a build, to see what it leaves there: short, as the worker pool's socket path
+    in it must be (about 100 bytes at most)."""
+    folder = Path(tempfile.mkdtemp(prefix="bd"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def signals_default() -> None:

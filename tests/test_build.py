@@ -11,15 +11,13 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import ROOT, TABLE_FRAGMENT, WIKI_FRAGMENT, signals_default, need, run_cli
+from conftest import ROOT, SAMPLE_SHARDS, TABLE_FRAGMENT, WIKI_FRAGMENT, signals_default, need, run_cli
 from servers import digest
 from shards import STORED, filters
 
 PHASE1 = "hdf5_lower_case_1_seq_len_128_max_pred_20_masked_lm_prob_0.15_random_seed_12345_dupe_factor_5"
 PHASE2 = "hdf5_lower_case_1_seq_len_512_max_pred_80_masked_lm_prob_0.15_random_seed_12345_dupe_factor_5"
 TEXT = "sharded_training_shards_8_test_shards_2_fraction_0.1"
-# Chosen counts, so that the sample's 34 articles make several shards (with a warning).
-SAMPLE_SHARDS = ("--training-shards", "8", "--test-shards", "2")
 MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|''|<ref|\{\||\|\}|\|-|thumb\||px\||Category:|&nbsp;"
                     r"|</?[a-zA-Z][a-zA-Z0-9]*[\s/>]|&[a-zA-Z]+;|&#\d+;")
 
@@ -32,18 +30,6 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 def build(out: Path, *extra: str, check: bool = True):
     return run_cli("build", "--wiki-only", "--sample", "--output", out, *SAMPLE_SHARDS, *extra, check=check)
-
-
-@pytest.fixture
-def short_tmpdir():
-    """A TMPDIR for a build, to see what it leaves there: short, as the worker pool's socket path
-    in it must be (about 100 bytes at most)."""
-    import shutil
-    import tempfile
-
-    folder = Path(tempfile.mkdtemp(prefix="bd"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -11,25 +11,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_VOCAB, run_cli
-
-# Chosen counts, so that the sample's 34 articles make several shards (as in test_build).
-SAMPLE_SHARDS = ("--training-shards", "8", "--test-shards", "2")
-
-
-@pytest.fixture
-def short_tmpdir():
-    """A TMPDIR for a build, to see what it leaves there: short, as the worker pool's socket path
-    in it must be (about 100 bytes at most)."""
-    folder = Path(tempfile.mkdtemp(prefix="bd"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+from conftest import SAMPLE_SHARDS, SAMPLE_VOCAB, run_cli
 
 
 def leftovers(out: Path) -> list[Path]:

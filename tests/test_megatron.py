@@ -22,13 +22,12 @@ from bertdata.errors import BertdataError, ValidationError
 from bertdata.instances.documents import Documents
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.vocab import load_vocab
-from conftest import SAMPLE_VOCAB, VOCAB, WIKI_FRAGMENT, need, run_cli
+from conftest import SAMPLE_SHARDS, SAMPLE_VOCAB, VOCAB, WIKI_FRAGMENT, need, run_cli
 from servers import digest
 
 FOLDER = Path("megatron/lower_case_1")
 TEXT = "sharded_training_shards_8_test_shards_2_fraction_0.1"
 CASED = Path("megatron/lower_case_0")
-SAMPLE_SHARDS = ("--training-shards", "8", "--test-shards", "2")
 SPLITS = ("training", "test")
 
 
