@@ -14,7 +14,9 @@
 # 4. times the input pipeline alone, then BERT-base on one GPU, real tokens only unless named:
 #    bf16 compiled seq 128 batch 256 (target: >= 6,400 sequences/s) with a profile of its kernels,
 #    bf16 compiled seq 512 batch 64, AMP and TF32 compiled, bf16 compiled with padding;
-# 5. writes each run's JSON, the profile, a markdown table beside the NGC figures and the log under $OUT.
+# 5. prints the host's ceiling for the build's worker curve (scripts/host_ceiling.py: what its cores give
+#    independent CPU-bound processes, and how many physical cores they are);
+# 6. writes each run's JSON, the profile, a markdown table beside the NGC figures and the log under $OUT.
 # Exit status 1 if the parity check fails, the bf16 row misses the target or any run fails. Runs that
 # would end past DEADLINE seconds (default 500) are cut short, so the whole check fits a 10-minute slot.
 # Smoke test of the same path without a GPU: DEVICE=cpu MODEL=tiny BATCH=8 QUICK=1 TARGET_SEQS=0.
@@ -73,6 +75,7 @@ if ! "$PY" -c 'import bertdata.benchmark.train' 2>/dev/null; then
 fi
 "$PY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'
 [ "$DEVICE" = cuda ] && { nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv || true; }
+"$PY" "$REPO/scripts/host_ceiling.py" || say "host ceiling not measured"
 
 DATA=$(mktemp -d)
 mkdir -p "$DATA/data128" "$DATA/data512"

@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 
 import psutil
+from host_ceiling import ceiling, usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -367,29 +368,11 @@ def best(runs: list[dict]) -> dict:
     return r
 
 
-# A CPU-bound loop of plain Python, little memory: what two cores of the host give two
-# processes that share nothing, against one alone.
-SPIN = "import time\nt = time.perf_counter()\nx = 0\nfor i in range(4_000_000):\n    x += i * i % 7\nprint(time.perf_counter() - t)"
-
-
 def host_ceiling() -> float:
-    """How much faster two independent CPU-bound processes, one per core, get through their
-    work than one alone: 2.0 on two whole cores. A virtual machine's two cores can be two
-    hyperthreads of one, or share theirs with other machines, and give less, varying by the
-    minute; no second worker can add more than this."""
-    first, second = sorted(os.sched_getaffinity(0))[:2]
-
-    def spin(core: int) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: os.sched_setaffinity(0, {core}))
-
-    def together() -> float:
-        both = [spin(first), spin(second)]
-        return max(float(p.communicate()[0]) for p in both)
-
-    # Alone and together in turn, three times; the medians: the host's hours change by the second.
-    alone, both = zip(*((float(spin(first).communicate()[0]), together()) for _ in range(3)))
-    return 2 * sorted(alone)[1] / sorted(both)[1]
+    """What two independent CPU-bound processes get through against one alone: 2.0 on two whole
+    cores. A virtual machine's two cores can be two hyperthreads of one, or share theirs with other
+    machines, and give less, varying by the minute; no second worker can add more than this."""
+    return ceiling(usable_cores()[:2])[0]
 
 
 def per_core(dumps: dict[int, Path], repeats: int) -> dict[int, list[dict]]:

@@ -60,6 +60,7 @@ def test_the_gpu_check_runs_from_a_bare_checkout_without_a_registry(tmp_path):
     assert "building its compiled modules in place" in log
     assert "writing synthetic reference-layout shards" in log  # no ../shared beside the copy
     assert "parity on cpu" in log and "parity FAILED" not in log
+    assert "host ceiling: " in log
     records = [r for name in ("loader", "bf16_compiled", "bf16_compiled_512", "amp_tf32_compiled",
                               "bf16_compiled_padded") for r in json.loads((out / f"{name}.json").read_text())]
     assert [(r["precision"], r["seq_len"], r["layout"]) for r in records[1:]] == [
