@@ -43,8 +43,8 @@ def ceiling(cores: list[int], iterations: int = SPIN_ITERATIONS, repeats: int = 
         return max(float(p.communicate()[0]) for p in spinning)
 
     alone, both = zip(*((float(_spin(cores[0], iterations).communicate()[0]), together()) for _ in range(repeats)))
-    one, all_ = sorted(alone)[len(alone) // 2], sorted(both)[len(both) // 2]
-    return len(cores) * one / all_, one, all_
+    one, every = sorted(alone)[len(alone) // 2], sorted(both)[len(both) // 2]
+    return len(cores) * one / every, one, every
 
 
 def physical_cores(cores: list[int]) -> int | None:
@@ -72,11 +72,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     cores = cores[:n]
-    speedup, one, all_ = ceiling(cores, args.iterations)
+    speedup, one, every = ceiling(cores, args.iterations)
     physical = physical_cores(cores)
     where = f", {physical} physical" if physical is not None else ""
     print(f"host ceiling: {n} CPU-bound processes, one per core ({n} cores{where}): x{speedup:.2f} of x{n} "
-          f"(one alone {one:.3f} s, {n} together {all_:.3f} s, medians of {REPEATS})")
+          f"(one alone {one:.3f} s, {n} together {every:.3f} s, medians of {REPEATS})")
     return 0
 
 
