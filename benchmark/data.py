@@ -74,7 +74,7 @@ def survey(data: str | os.PathLike, vocab_path: str | None = None,
         raise BertdataError(f"{data}: holds {' and '.join(f.name for f, _ in groups)} data; point --data at one of them")
     fmt, units = groups[0]
     if fmt.holds != INSTANCES:
-        trainable = [f.name for f in formats.REGISTRY.values() if f.holds == INSTANCES]
+        trainable = [f.name for f in formats.all_formats() if f.holds == INSTANCES]
         raise BertdataError(f"{data}: {fmt.name} files hold {fmt.holds}, not training instances, and bench does not "
                             f"train from them; use a build's {' or '.join(trainable)} output for bench")
     units = fmt.training(units)

@@ -110,9 +110,6 @@ def phase_number(cfg: InstanceConfig) -> int:
     return 1 if cfg.max_seq_length <= PHASE1.max_seq_length else 2
 
 
-# The names of the format registry (bertdata.formats.REGISTRY), here so that flags are made without
-# loading the formats' libraries; tests/test_format_registry.py holds the two equal.
-FORMATS = ("hdf5", "lddl", "megatron")
 # What `--format both` stood for before Megatron's format came: the two instance formats.
 BOTH_FORMATS = ("hdf5", "lddl")
 # How punkt's sentence boundaries are found: `fast` (bertdata.text.fastpunkt), or NLTK's own code,
@@ -152,6 +149,27 @@ class LddlConfig:
                                 f"(got {self.num_shards})")
 
 
+# The samples of the formats holding documents (mds, parquet): ModernBERT's and MosaicBERT's
+# recipes train on sequences of up to 1,024 tokens.
+DOCUMENT_SEQ_LENGTH = 1024
+
+
+@dataclass(frozen=True)
+class DocumentConfig:
+    """How a build writes the formats that hold documents (mds, parquet, megatron)."""
+
+    # A document longer than this, special tokens included, is cut at sentence boundaries into
+    # pieces of at most this many tokens, one sample each (mds, parquet).
+    max_seq_length: int = DOCUMENT_SEQ_LENGTH
+    # A Hugging Face tokenizers file (tokenizer.json: BPE, Unigram or WordPiece); None: the
+    # build's WordPiece vocab, as the instance formats use it.
+    tokenizer: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_seq_length < 3:
+            raise BertdataError(f"--max-seq-length must be at least 3 (got {self.max_seq_length})")
+
+
 @dataclass(frozen=True)
 class BuildConfig:
     output: str = "data"
@@ -175,13 +193,18 @@ class BuildConfig:
     runner: RunnerConfig = RunnerConfig()
     formats: tuple[str, ...] = ("hdf5",)
     lddl: LddlConfig = LddlConfig()
+    documents: DocumentConfig = DocumentConfig()
+    # The formats' own flags (--<format>-<flag>): (format, flag, value), for those given.
+    format_flags: tuple[tuple[str, str, object], ...] = ()
     check_disk: bool = True  # refuse a build whose estimated output and temporaries exceed the free disk
 
     def __post_init__(self) -> None:
         if self.splitter not in SPLITTERS:
             raise BertdataError(f"--splitter must be {' or '.join(SPLITTERS)} (got {self.splitter!r})")
-        if not self.formats or set(self.formats) - set(FORMATS) or len(set(self.formats)) != len(self.formats):
-            raise BertdataError(f"--format must be one or more of {', '.join(FORMATS)}, each once, or both "
+        from bertdata.formats import names
+
+        if not self.formats or set(self.formats) - set(names()) or len(set(self.formats)) != len(self.formats):
+            raise BertdataError(f"--format must be one or more of {', '.join(names())}, each once, or both "
                                 f"(hdf5 and lddl) (got {', '.join(self.formats) or 'none'})")
         if not self.wiki_only and not self.books:
             raise BertdataError(

@@ -79,8 +79,9 @@ def write_manifest(path: str | os.PathLike, content: dict, tool: dict, run: dict
 
 
 @dataclass(frozen=True)
-class HDF5Shard:
-    """A written hdf5 shard, as the manifest sees it."""
+class ShardFiles:
+    """A text shard's instance files of one phase, in a format cut per shard (hdf5's one file), as
+    the phase folder's manifest sees them: `file`, the first of them."""
 
     folder: str
     file: str

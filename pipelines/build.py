@@ -137,8 +137,9 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     text_stage, text_decision = planned[0].stage, planned[0].decision
     finder = functools.partial(this_runs_text_manifest, cfg.output, list(text_stage.folders), run.started_at)
     ranges = sum(item.marker is not None for item in text_stage.items) if text_decision.run else 0
-    per_shard = [(p.stage.per_shard, folder) for p in planned if isinstance(p.stage, InstancesStage)
-                 for folder in p.stage.folders]
+    # The instance stage's progress: the files of its first format cut per shard, one per text shard and phase.
+    per_shard = [(outs[0].format, outs[0].folder) for p in planned if isinstance(p.stage, InstancesStage)
+                 for outs in p.stage.shards.values() if outs]
     note(f"running on {cfg.runner.runner} runner, {cfg.runner.workers} worker(s); Beam's own output goes to build.log")
     run_pipeline(pipeline, cfg.output, inputs.work_dir, finder, ranges or None,
                  [fsio.join(folder, fmt.pattern()) for fmt, folder in per_shard], pool,
@@ -149,7 +150,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     if not text.manifest["counts"].get("articles") and not text.manifest["counts"].get("books"):
         _refuse_empty_build(inputs.dump, text, [folder for p in planned[1:] for folder in p.stage.folders])
     # What each stage's format wrote, in chain order: (format, folder, manifest).
-    outputs = [(p.stage.format, folder, read_manifest(folder)) for p in planned[1:] for folder in p.stage.folders]
+    outputs = [(name, folder, read_manifest(folder)) for p in planned[1:] for name, folder in p.stage.folder_formats()]
     return {"seconds": time.time() - started, "text": text.manifest, "text_dir": text.folder,
             "requested": inputs.text, "siteinfo": inputs.site.siteinfo, "outputs": outputs}
 

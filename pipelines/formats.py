@@ -1,13 +1,29 @@
-"""Which of a build's chosen formats each kind of stage writes (bertdata.formats: each format
-states how the build cuts it), for the build and its dry run alike."""
+"""Which stage writes each of a build's chosen formats: one kind of stage per cut (bertdata.formats),
+none per format, for the build and its dry run alike.
+
+PER_SHARD formats are written by the instance stage where a text shard's instances are made;
+PER_SPLIT formats each by a stage of bertdata.pipelines.documents; ACROSS_SHARDS formats by the
+stages of bertdata.pipelines.lddl, LDDL's balanced files being the one such cut.
+"""
 
 from __future__ import annotations
+
+import importlib
 
 from bertdata import formats
 from bertdata.config import BuildConfig
 
+# The module that plans the stages of the formats of a cut: `plan(fmt, inputs, phases, reused_text)`
+# -> its stages, `dry_run(fmt, cfg, phases, dataset, lowercase, training_shards)` -> their lines.
+CUT_STAGES = {formats.PER_SPLIT: "bertdata.pipelines.documents", formats.ACROSS_SHARDS: "bertdata.pipelines.lddl"}
 
-def chosen_format(cfg: BuildConfig, cut: str) -> formats.Format | None:
-    """The format among `cfg.formats` that the build cuts so (PER_SHARD, ACROSS_SHARDS,
-    PER_SPLIT), or None."""
-    return next((fmt for fmt in map(formats.get, cfg.formats) if fmt.cut == cut), None)
+
+def chosen_formats(cfg: BuildConfig, cut: str) -> list[formats.Format]:
+    """The formats among `cfg.formats` that the build cuts so, in the order given."""
+    return [fmt for fmt in map(formats.get, cfg.formats) if fmt.cut == cut]
+
+
+def stage_module(fmt: formats.Format):
+    """The module that plans `fmt`'s own stages, or None (a PER_SHARD format has none)."""
+    name = CUT_STAGES.get(fmt.cut)
+    return importlib.import_module(name) if name is not None else None

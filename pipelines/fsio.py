@@ -224,6 +224,23 @@ def listing(folder: str) -> dict[str, str]:
     return {split(path)[1]: path for path in match(join(folder, "*"))}
 
 
+def tree(folder: str) -> dict[str, str]:
+    """Every file below the folder, at any depth: {path relative to the folder: path}."""
+    if is_local(folder):
+        root = folder.rstrip(os.sep) or os.sep
+        return {os.path.relpath(os.path.join(d, name), root): os.path.join(d, name)
+                for d, _dirs, names in os.walk(root) for name in names}
+    prefix = folder.rstrip("/") + "/"
+    return {path[len(prefix):]: path for path in _objects(folder)}
+
+
+def replace(src: str, dest: str) -> None:
+    """`src` renamed onto `dest` (a copy and a delete on an object store), its folder made as needed."""
+    if is_local(dest):
+        os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
+    _files(dest).replace(src, dest)
+
+
 def size(path: str) -> int:
     return _files(path).size(path)
 

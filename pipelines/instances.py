@@ -1,6 +1,8 @@
 """Text shards -> instances of every phase from one tokenization, written as shard files (hdf5, or
-any `bertdata.formats.PerShardFormat`) and/or handed to the sinks of the stages after (LDDL's runs
-per phase; per text shard, its documents: Megatron's part), one element per text shard."""
+any `bertdata.formats.PerShardFormat`, as many as chosen) and/or handed to the sinks of the
+stages after (LDDL's runs per phase; per text shard, its documents: the part of each format cut
+per split), one element per text shard. Each shard is tokenized once for every tokenizer in use:
+the WordPiece vocab's, and --tokenizer's file where the formats holding documents take it."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import numpy as np
 
 from bertdata.config import InstanceConfig
 from bertdata.formats import PerShardFormat
-from bertdata.manifest import HDF5Shard, file_sha256
+from bertdata.manifest import ShardFiles, file_sha256
 from bertdata.text.shards import TextShard, derive_seed
 from bertdata.instances.vocab import Vocab
 from bertdata.text.wikitext import RULES_VERSION
@@ -54,9 +56,11 @@ class PhaseSink(Protocol):
 
 class ShardSink(Protocol):
     """What a later stage takes of every text shard's documents, whatever the phases (its
-    `record` kind: Megatron's part); `documents` is None for a shard that tokenized to nothing."""
+    `record` kind: a format's part), tokenized by its `tokenizer` ("vocab": the WordPiece vocab;
+    "file": --tokenizer's); `documents` is None for a shard that tokenized to nothing."""
 
     record: ClassVar[type]
+    tokenizer: str
 
     def take(self, shard: TextShard, documents: Any) -> Any: ...
 
@@ -67,7 +71,7 @@ class PhaseOutput:
     (files cut across text shards: bertdata.pipelines.lddl), or both."""
 
     cfg: InstanceConfig
-    shards: ShardOutput | None
+    shards: tuple[ShardOutput, ...] = ()
     sinks: tuple[PhaseSink, ...] = ()
 
 
@@ -75,11 +79,12 @@ class _MakeInstances(StepDoFn):
     takes = (TextShard,)
 
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool, same_seed_per_shard: bool,
-                 force: bool, shard_sinks: tuple[ShardSink, ...] = (), helper_threads: bool = True):
+                 force: bool, shard_sinks: tuple[ShardSink, ...] = (), helper_threads: bool = True,
+                 tokenizer_file: str | None = None):
         super().__init__()
         self.vocab, self.phases, self.shard_sinks = vocab, phases, shard_sinks
         self.lowercase, self.same_seed, self.force = lowercase, same_seed_per_shard, force
-        self.helper_threads = helper_threads
+        self.helper_threads, self.tokenizer_file = helper_threads, tokenizer_file
 
     def setup(self):
         super().setup()
@@ -89,74 +94,100 @@ class _MakeInstances(StepDoFn):
         # cores (a 32x build was slower with it).
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-        self.tokenizer = WordPiece(self.vocab, self.lowercase)
+        self.tokenizers = {"vocab": WordPiece(self.vocab, self.lowercase)}
+        if any(sink.tokenizer == "file" for sink in self.shard_sinks):
+            from bertdata.instances.tokenizer_file import load_tokenizer
+
+            self.tokenizers["file"] = load_tokenizer(self.tokenizer_file)
 
     def work(self, record: TextShard):
         working_on(f"the instance stage, text shard {record.stem}")
+        tokenized: dict[str, Any] = {}  # each tokenizer's Documents of the shard, made once
+
+        def documents(tokenizer: str):
+            if tokenizer not in tokenized:
+                tokenized[tokenizer] = self._tokenize(record, self.tokenizers[tokenizer])
+            return tokenized[tokenizer]
+
+        for sink in self.shard_sinks:  # whatever the phases: these formats hold documents, not instances
+            yield sink.take(record, documents(sink.tokenizer))
+        yield from self._phases(record, documents)
+        if any(docs is None for docs in tokenized.values()):
+            yield Counts({"skipped_empty_text_shards": 1})
+
+    def _phases(self, record: TextShard, documents):
         from bertdata.instances.create import create_instances, generation_attrs
 
-        documents = None
-        if self.shard_sinks:  # whatever the phases: Megatron's pairs hold sentences, not instances
-            documents = self._tokenize(record)
-            for sink in self.shard_sinks:
-                yield sink.take(record, documents)
-            if documents is None:
-                yield Counts({"skipped_empty_text_shards": 1})
-                return
         for phase in self.phases:
-            cfg, out = phase.cfg, phase.shards
+            cfg = phase.cfg
             sinks = [sink for sink in phase.sinks if sink.wants(record)]
-            if out is None and not sinks:
+            if not phase.shards and not sinks:
                 continue
             seed = cfg.random_seed if self.same_seed else derive_seed(cfg.random_seed, record.stem)
-            names = () if out is None else out.format.file_names(record.stem, record.split, record.index)
-            paths = [fsio.join(out.folder, name) for name in names]
             attrs = {**generation_attrs(self.vocab, cfg, self.lowercase, seed),
                      "source": record.stem + ".txt", "source_sha256": record.sha256,
                      "cleaning_rules": RULES_VERSION}
-            stats = None if self.force or out is None else _reusable(out.format, paths, attrs)
-            reused = stats is not None
-            instances = None
-            if not reused:
-                if documents is None:
-                    documents = self._tokenize(record)
-                    if documents is None:
-                        yield Counts({"skipped_empty_text_shards": 1})
-                        return
-                instances = create_instances(documents, self.vocab, cfg, seed)
-                stats = {"documents": documents.num_documents, "sentences": documents.num_sentences,
-                         "tokens": documents.num_tokens, "instances": len(instances),
+            files = [_ShardFiles(out, record, attrs, self.force) for out in phase.shards]
+            instances = stats = None
+            if not files or not all(f.reused for f in files):
+                docs = documents("vocab")
+                if docs is None:
+                    return
+                instances = create_instances(docs, self.vocab, cfg, seed)
+                stats = {"documents": docs.num_documents, "sentences": docs.num_sentences,
+                         "tokens": docs.num_tokens, "instances": len(instances),
                          "random_next": int(instances.random_next[:len(instances)].sum())}
-                if out is not None:
-                    with contextlib.ExitStack() as stack:
-                        local = [stack.enter_context(fsio.local_output(path)) for path in paths]
-                        out.format.write(local, instances, {**attrs, **stats}, helper_thread=self.helper_threads)
-                        with open(local[0], "rb") as f:  # here, not read back from a store
-                            sha = file_sha256(f)
+            for f in files:
+                if not f.reused:
+                    f.write(instances, stats, self.helper_threads)
             for sink in sinks:
-                yield sink.take(record, _batches(instances, out, paths), self.vocab.tokens)
+                yield sink.take(record, _batches(instances, files[0] if files else None), self.vocab.tokens)
             del instances
-            if out is not None:
-                if reused:
-                    with fsio.open_file(paths[0]) as f:
-                        sha = file_sha256(f)
-                yield HDF5Shard(out.folder, names[0], record.stem + ".txt", seed, stats["documents"],
-                                stats["sentences"], stats["tokens"], stats["instances"], stats["random_next"], sha,
-                                reused)
+            for f in files:
+                yield f.record(seed)
 
-    def _tokenize(self, record: TextShard):
+    def _tokenize(self, record: TextShard, tokenizer):
         """The text shard's Documents, or None when every sentence tokenized to nothing (e.g. only
         symbols out of vocab)."""
         from bertdata.instances.documents import EmptyShard, read_documents
 
         with fsio.local_input(record.path) as local:
             try:
-                return read_documents(local, self.tokenizer)
+                return read_documents(local, tokenizer)
             except EmptyShard:
                 return None
 
 
-def _batches(instances, out: ShardOutput | None, paths: list[str]):
+class _ShardFiles:
+    """A text shard's files of one phase in one format cut per shard: reused where an earlier run
+    left them made with exactly these attributes, else written."""
+
+    def __init__(self, out: ShardOutput, record: TextShard, attrs: dict, force: bool):
+        self.out, self.source, self.attrs = out, record, attrs
+        self.names = out.format.file_names(record.stem, record.split, record.index)
+        self.paths = [fsio.join(out.folder, name) for name in self.names]
+        self.stats = None if force else _reusable(out.format, self.paths, attrs)
+        self.reused = self.stats is not None
+        self.sha = None
+
+    def write(self, instances, stats: dict, helper_thread: bool) -> None:
+        self.stats = stats
+        with contextlib.ExitStack() as stack:
+            local = [stack.enter_context(fsio.local_output(path)) for path in self.paths]
+            self.out.format.write(local, instances, {**self.attrs, **stats}, helper_thread=helper_thread)
+            with open(local[0], "rb") as f:  # here, not read back from a store
+                self.sha = file_sha256(f)
+
+    def record(self, seed: int) -> ShardFiles:
+        if self.sha is None:
+            with fsio.open_file(self.paths[0]) as f:
+                self.sha = file_sha256(f)
+        s = self.stats
+        return ShardFiles(self.out.folder, self.names[0], self.source.stem + ".txt", seed, s["documents"],
+                          s["sentences"], s["tokens"], s["instances"], s["random_next"], self.sha, self.reused)
+
+
+def _batches(instances, files: _ShardFiles | None):
     """The shard's instances as batches of the six arrays: made now, or read back from the shard
     files an earlier run wrote."""
     from bertdata.instances.schema import FIELDS
@@ -166,7 +197,7 @@ def _batches(instances, out: ShardOutput | None, paths: list[str]):
             yield {name: instances.array(name, start, start + SPILL_ROWS) for name in FIELDS}
         return
     with contextlib.ExitStack() as stack:
-        yield from out.format.read([stack.enter_context(fsio.local_input(path)) for path in paths])
+        yield from files.out.format.read([stack.enter_context(fsio.local_input(path)) for path in files.paths])
 
 
 def _reusable(fmt: PerShardFormat, paths: list[str], attrs: dict) -> dict | None:
@@ -187,16 +218,18 @@ def _reusable(fmt: PerShardFormat, paths: list[str], attrs: dict) -> dict | None
 
 
 class TextShardsToInstances(beam.PTransform):
-    """TextShard records -> per phase, an HDF5Shard record (the shard's files, whatever their
-    format) and/or what its sinks take (LDDL's ShardRuns, of training shards); once per text
-    shard, what `shard_sinks` take (Megatron's MegatronPart). `helper_threads`: whether workers
-    have a spare core to compress on."""
+    """TextShard records -> per phase, a ShardFiles record for each format cut per shard (the
+    shard's files) and/or what its sinks take (LDDL's ShardRuns, of training shards); once per text
+    shard, what `shard_sinks` take (each format cut per split: its SplitPart). `helper_threads`:
+    whether workers have a spare core to compress on; `tokenizer_file`: --tokenizer's, for the
+    sinks that take it."""
 
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool,
                  same_seed_per_shard: bool, force: bool = False, shard_sinks: tuple[ShardSink, ...] = (),
-                 helper_threads: bool = True):
+                 helper_threads: bool = True, tokenizer_file: str | None = None):
         super().__init__()
-        self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force, shard_sinks, helper_threads)
+        self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force, shard_sinks, helper_threads,
+                                 tokenizer_file)
 
     def expand(self, records):
         return (

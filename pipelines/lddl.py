@@ -21,6 +21,7 @@ import apache_beam as beam
 import numpy as np
 
 from bertdata.config import BuildConfig, InstanceConfig, lddl_files_per_bin, phase_number
+from bertdata import formats
 from bertdata.formats import lddl
 from bertdata.instances.create import generation_attrs
 from bertdata.instances.vocab import VOCAB_PATH
@@ -246,9 +247,10 @@ class LddlStage(Stage):
         write_manifest(stage, provenance, self.phase.folder, self.fields)
 
 
-def plan(inputs: BuildInputs, chosen: tuple[InstanceConfig, ...], reused_text: StageRecords | None) -> list[Stage]:
-    """The format's stages in a build (see bertdata.formats: the registry entry names this
-    module): one per chosen phase, undecided."""
+def plan(fmt: formats.Format, inputs: BuildInputs, chosen: tuple[InstanceConfig, ...],
+         reused_text: StageRecords | None) -> list[Stage]:
+    """The format's stages in a build (bertdata.pipelines.formats: the stages of the formats cut
+    across shards): one per chosen phase, undecided."""
     cfg = inputs.cfg
     stages = []
     for p in chosen:
@@ -264,8 +266,8 @@ def plan(inputs: BuildInputs, chosen: tuple[InstanceConfig, ...], reused_text: S
     return stages
 
 
-def dry_run(cfg: BuildConfig, chosen: tuple[InstanceConfig, ...], dataset: str, lowercase: bool,
-            training_shards: int) -> list[str]:
+def dry_run(fmt: formats.Format, cfg: BuildConfig, chosen: tuple[InstanceConfig, ...], dataset: str,
+            lowercase: bool, training_shards: int) -> list[str]:
     """`build --dry-run`'s lines for the format's stages."""
     lines = []
     for p in chosen:
@@ -274,6 +276,6 @@ def dry_run(cfg: BuildConfig, chosen: tuple[InstanceConfig, ...], dataset: str, 
         done = fsio.exists(fsio.join(where, MANIFEST)) and not cfg.force
         bins = "unbinned" if bin_size is None else f"bins of {bin_size} tokens"
         files = lddl_files_per_bin(cfg.lddl.num_shards, training_shards)
-        lines.append(f"{lddl.LDDL.name} phase {phase_number(p)}: {'reuse (complete)' if done else 'run'}: {files} "
+        lines.append(f"{fmt.name} phase {phase_number(p)}: {'reuse (complete)' if done else 'run'}: {files} "
                      f"files per bin, {bins}, {cfg.lddl.masking} masking -> {where}")
     return lines

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bertdata.errors import BertdataError
+from bertdata.formats import PerShardFormat
 from bertdata.fsutil import TEMP_PREFIX
 from bertdata.text.articles import quality
-from bertdata.manifest import MANIFEST, HDF5Shard, Run, write_manifest
+from bertdata.manifest import MANIFEST, ShardFiles, Run, write_manifest
 from bertdata.text.shards import TextShard
 from bertdata.pipelines import fsio
 from bertdata.pipelines.records import StageRecords
@@ -72,24 +73,22 @@ def write_text_manifest(stage: StageRecords, provenance: Provenance, text_option
         "shards": [{**t.manifest_entry(), "split": t.split, "index": t.index, "stem": t.stem} for t in texts]})
 
 
-def write_shard_manifests(stage: StageRecords, provenance: Provenance, phases: dict[str, dict],
-                          layout: dict) -> None:
-    """Each per-shard phase folder's manifest; `phases`: each folder's options; `layout`: how the
-    format encodes its files."""
+def write_shard_manifests(stage: StageRecords, provenance: Provenance, folder: str, options: dict,
+                          fmt: PerShardFormat) -> None:
+    """A per-shard phase folder's manifest: its `options`, how `fmt` encodes its files (`layout`)
+    and each text shard's files."""
     counts = stage.counts
-    written = stage.of_kind(HDF5Shard)
-    for folder, options in phases.items():
-        shards = sorted((r for r in written if r.folder == folder), key=lambda r: _natural(r.file))
-        phase_counts = {**counts, "hdf5_shards": len(shards), "tokens": sum(r.tokens for r in shards),
-                        "instances": sum(r.instances for r in shards),
-                        "random_next": sum(r.random_next for r in shards),
-                        "documents": sum(r.documents for r in shards)}
-        random_next = round(phase_counts["random_next"] / max(1, phase_counts["instances"]), 4)
-        provenance.write(folder, {
-            "options": options, "layout": layout, "counts": phase_counts,
-            "quality": {**quality(counts), "random_next_share": random_next},
-            "shards": [r.manifest_entry() for r in shards]},
-            reused_shards=sum(r.reused for r in shards))
+    shards = sorted((r for r in stage.of_kind(ShardFiles) if r.folder == folder), key=lambda r: _natural(r.file))
+    phase_counts = {**counts, f"{fmt.name}_shards": len(shards), "tokens": sum(r.tokens for r in shards),
+                    "instances": sum(r.instances for r in shards),
+                    "random_next": sum(r.random_next for r in shards),
+                    "documents": sum(r.documents for r in shards)}
+    random_next = round(phase_counts["random_next"] / max(1, phase_counts["instances"]), 4)
+    provenance.write(folder, {
+        "options": options, "layout": fmt.layout, "counts": phase_counts,
+        "quality": {**quality(counts), "random_next_share": random_next},
+        "shards": [r.manifest_entry() for r in shards]},
+        reused_shards=sum(r.reused for r in shards))
 
 
 def _natural(name: str) -> tuple:

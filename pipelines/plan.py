@@ -20,9 +20,9 @@ from bertdata import formats
 from bertdata.formats import PER_SHARD
 from bertdata.manifest import MANIFEST
 from bertdata.pipelines import fsio
-from bertdata.pipelines.formats import chosen_format
+from bertdata.pipelines.formats import chosen_formats, stage_module
 from bertdata.pipelines.resume import read_manifest, text_stage_folders
-from bertdata.pipelines.stages import chosen_phases, format_stages, shard_folder
+from bertdata.pipelines.stages import chosen_phases, shard_folder
 
 
 @dataclass(frozen=True)
@@ -108,10 +108,9 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
                      f"{fsio.join(cfg.output, 'sharded_*', dataset)}")
         count, training = t.training_shards + t.test_shards, t.training_shards
     chosen = chosen_phases(cfg)
-    per_shard = chosen_format(cfg, PER_SHARD)
-    for p in chosen:
-        n = phase_number(p)
-        if per_shard is not None:
+    for per_shard in chosen_formats(cfg, PER_SHARD):
+        for p in chosen:
+            n = phase_number(p)
             folder = shard_folder(cfg, per_shard, p, t.lowercase, dataset)
             present = len(fsio.match(fsio.join(folder, per_shard.pattern()))) if fsio.exists(folder) else 0
             if fsio.exists(fsio.join(folder, MANIFEST)) and text is not None and not cfg.force:
@@ -122,10 +121,10 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
                 state = "run"
             lines.append(f"{per_shard.name} phase {n} (seq {p.max_seq_length}, dupe {p.dupe_factor}): {state}: "
                          f"{count} shards, one per text shard -> {folder}")
-    for fmt in map(formats.get, cfg.formats):  # the formats' own stages say theirs
-        module = format_stages(fmt)
+    for fmt in map(formats.get, cfg.formats):  # the stages of the formats cut otherwise say theirs
+        module = stage_module(fmt)
         if module is not None:
-            lines += module.dry_run(cfg, chosen, dataset, t.lowercase, training)
+            lines += module.dry_run(fmt, cfg, chosen, dataset, t.lowercase, training)
     lines.append(f"runner: {cfg.runner.runner}, {workers} worker(s)")
     if dump is not None and fsio.is_local(cfg.output):
         need = disk_need(cfg, dump, workers)

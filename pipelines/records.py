@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 
 from bertdata.text.articles import merge_counts
-from bertdata.formats import lddl, megatron
+from bertdata.formats import lddl
 from bertdata.text.shards import TextShard
 from bertdata.pipelines import fsio
 
@@ -134,39 +134,38 @@ class LddlFile:
     sha256: str
 
 
-# The Megatron stage's (MegatronParts are made by the instance stage).
+# The stages of formats cut per split (SplitParts are made by the instance stage).
 
 @dataclass(frozen=True)
-class MegatronPart:
-    """One text shard's pair under the parts folder (`prefix` None: the shard had no tokens)."""
+class SplitPart:
+    """One text shard's part of a format cut per split: its format's description of the files
+    it wrote under the work folder (None: the shard had no tokens), and the shard's counts."""
 
+    format: str
     split: str
     index: int
     source: str
     source_sha256: str
-    prefix: str | None
-    documents: int
-    sentences: int
-    tokens: int
-
-    def source_entry(self) -> dict:
-        return {"split": self.split, "file": self.source, "sha256": self.source_sha256}
+    part: object
+    counts: dict
 
 
 @dataclass(frozen=True)
-class MergeJob:
+class SplitJob:
+    """A split's parts of one format, in text shard order, to be made into its files."""
+
+    format: str
     split: str
-    prefix: str
-    parts: tuple[str, ...]
+    parts: tuple[SplitPart, ...]
 
 
 @dataclass(frozen=True)
-class MegatronPair:
-    """A merged split, as the manifest sees it."""
+class SplitDone:
+    """A finished split of one format: its manifest entry."""
 
+    format: str
     split: str
-    prefix: str
-    merged: megatron.Merged
+    entry: dict
 
 
 class Gather(beam.PTransform):

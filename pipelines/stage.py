@@ -50,6 +50,10 @@ class Stage:
     makes: tuple[type, ...] = ()  # the kinds of record its steps (or, reused, its manifest) hand on
     ends: tuple[type, ...] = ()  # the kinds of record no stage after this one reads
 
+    def folder_formats(self) -> list[tuple[str | None, str]]:
+        """(format, folder) for each of its folders, for the build's summary lines."""
+        return [(self.format, folder) for folder in self.folders]
+
     def decide(self, force: bool) -> Decision:
         """Reads the stage's folders, writes nothing."""
         raise NotImplementedError

@@ -1,8 +1,9 @@
 """The build's stages, and the runner that chains them.
 
 The stages follow one contract (bertdata.pipelines.stage): the text; the instances, with the
-files cut per text shard; and each chosen format's own stages, which its registry entry names
-(bertdata.formats: `build_stages`, e.g. an LDDL folder per phase, the Megatron folder).
+files of every format cut per text shard; and the stages of the formats cut otherwise, planned
+by the module of their cut (bertdata.pipelines.formats: an LDDL folder per phase, a folder per
+format cut per split).
 `plan_stages` is the one place a build's stages, their folders and their decisions come from,
 and it only reads; `prepare_stages`, run by the launcher once every stage is decided and before
 any work, puts in place what stages need and clears what a killed run left.
@@ -18,7 +19,6 @@ stage gets its manifests by being in the chain.
 from __future__ import annotations
 
 import functools
-import importlib
 from dataclasses import dataclass, field, replace
 
 import apache_beam as beam
@@ -26,10 +26,10 @@ import apache_beam as beam
 from bertdata import formats
 from bertdata.config import BuildConfig, InstanceConfig
 from bertdata.formats import PER_SHARD, PerShardFormat
-from bertdata.manifest import MANIFEST, HDF5Shard
+from bertdata.manifest import MANIFEST, ShardFiles
 from bertdata.text.shards import TextShard
 from bertdata.pipelines import fsio
-from bertdata.pipelines.formats import chosen_format
+from bertdata.pipelines.formats import chosen_formats, stage_module
 from bertdata.pipelines.instances import PhaseOutput, ShardOutput, TextShardsToInstances
 from bertdata.pipelines.manifests import Provenance, write_shard_manifests, write_text_manifest
 from bertdata.pipelines.records import Gather, StageRecords
@@ -139,52 +139,55 @@ class TextStage(Stage):
 
 @dataclass
 class InstancesStage(Stage):
-    """Text shards -> instances of every phase from one tokenization: the files cut per text shard
-    (`per_shard`, in `folders`), and what the stages after take of each shard (their sinks: LDDL
-    runs, Megatron parts). Its shard files are reused one by one (bertdata.pipelines.instances)."""
+    """Text shards -> instances of every phase from one tokenization: the files of every format
+    cut per text shard (`shards`: each phase's, one folder per format), and what the stages after
+    take of each shard (their sinks: LDDL runs, the parts of the formats cut per split). Its shard
+    files are reused one by one (bertdata.pipelines.instances)."""
 
     inputs: BuildInputs
-    per_shard: PerShardFormat | None
-    phases: dict  # {InstanceConfig: folder}, the per-shard folders
+    shards: dict  # {InstanceConfig: (ShardOutput, ...)}, the per-shard folders of the chosen phases
     phase_sinks: dict = field(default_factory=dict)  # {InstanceConfig: the sinks of the stages that run}
     shard_sinks: tuple = ()  # the sinks of every text shard's documents
     name = "Instances"
     reads = (TextShard,)
-    ends = (TextShard, HDF5Shard)  # its steps take the text shards
+    ends = (TextShard, ShardFiles)  # its steps take the text shards
 
     @property
     def format(self) -> str | None:
-        return self.per_shard.name if self.per_shard is not None else None
+        return next((out.format.name for outs in self.shards.values() for out in outs), None)
 
     @property
     def makes(self) -> tuple[type, ...]:
         sinks = [*self.shard_sinks, *(s for sinks in self.phase_sinks.values() for s in sinks)]
-        return (HDF5Shard, *dict.fromkeys(sink.record for sink in sinks))
+        return (ShardFiles, *dict.fromkeys(sink.record for sink in sinks))
 
     @property
     def folders(self) -> tuple[str, ...]:
-        return tuple(self.phases.values())
+        return tuple(folder for _fmt, folder in self.folder_formats())
+
+    def folder_formats(self) -> list[tuple[str, str]]:
+        return [(out.format.name, out.folder) for outs in self.shards.values() for out in outs]
 
     def decide(self, force: bool) -> Decision:
-        if self.per_shard is not None:
-            check_vocab_unchanged(self.per_shard, list(self.folders), self.inputs.vocab, force)
+        for outs in zip(*self.shards.values()):  # each format's folders, all phases at once
+            check_vocab_unchanged(outs[0].format, [out.folder for out in outs], self.inputs.vocab, force)
         return Decision(bool(self.outputs) or bool(self.shard_sinks))
 
     @property
     def outputs(self) -> list[PhaseOutput]:
-        chosen = [p for p in self.inputs.cfg.phases if p in self.phases or self.phase_sinks.get(p)]
-        return [PhaseOutput(p, ShardOutput(self.per_shard, self.phases[p]) if p in self.phases else None,
-                            self.phase_sinks.get(p, ())) for p in chosen]
+        chosen = [p for p in self.inputs.cfg.phases if self.shards.get(p) or self.phase_sinks.get(p)]
+        return [PhaseOutput(p, self.shards.get(p, ()), self.phase_sinks.get(p, ())) for p in chosen]
 
     def steps(self) -> beam.PTransform:
         i = self.inputs
         return TextShardsToInstances(i.vocab, self.outputs, i.text.lowercase, i.cfg.same_seed_per_shard,
-                                     i.cfg.force, self.shard_sinks, helper_threads=spare_cores(i.cfg.runner))
+                                     i.cfg.force, self.shard_sinks, helper_threads=spare_cores(i.cfg.runner),
+                                     tokenizer_file=i.cfg.documents.tokenizer)
 
     def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
-        write_shard_manifests(stage, provenance,
-                              {folder: self.inputs.instance_options(p) for p, folder in self.phases.items()},
-                              self.per_shard.layout if self.per_shard else {})
+        for p, outs in self.shards.items():
+            for out in outs:
+                write_shard_manifests(stage, provenance, out.folder, self.inputs.instance_options(p), out.format)
 
 
 def chosen_phases(cfg: BuildConfig) -> tuple[InstanceConfig, ...]:
@@ -196,11 +199,6 @@ def shard_folder(cfg: BuildConfig, fmt: PerShardFormat, p: InstanceConfig, lower
     return fsio.join(cfg.output, fmt.folder(p, lowercase), dataset)
 
 
-def format_stages(fmt: formats.Format):
-    """The pipeline module that plans `fmt`'s own stages (see bertdata.formats), or None."""
-    return importlib.import_module(fmt.build_stages) if getattr(fmt, "build_stages", None) else None
-
-
 def plan_stages(inputs: BuildInputs) -> list[PlannedStage]:
     """The build's stages in chain order, each with its decision. Reads only: a refusal comes
     before anything is written, and `prepare_stages` does the writing once the plan stands."""
@@ -208,17 +206,18 @@ def plan_stages(inputs: BuildInputs) -> list[PlannedStage]:
     chosen = chosen_phases(cfg)
     text = TextStage(inputs)
     planned = [PlannedStage(text, text.decide(cfg.force))]
-    # Each chosen format's own stages (its registry entry names their module); a PER_SHARD format's
-    # files are written where the shard's instances are made, by the instance stage.
-    own = [stage for fmt in map(formats.get, cfg.formats) if (module := format_stages(fmt)) is not None
-           for stage in module.plan(inputs, chosen, planned[0].decision.handed_on)]
+    # The stages of the chosen formats not cut per text shard, planned by their cut's module; a
+    # PER_SHARD format's files are written where the shard's instances are made, by the instance stage.
+    own = [stage for fmt in map(formats.get, cfg.formats) if (module := stage_module(fmt)) is not None
+           for stage in module.plan(fmt, inputs, chosen, planned[0].decision.handed_on)]
     own_planned = [PlannedStage(stage, stage.decide(cfg.force)) for stage in own]
     if chosen:
-        per_shard = chosen_format(cfg, PER_SHARD)
+        per_shard = chosen_formats(cfg, PER_SHARD)
         sinks = [(key, sink) for p in own_planned if p.decision.run for key, sink in p.stage.sinks().items()]
         instances = InstancesStage(
-            inputs, per_shard,
-            {p: shard_folder(cfg, per_shard, p, lowercase, inputs.dataset) for p in chosen} if per_shard else {},
+            inputs,
+            {p: tuple(ShardOutput(fmt, shard_folder(cfg, fmt, p, lowercase, inputs.dataset)) for fmt in per_shard)
+             for p in chosen if per_shard},
             {p: tuple(sink for key, sink in sinks if key == p) for p in chosen},
             tuple(sink for key, sink in sinks if key is None))
         planned += [PlannedStage(instances, instances.decide(cfg.force)), *own_planned]

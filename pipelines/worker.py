@@ -124,10 +124,10 @@ def preload() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     from bertdata import formats
-    from bertdata.pipelines.stages import format_stages
+    from bertdata.pipelines.formats import stage_module
 
-    for fmt in formats.REGISTRY.values():  # and every format's own stages, which a build may carry
-        format_stages(fmt)
+    for fmt in formats.all_formats():  # and every format's own stages, which a build may carry
+        stage_module(fmt)
 
 
 def _reap(folder: str, reports_fd: int, workers: set[int]) -> None:

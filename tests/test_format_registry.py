@@ -79,7 +79,7 @@ class NpzShards:
 def npz_registered():
     fmt = formats.register(NpzShards())
     yield fmt
-    del formats.REGISTRY[fmt.name]
+    formats.unregister(fmt.name)
 
 
 def write_npz(path: Path, n: int, seed: int, **changes) -> dict[str, np.ndarray]:
@@ -150,7 +150,13 @@ def test_shard_re_partitions_a_registered_format(npz_registered, tmp_path):
     assert sorted(map(bytes, given)) == sorted(map(bytes, written))  # every instance once, shuffled
 
 
-def test_the_flags_name_the_registered_formats():
-    from bertdata.config import FORMATS
+def test_the_names_are_known_without_importing_a_format(npz_registered):
+    import subprocess
+    import sys
 
-    assert FORMATS == tuple(formats.REGISTRY)
+    code = ("import sys; from bertdata import formats; from bertdata.commands import build; "
+            "print(formats.names(), sorted(m for m in ('h5py', 'pyarrow', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == f"{tuple(formats.BUILTIN)} []"
+    assert formats.names() == (*formats.BUILTIN, "npz")
+    assert [f.name for f in formats.all_formats()] == list(formats.names())

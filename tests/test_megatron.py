@@ -267,7 +267,7 @@ def test_sample_build_holds_the_text_shards_tokenized(in_memory):
     shards = sorted(text["shards"], key=lambda s: (SPLITS.index(s["split"]), s["index"]))
     assert manifest["sources"] == [{"split": s["split"], "file": s["file"], "sha256": s["sha256"]} for s in shards]
     total = 0
-    for split, entry in zip(SPLITS, manifest["pairs"]):
+    for split, entry in zip(SPLITS, manifest["splits"]):
         prefix = folder / f"wikicorpus_en_{split}_text_sentence"
         ours, expected = megatron.read_pair(prefix), tokenized_text(in_memory, split)
         same_documents(ours, expected)
@@ -339,7 +339,7 @@ def test_a_folder_of_another_vocab_is_refused(in_memory, tmp_path):
     manifest_path.write_text(json.dumps(manifest))
     proc = build(out, "--format", "megatron", "--runner", "in-memory", check=False)
     assert proc.returncode == 2
-    assert f"{out / FOLDER}: holds Megatron pairs made with another vocab or options" in proc.stderr
+    assert f"{out / FOLDER}: holds megatron files made with another vocab, tokenizer or options" in proc.stderr
     proc = build(out, "--format", "megatron", "--runner", "in-memory", "--force")
     assert (out / FOLDER / "wikicorpus_en_training_text_sentence.bin").read_bytes() == (
         in_memory / FOLDER / "wikicorpus_en_training_text_sentence.bin").read_bytes()

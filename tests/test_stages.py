@@ -251,8 +251,9 @@ def test_each_format_supplies_its_stages_and_dry_run_lines(tmp_path):
     """Nothing outside a format's own modules names it: the build's stages and the dry run's
     lines come from the registry entry and the pipeline module it names."""
     from bertdata import formats
+    from bertdata.pipelines.formats import stage_module
     from bertdata.pipelines.plan import dry_run
-    from bertdata.pipelines.stages import format_stages, plan_stages
+    from bertdata.pipelines.stages import plan_stages
 
     inputs = _inputs(tmp_path, formats=("hdf5", "lddl", "megatron"))
     planned = plan_stages(inputs)
@@ -260,11 +261,11 @@ def test_each_format_supplies_its_stages_and_dry_run_lines(tmp_path):
         ("Text", None), ("Instances", "hdf5"), ("LddlPhase1", "lddl"), ("LddlPhase2", "lddl"),
         ("Megatron", "megatron")]
     instances = planned[1].stage
-    assert {s.record.__name__ for s in instances.shard_sinks} == {"MegatronPart"}
+    assert {s.record.__name__ for s in instances.shard_sinks} == {"SplitPart"}
     assert all(len(sinks) == 1 for sinks in instances.phase_sinks.values())
-    assert format_stages(formats.get("hdf5")) is None
-    for name in ("lddl", "megatron"):
-        assert format_stages(formats.get(name)).__name__ == f"bertdata.pipelines.{name}"
+    assert stage_module(formats.get("hdf5")) is None  # the instance stage writes it
+    assert stage_module(formats.get("lddl")).__name__ == "bertdata.pipelines.lddl"
+    assert stage_module(formats.get("megatron")).__name__ == "bertdata.pipelines.documents"
     lines = dry_run(inputs.cfg, 1)
     assert [line.split(":")[0] for line in lines if line.startswith(("hdf5", "lddl", "megatron"))] == [
         "hdf5 phase 1 (seq 128, dupe 5)", "hdf5 phase 2 (seq 512, dupe 5)", "lddl phase 1", "lddl phase 2", "megatron"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import gc
 import importlib.util
 import signal
@@ -10,8 +11,8 @@ from collections import Counter
 
 from bertdata.commands.options import add_dump_options, add_instance_options, add_tokenizer_options, instance_fields
 from bertdata.commands.stops import STOP_SIGNALS, stopped_by_signals
-from bertdata.config import (BOTH_FORMATS, FORMATS, PHASE1, PHASE2, SPLITTERS, BuildConfig, LddlConfig, RunnerConfig,
-                             TextConfig)
+from bertdata.config import (BOTH_FORMATS, PHASE1, PHASE2, SPLITTERS, BuildConfig, DocumentConfig, LddlConfig,
+                             RunnerConfig, TextConfig)
 from bertdata.errors import BertdataError
 
 HELP = """\
@@ -35,6 +36,11 @@ Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
      tokenized sentences (one sequence per sentence), one pair per split:
      OUTPUT/megatron/lower_case_1/wikicorpus_en_training_text_sentence.bin/.idx,
      read by Megatron-LM and NeMo with --data-path PREFIX (without .bin/.idx)
+  6. with --format mds or parquet: the data of today's MLM-only encoders, one
+     sample per document (or per piece of a longer one, cut at sentence
+     boundaries; --max-seq-length, 1,024 by default), in --tokenizer's ids (any
+     Hugging Face tokenizer.json: BPE, Unigram, WordPiece) or the vocab's: MDS
+     for ModernBERT and MosaicBERT, parquet with a dataset card for Hugging Face
 
 Each folder gets a manifest.json (versions, dump checksum, options, counts, each
 shard's sha256); Beam's own output goes to OUTPUT/build.log. Re-running the same
@@ -81,7 +87,7 @@ PHASES = {"1": (PHASE1,), "2": (PHASE2,), "both": (PHASE1, PHASE2)}
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("build", help="dump -> text shards -> hdf5 shards (the whole job)",
-                       description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=HELP, formatter_class=_HelpFormatter)
     src = p.add_argument_group("sources")
     src.add_argument("--wiki-only", action="store_true", help="Wikipedia alone (BookCorpus has no public download)")
     src.add_argument("--books", metavar="DIR", help="plain-text books, one per file, mixed in (dataset books_wiki_en_corpus)")
@@ -130,15 +136,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="every shard uses --random-seed as is, like the reference")
 
     out = p.add_argument_group("output format")
-    out.add_argument("--format", nargs="+", choices=(*FORMATS, "both"), default=list(BuildConfig.formats),
-                     metavar="FORMAT",
-                     help="one or more of: hdf5: the reference's shards (NGC's recipe until 2021, PaddleNLP); lddl: "
-                          "LDDL parquet for NGC's current recipe, under OUTPUT/pretrain/phase{1,2}/.../parquet with "
-                          "the vocab at OUTPUT/vocab/vocab, training instances only; both: hdf5 and lddl, the same "
-                          "instances in each; megatron: Megatron-LM's indexed dataset (.bin/.idx, one pair per "
-                          "split of every document's tokenized sentences, for Megatron-LM and NeMo), under "
-                          "OUTPUT/megatron/lower_case_1/, made once whatever the phases "
-                          f"(default: {BuildConfig.formats[0]})")
+    # The formats' lines are theirs (bertdata.formats), read only when the help is shown.
+    out.add_argument("--format", nargs="+", default=list(BuildConfig.formats), metavar="FORMAT", help=_format_help)
     out.add_argument("--masking", choices=("static", "dynamic"), default=LddlConfig.masking,
                      help="lddl: keep the instances' masks, or leave masking to the loader each epoch "
                           f"(default: {LddlConfig.masking})")
@@ -148,6 +147,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--num-shards", type=int, metavar="N",
                      help="lddl: parquet files per bin; must divide by training ranks x loader workers "
                           "(default: one per training text shard, 2 at least)")
+
+    docs = p.add_argument_group("documents (mds, parquet, megatron)")
+    # Its own dest: the phases' max_seq_length is --phase's, never a flag of build's.
+    docs.add_argument("--max-seq-length", dest="document_length", type=int, default=DocumentConfig.max_seq_length,
+                      metavar="N",
+                      help="mds, parquet: tokens per sample at most, special tokens included; a longer document "
+                           "is cut at sentence boundaries into pieces, one sample each (default: "
+                           f"{DocumentConfig.max_seq_length})")
+    docs.add_argument("--tokenizer", metavar="FILE",
+                      help="a Hugging Face tokenizers file (tokenizer.json: BPE, Unigram or WordPiece) for the "
+                           "formats holding documents, its own special tokens around each sample (default: the "
+                           "WordPiece --vocab, [CLS] ... [SEP])")
+    _add_format_flags(docs)
 
     run_ = p.add_argument_group("run")
     run_.add_argument("--output", default=BuildConfig.output, metavar="DIR",
@@ -167,6 +179,41 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "this process)")
     p.add_argument("beam_args", nargs="*", metavar="-- BEAM_OPTION", help="Beam pipeline options, after --")
     p.set_defaults(run=run)
+
+
+def _format_help() -> str:
+    from bertdata import formats
+
+    lines = "; ".join(f"{fmt.name}: {fmt.describe}" for fmt in formats.all_formats())
+    return (f"one or more of: {lines}; both: hdf5 and lddl, the same instances in each "
+            f"(default: {BuildConfig.formats[0]})")
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help that may be a function, called when the help is shown (so that making the parser
+    imports no format's module)."""
+
+    def _format_action(self, action):
+        if callable(action.help):
+            action = copy.copy(action)
+            action.help = action.help()
+        return super()._format_action(action)
+
+
+def _add_format_flags(group) -> None:
+    """Each format's own flags, --<format>-<flag>. Formats register lazily, so the flags of the
+    built-in ones are known by name: their modules state them (FormatFlag)."""
+    from bertdata import formats
+
+    for name in formats.names():
+        for flag in formats.flags_of(name):
+            group.add_argument(f"--{name}-{flag.name}", dest=f"format_flag:{name}:{flag.name}", default=flag.default,
+                               choices=flag.choices, help=f"{name}: {flag.help}")
+
+
+def _format_flags(args) -> tuple[tuple[str, str, object], ...]:
+    return tuple((*dest.split(":")[1:], value) for dest, value in sorted(vars(args).items())
+                 if dest.startswith("format_flag:") and value is not None)
 
 
 def config_from_args(args: argparse.Namespace):
@@ -201,6 +248,8 @@ def config_from_args(args: argparse.Namespace):
         force=args.force, runner=RunnerConfig(args.runner, workers or 0, tuple(args.beam_args)),
         formats=_formats(args.format),
         lddl=LddlConfig(masking=args.masking, bin_size=args.bin_size or None, num_shards=args.num_shards),
+        documents=DocumentConfig(max_seq_length=args.document_length, tokenizer=args.tokenizer),
+        format_flags=_format_flags(args),
         check_disk=not args.ignore_disk_check,
     )
 

@@ -109,10 +109,10 @@ def _refuse_a_folders_file(path: str) -> None:
     from bertdata import formats
     from bertdata.errors import BertdataError
 
-    if not os.path.isfile(path) or any(f.claims(path) for f in formats.REGISTRY.values()):
+    if not os.path.isfile(path) or any(f.claims(path) for f in formats.all_formats()):
         return
     folder = os.path.dirname(path) or "."
-    unit = next((f for f in formats.REGISTRY.values() if f.claims(folder)), None)
+    unit = next((f for f in formats.all_formats() if f.claims(folder)), None)
     if unit is not None:
         raise BertdataError(f"{path}: one file of the {unit.name} folder {folder}, which is checked as a whole: "
                             f"bertdata inspect {folder}")

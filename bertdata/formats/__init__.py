@@ -3,24 +3,26 @@ and never branch on a format's name, except for what `shard` writes (hdf5 parts,
 folder: `--format`).
 
 A format is a module (or package) of its own with its names and layout, its codec, an atomic
-writer, a reader, a validator and a finder, and one object in `REGISTRY` that states:
+writer, a reader, a validator and a finder, and one entry in `BUILTIN` (or one `register` call:
+a plugin, a test) naming the object that states:
 
-- `name`: its `--format` value.
-- `cut`: how the build cuts it. `PER_SHARD`: files per text shard, written where the shard's
-  instances are made (hdf5). `ACROSS_SHARDS`: files cut from every shard's rows, balanced for a
-  loader, in a stage of their own (LDDL). `PER_SPLIT`: every shard's part merged into one file
-  set per split (Megatron). The build plans its stages from this.
-- `holds`: `INSTANCES` (rows of the six arrays of `bertdata.instances.schema`: `bench` trains on them and
-  `shard` re-partitions them) or `SENTENCES` (token ids of documents' sentences, which the
-  trainer masks itself).
+- `name`: its `--format` value; `describe`: what `build --help` says of it.
+- `cut`: how the build cuts it, which decides the build stage that writes it (the pipelines
+  have one kind of stage per cut, none per format). `PER_SHARD`: files per text shard and phase,
+  written where the shard's instances are made (hdf5; `PerShardFormat`). `PER_SPLIT`: a part per
+  text shard, then each split's parts made into the format's files (Megatron's pairs merged, MDS
+  shards numbered and indexed; `SplitFormat`). `ACROSS_SHARDS`: files cut from every shard's rows,
+  balanced for a loader, in a stage of their own (LDDL).
+- `holds`: `INSTANCES` (rows of the six arrays of `bertdata.instances.schema`: `bench` trains on
+  them and `shard` re-partitions them), `SENTENCES` (token ids of documents' sentences, which the
+  trainer masks itself) or `DOCUMENTS` (token ids of whole documents, or of pieces of them, one
+  sample each: today's MLM-only encoders mask and pack them as they load).
 - `claims(path)`: whether `path` (a file, a folder or a prefix) is one unit of the format: an
   hdf5 file, an LDDL phase folder, a Megatron pair. A format with `takes_any_file` also takes a
   file given by name that no format claims (hdf5: the reference's shards come under any name).
 - `find(folder)`: the units below a folder, sorted, skipping hidden files and folders.
 - `inspect(units, report)`: validate units and print their figures through `report`.
-- `build_stages`: the module of `bertdata.pipelines` that plans the format's own stages of a
-  build (and their `--dry-run` lines); None for a `PER_SHARD` format, whose files the instance
-  stage writes. `summary(folder, manifest)`: the build's line for a folder it wrote.
+- `summary(folder, manifest)`: the build's line for a folder it wrote.
 - Formats holding instances also have `training(units)` (the units a trainer given their
   folder reads: hdf5's NGC rule, names containing "training"), `parts(unit)` (the unit's files
   as `ShardInfo`s, checked without reading rows; settings the files do not hold come from the
@@ -28,26 +30,28 @@ writer, a reader, a validator and a finder, and one object in `REGISTRY` that st
   rows: see `Reading`), `load(part, reading)` (all rows of one part as the six arrays, for
   `bench`) and `slices(part, reading, rows)` (the same in slices, for `shard`), and say with
   `rows_as_text` whether reading their rows needs the vocab.
-- A `PER_SHARD` format also writes a text shard's files (`PerShardFormat`: `folder`,
-  `file_names`, `write`, `info`, `read`, `pattern`), which the build's instance stage calls.
 
-`find(paths)` is the one finder every command uses. A new format is one module and its entry in
-`REGISTRY` (and, for a stage of its own, its pipeline module); `register` adds one at run time
-(a plugin, or a test).
+`find(paths)` is the one finder every command uses. The names are known without importing any
+format's module (`names`), so that flags are made without loading h5py or pyarrow; a format's
+module is imported when the format is first asked for.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bertdata.errors import BertdataError
-from bertdata.formats.contract import (ACROSS_SHARDS, INSTANCES, PER_SHARD, PER_SPLIT, SENTENCES, Format,
-                                       InstanceFormat, PerShardFormat, Reading, Report, ShardInfo)
+from bertdata.formats.contract import (ACROSS_SHARDS, DOCUMENTS, INSTANCES, PER_SHARD, PER_SPLIT, SENTENCES,
+                                       DocumentTokenizer, Format, FormatFlag, InstanceFormat, PerShardFormat, Reading,
+                                       Report, ShardInfo, SplitFiles, SplitFormat, SplitSettings)
 
-__all__ = ["ACROSS_SHARDS", "INSTANCES", "PER_SHARD", "PER_SPLIT", "SENTENCES", "REGISTRY", "Format", "Found",
-           "InstanceFormat", "PerShardFormat", "Reading", "Report", "ShardInfo", "by_format", "find", "get", "register", "same_shape"]
+__all__ = ["ACROSS_SHARDS", "BUILTIN", "DOCUMENTS", "INSTANCES", "PER_SHARD", "PER_SPLIT", "SENTENCES",
+           "DocumentTokenizer", "Format", "FormatFlag", "Found", "InstanceFormat", "PerShardFormat", "Reading", "Report",
+           "ShardInfo", "SplitFiles", "SplitFormat", "SplitSettings", "all_formats", "by_format", "find", "flags_of",
+           "get", "names", "register", "same_shape", "unregister"]
 
 @dataclass(frozen=True)
 class Found:
@@ -57,27 +61,64 @@ class Found:
     path: str
 
 
-REGISTRY: dict[str, Format] = {}
+@dataclass(frozen=True)
+class Entry:
+    """A built-in format's registry entry: where its object is ("module:object"), imported when
+    the format is first asked for, and its own build flags, which the CLI makes without it."""
+
+    where: str
+    flags: tuple[FormatFlag, ...] = ()
+
+
+# The built-in formats, in the order commands list them.
+BUILTIN = {
+    "hdf5": Entry("bertdata.formats.hdf5:HDF5"),
+    "lddl": Entry("bertdata.formats.lddl:LDDL"),
+    "megatron": Entry("bertdata.formats.megatron:MEGATRON"),
+}
+_loaded: dict[str, Format] = {}
 
 
 def register(fmt: Format) -> Format:
-    """Add `fmt` to the registry (replacing one of the same name) and return it."""
-    REGISTRY[fmt.name] = fmt
+    """Add `fmt` (replacing one of the same name) and return it."""
+    _loaded[fmt.name] = fmt
     return fmt
 
 
+def unregister(name: str) -> None:
+    """Take a format added by `register` out again (a built-in one is loaded anew when asked for)."""
+    _loaded.pop(name, None)
+
+
+def names() -> tuple[str, ...]:
+    """Every format's name, without importing any format's module."""
+    return tuple(dict.fromkeys([*BUILTIN, *_loaded]))
+
+
 def get(name: str) -> Format:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise BertdataError(f"no format {name!r}; known: {', '.join(REGISTRY)}") from None
+    if name not in _loaded:
+        if name not in BUILTIN:
+            raise BertdataError(f"no format {name!r}; known: {', '.join(names())}")
+        module, _, entry = BUILTIN[name].where.partition(":")
+        _loaded[name] = getattr(importlib.import_module(module), entry)
+    return _loaded[name]
+
+
+def flags_of(name: str) -> tuple[FormatFlag, ...]:
+    """The format's own build flags, without importing its module where it is built in."""
+    return BUILTIN[name].flags if name in BUILTIN and name not in _loaded else getattr(get(name), "flags", ())
+
+
+def all_formats() -> list[Format]:
+    """Every format, its module imported."""
+    return [get(name) for name in names()]
 
 
 def find(paths: Iterable[str], formats: Iterable[Format] | None = None) -> list[Found]:
     """The units among `paths`: a path a format claims is one unit; a folder is searched by every
     format for its units. In the order given, each format's units sorted; a unit found twice
     counts once. Raises BertdataError for a missing path or when nothing is found."""
-    formats = list(REGISTRY.values() if formats is None else formats)
+    formats = all_formats() if formats is None else list(formats)
     found: dict[str, Found] = {}
     paths = list(paths)
     for path in paths:
@@ -104,7 +145,7 @@ def by_format(found: Iterable[Found]) -> list[tuple[Format, list[str]]]:
     groups: dict[str, tuple[Format, list[str]]] = {}
     for unit in found:
         groups.setdefault(unit.format.name, (unit.format, []))[1].append(unit.path)
-    order = list(REGISTRY)
+    order = list(names())
     return [groups[name] for name in sorted(groups, key=lambda n: order.index(n) if n in order else len(order))]
 
 
@@ -117,14 +158,3 @@ def same_shape(parts: list[ShardInfo]) -> None:
                 f"{info.path}: seq length {info.max_seq_length} / {info.max_predictions_per_seq} predictions "
                 f"differs from {first.path} ({first.max_seq_length} / {first.max_predictions_per_seq}); "
                 "one phase per folder")
-
-
-def _register_builtin() -> None:
-    from bertdata.formats import hdf5, lddl, megatron
-
-    register(hdf5.HDF5)
-    register(lddl.LDDL)
-    register(megatron.MEGATRON)
-
-
-_register_builtin()

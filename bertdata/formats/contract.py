@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where used: the CLI makes its flags from this layer
+    import numpy as np
 
-if TYPE_CHECKING:
     from bertdata.instances.create import Instances
 
 PathLike = str | os.PathLike
 
 PER_SHARD, ACROSS_SHARDS, PER_SPLIT = "per-shard", "across-shards", "per-split"
-INSTANCES, SENTENCES = "instances", "sentences"
+INSTANCES, SENTENCES, DOCUMENTS = "instances", "sentences", "documents"
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,8 @@ class Format(Protocol):
     takes_any_file: ClassVar[bool]
     # Bytes written per byte of clean text, by phase number (None: once, whatever the phases).
     disk_per_text_byte: ClassVar[dict]
-    # The module (of bertdata.pipelines) that plans the format's own build stages: `plan(inputs,
-    # phases, reused_text)` -> its stages, `dry_run(cfg, phases, dataset, lowercase, training_shards)`
-    # -> their lines. None: it has none (a PER_SHARD format's files are written by the instance stage).
-    build_stages: ClassVar[str | None]
+    # What `build --help` says of it under --format: what it holds, where, for which trainer.
+    describe: ClassVar[str]
 
     def claims(self, path: str) -> bool: ...
 
@@ -124,6 +122,115 @@ class PerShardFormat(Protocol):
 
     def pattern(self) -> str:
         """A glob matching one file of every shard in a phase folder (its first file name)."""
+
+
+@dataclass(frozen=True)
+class FormatFlag:
+    """A build flag of one format, `--<format>-<name>` (e.g. --mds-compression): its registry entry
+    states it (bertdata.formats.BUILTIN, or the `flags` of a format registered at run time), the
+    build's parser makes it, and `SplitSettings.flag` hands its value to the format's writer."""
+
+    name: str
+    help: str
+    choices: tuple[str, ...] | None = None
+    default: Any = None
+
+
+@dataclass(frozen=True)
+class DocumentTokenizer:
+    """What a format holding documents records of the tokenizer that made its ids."""
+
+    name: str  # the file's name, or "vocab.txt" for a WordPiece vocab
+    sha256: str
+    vocab_size: int
+    prefix: tuple[int, ...]  # the special tokens its post-processor puts before one sequence ([CLS])
+    suffix: tuple[int, ...]  # and after it ([SEP])
+
+    @property
+    def id_dtype(self) -> np.dtype:
+        import numpy as np
+
+        return np.dtype(np.uint16 if self.vocab_size <= 1 << 16 else np.uint32)
+
+
+@dataclass(frozen=True)
+class SplitSettings:
+    """What a `PER_SPLIT` format's writer is told of the build: the text's dataset name and case,
+    the tokenizer of its documents, the samples' length (formats holding DOCUMENTS), and the
+    values of the format's own flags."""
+
+    dataset: str
+    lowercase: bool
+    tokenizer: DocumentTokenizer | None  # None only where the folder's name is all that is asked
+    max_seq_length: int
+    flags: tuple[tuple[str, Any], ...] = ()
+    # True where --tokenizer gave the tokenizer (a file of Hugging Face tokenizers); False: the
+    # build's WordPiece vocab, as the instance formats use it.
+    tokenizer_file: bool = False
+
+    def flag(self, name: str) -> Any:
+        return dict(self.flags).get(name)
+
+
+class SplitFiles(Protocol):
+    """The file operations a `PER_SPLIT` writer is handed (the build's, through Beam's FileSystems,
+    so that s3:// and gs:// work): `join`, `open_file(path)` (binary reading), `atomic_writer(path)`
+    (a binary file, renamed into place when its block ends), `local_output(path)` (a local path
+    whose file is put at `path` when the block ends), `replace(src, dest)` and `write_bytes(path, data)`
+    (atomic)."""
+
+    def join(self, *parts: str) -> str: ...
+
+    def open_file(self, path: str) -> Any: ...
+
+    def atomic_writer(self, path: str) -> Any: ...
+
+    def local_output(self, path: str) -> Any: ...
+
+    def replace(self, src: str, dest: str) -> None: ...
+
+    def write_bytes(self, path: str, data: bytes) -> None: ...
+
+
+class SplitFormat(Protocol):
+    """How a build writes a `PER_SPLIT` format (see `bertdata.formats`): each text shard's part,
+    then each split's parts made into the format's files, then the folder's last files.
+
+    - `folder(settings)`: the folder it writes, relative to the build's output (from the
+      settings' dataset, case and flags: a dry run knows no tokenizer yet).
+    - `writes`: what it writes, as a dry run's line says it.
+    - `options(settings)`: what its manifest records of how it was made; a finished folder of
+      other options is refused without --force, one of the same reused.
+    - `write_part(shard, documents, settings, folder, files)`: a text shard's (`TextShard`)
+      `Documents`, tokenized by `settings.tokenizer`, as files under `folder` (a scratch folder
+      of its own), returning a description of them (picklable), which `finish_split` gets back;
+      `files` does the I/O.
+    - `finish_split(split, parts, settings, folder, files)`: the split's parts (their
+      descriptions in text shard order; shards without a token left out) made into its files
+      under the format's `folder`; returns the split's manifest entry (JSON-able; "files": [{"file":
+      path relative to the folder, "bytes", "sha256"}], and counts such as "samples"). The same
+      parts give the same bytes.
+    - `finish_folder(entries, settings, folder, files)`: once every split is finished, what the
+      folder needs besides (a dataset card); returns what the manifest adds ({} if nothing).
+    - `ours(path)`: whether a file in its folder (its path relative to the folder) is one it writes
+      (cleared before a rerun).
+    """
+
+    name: ClassVar[str]
+    writes: ClassVar[str]
+
+    def folder(self, settings: SplitSettings) -> str: ...
+
+    def options(self, settings: SplitSettings) -> dict: ...
+
+    def write_part(self, shard: Any, documents: Any, settings: SplitSettings, folder: str,
+                   files: SplitFiles) -> Any: ...
+
+    def finish_split(self, split: str, parts: list, settings: SplitSettings, folder: str, files: SplitFiles) -> dict: ...
+
+    def finish_folder(self, entries: list[dict], settings: SplitSettings, folder: str, files: SplitFiles) -> dict: ...
+
+    def ours(self, path: str) -> bool: ...
 
 
 def hidden(path: Path, root: Path) -> bool:

@@ -89,8 +89,7 @@ class Hdf5Shards:
     takes_any_file: ClassVar[bool] = True
     rows_as_text: ClassVar[bool] = False
     layout: ClassVar[dict] = LAYOUT
-    # No stage of its own: the instance stage writes a shard's files where it makes them.
-    build_stages: ClassVar[str | None] = None
+    describe: ClassVar[str] = "the reference's shards (NGC's recipe until 2021, PaddleNLP), one folder per phase"
 
     def summary(self, folder: str, manifest: dict) -> str:
         """The build's line for a phase folder it wrote, from the folder's manifest."""
@@ -98,7 +97,7 @@ class Hdf5Shards:
         reused = manifest[RUN_KEY].get("reused_shards", 0)
         return (f"{self.name}: {counts['instances']:,} instances "
                 f"({100 * manifest['quality']['random_next_share']:.1f}% random next), {counts['tokens']:,} tokens "
-                f"in {counts['hdf5_shards']} shards" + (f" ({reused} reused)" if reused else "") + f" -> {folder}")
+                f"in {counts[f'{self.name}_shards']} shards" + (f" ({reused} reused)" if reused else "") + f" -> {folder}")
 
     # --- the per-shard files the build writes ---
 

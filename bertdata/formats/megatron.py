@@ -29,7 +29,7 @@ from typing import BinaryIO, ClassVar
 import numpy as np
 
 from bertdata.errors import ValidationError
-from bertdata.formats.contract import PER_SPLIT, SENTENCES, Report, hidden
+from bertdata.formats.contract import PER_SPLIT, SENTENCES, Report, SplitSettings, hidden
 from bertdata.fsutil import atomic_path
 from bertdata.manifest import MANIFEST
 from bertdata.instances.documents import Documents
@@ -340,14 +340,57 @@ class MegatronPairs:
     # fragment (uint16 ids): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.501}
     takes_any_file: ClassVar[bool] = False
-    # Its build stage (the parts merged per split) and its dry-run line.
-    build_stages: ClassVar[str | None] = "bertdata.pipelines.megatron"
+    describe: ClassVar[str] = (
+        "Megatron-LM's indexed dataset (.bin/.idx, one pair per split of every document's tokenized "
+        "sentences, for Megatron-LM and NeMo: --data-path PREFIX), under OUTPUT/megatron/lower_case_1/, made "
+        "once whatever the phases")
+    writes: ClassVar[str] = "one .bin/.idx pair per split, whatever the phases"
+
+    # --- how a build writes it (bertdata.formats.SplitFormat) ---
+
+    def folder(self, settings: SplitSettings) -> str:
+        return folder_name(settings.lowercase)
+
+    def options(self, settings: SplitSettings) -> dict:
+        tokenizer = settings.tokenizer
+        options = {"dataset": settings.dataset, "vocab_sha256": tokenizer.sha256, "vocab_size": tokenizer.vocab_size,
+                   "lowercase": settings.lowercase, "dtype": token_dtype(tokenizer.vocab_size).name}
+        return {**options, "tokenizer": tokenizer.name} if settings.tokenizer_file else options
+
+    def write_part(self, shard, documents: Documents, settings: SplitSettings, folder: str, files) -> str:
+        """The text shard's documents as a pair under `folder`; its prefix."""
+        prefix = files.join(folder, "part")
+        bin_path, idx_path = pair_paths(prefix)
+        with files.local_output(bin_path) as local_bin, files.local_output(idx_path) as local_idx:
+            write_pair(local_bin, local_idx, documents, settings.tokenizer.vocab_size)
+        return prefix
+
+    def finish_split(self, split: str, parts: list[str], settings: SplitSettings, folder: str, files) -> dict:
+        """The split's parts merged into its pair (`merge`, streamed)."""
+        prefix = files.join(folder, prefix_name(settings.dataset, split))
+        bin_path, idx_path = pair_paths(prefix)
+        # The .bin is renamed into place first (the inner writer), so an .idx never points into nothing.
+        with files.atomic_writer(idx_path) as idx_out, files.atomic_writer(bin_path) as bin_out:
+            merged = merge(parts, bin_out, idx_out, files.open_file)
+        return {"prefix": prefix_name(settings.dataset, split), "documents": merged.documents,
+                "sentences": merged.sentences, "tokens": merged.tokens,
+                "files": [{"file": os.path.basename(path), "bytes": size, "sha256": sha}
+                          for path, size, sha in zip(pair_paths(prefix), (merged.bin_bytes, merged.idx_bytes),
+                                                     (merged.bin_sha256, merged.idx_sha256))]}
+
+    def finish_folder(self, entries: list[dict], settings: SplitSettings, folder: str, files) -> dict:
+        return {}
+
+    def ours(self, path: str) -> bool:
+        return "/" not in path and path.endswith((BIN, IDX)) and path[:-len(BIN)].endswith(SUFFIX)
+
+    # --- finding, reading and checking what is written ---
 
     def summary(self, folder: str, manifest: dict) -> str:
         """The build's line for a folder it wrote, from the folder's manifest."""
         counts = manifest["counts"]
         return (f"{self.name}: {counts['documents']:,} documents, {counts['sentences']:,} sentences, "
-                f"{counts['tokens']:,} tokens in {counts['pairs']} pair{'s' if counts['pairs'] != 1 else ''} -> "
+                f"{counts['tokens']:,} tokens in {counts['splits']} pair{'s' if counts['splits'] != 1 else ''} -> "
                 f"{folder}")
 
     def claims(self, path: str) -> bool:

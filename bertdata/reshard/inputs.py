@@ -44,7 +44,7 @@ def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> 
     notes: list[str] = []
     for given in paths:
         units = formats.find([given])
-        if any(fmt.claims(given) for fmt in formats.REGISTRY.values()) or os.path.isfile(given):
+        if any(fmt.claims(given) for fmt in formats.all_formats()) or os.path.isfile(given):
             if out in (resolved := Path(given).resolve()).parents or resolved == out:
                 raise BertdataError(f"{given}: input is inside the output folder {output}; "
                                     "write the parts to another folder")

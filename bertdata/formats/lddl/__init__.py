@@ -62,8 +62,9 @@ class LddlFolders:
     disk_per_text_byte: ClassVar[dict] = {1: 4.981, 2: 5.051}
     takes_any_file: ClassVar[bool] = False
     rows_as_text: ClassVar[bool] = True
-    # Its build stages, one per phase folder, and their dry-run lines.
-    build_stages: ClassVar[str | None] = "bertdata.pipelines.lddl"
+    describe: ClassVar[str] = (
+        "LDDL parquet for NGC's current recipe, under OUTPUT/pretrain/phase{1,2}/.../parquet with the vocab at "
+        "OUTPUT/vocab/vocab, training instances only")
 
     def claims(self, path: str) -> bool:
         return is_phase_folder(path)

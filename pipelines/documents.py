@@ -1,0 +1,237 @@
+"""Text shards -> the formats cut per split (bertdata.formats: PER_SPLIT; Megatron's pairs, MDS,
+Hugging Face parquet), one stage each, every one written the same way by its format's own
+`SplitFormat` methods.
+
+The instance stage tokenizes each text shard once for every tokenizer in use, and hands its
+documents to each such format (`SplitOutput.take`), which writes the shard's part under the
+work folder. Once every shard is done, one step per split makes the split's parts, in text
+shard order, into the format's files (`finish_split`: merged, numbered, indexed), and the
+folder's last files and its manifest.json are written last. So the bytes depend on the text
+shards alone, never on which worker made which part. Parts are scratch, not output: they are
+removed with the work folder, and a killed build's are made again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import apache_beam as beam
+
+from bertdata.config import BuildConfig, InstanceConfig
+from bertdata.errors import BertdataError
+from bertdata.formats import DocumentTokenizer, SplitFormat, SplitSettings
+from bertdata.fsutil import TEMP_PREFIX
+from bertdata.instances.vocab import Vocab
+from bertdata.manifest import MANIFEST
+from bertdata.text.shards import SPLITS, TextShard
+from bertdata.pipelines import fsio
+from bertdata.pipelines.manifests import WRITING, Provenance, recorded_manifest
+from bertdata.pipelines.pool import working_on
+from bertdata.pipelines.records import SplitDone, SplitJob, SplitPart, Spread, StageRecords, StepDoFn
+from bertdata.pipelines.stage import BuildInputs, Decision, Stage
+
+
+@dataclass(frozen=True)
+class SplitOutput:
+    """One format cut per split in a build: the format, its folder, the scratch folder of its
+    parts, and what its writer is told of the build."""
+
+    format: SplitFormat
+    folder: str
+    parts: str
+    settings: SplitSettings
+
+    # As the instance stage's sink for every text shard (see Stage.sinks): its part, from the
+    # shard's documents as `tokenizer` ("file": --tokenizer's, "vocab": the WordPiece vocab's) makes them.
+    record: ClassVar[type] = SplitPart
+
+    @property
+    def tokenizer(self) -> str:
+        return "file" if self.settings.tokenizer_file else "vocab"
+
+    def take(self, shard: TextShard, documents: Any) -> SplitPart:
+        source = (self.format.name, shard.split, shard.index, shard.stem + ".txt", shard.sha256)
+        if documents is None:
+            return SplitPart(*source, None, {})
+        working_on(f"the {self.format.name} part of text shard {shard.stem}")
+        scratch = fsio.join(self.parts, f"{shard.split}-{shard.index}")
+        part = self.format.write_part(shard, documents, self.settings, scratch, fsio)
+        return SplitPart(*source, part, {"documents": documents.num_documents, "sentences": documents.num_sentences,
+                                         "tokens": documents.num_tokens})
+
+    def files(self) -> dict[str, str]:
+        """What its folder holds of the format's: {path relative to the folder: path}."""
+        return {rel: path for rel, path in fsio.tree(self.folder).items() if self.format.ours(rel)}
+
+
+def sources(shards: list) -> list[dict]:
+    """The text shards a folder is made of, as its manifest records them (TextShards or SplitParts)."""
+    return [{"split": s.split, "file": getattr(s, "source", None) or s.stem + ".txt",
+             "sha256": getattr(s, "source_sha256", None) or s.sha256}
+            for s in sorted(shards, key=lambda s: (SPLITS.index(s.split), s.index))]
+
+
+def plan_jobs(stage: StageRecords, out: SplitOutput):
+    """The instance stage's SplitParts of the format -> a SplitJob per split with tokens (its
+    parts in text shard order)."""
+    mine = [p for p in stage.of_kind(SplitPart) if p.format == out.format.name and p.part is not None]
+    for split in SPLITS:
+        parts = sorted((p for p in mine if p.split == split), key=lambda p: p.index)
+        if parts:
+            yield SplitJob(out.format.name, split, tuple(parts))
+
+
+class _FinishSplit(StepDoFn):
+    takes = (SplitJob,)
+
+    def __init__(self, out: SplitOutput):
+        super().__init__()
+        self.out = out
+
+    def work(self, record: SplitJob):
+        if record.format != self.out.format.name:
+            yield record
+            return
+        working_on(f"the {record.format} files of the {record.split} split")
+        parts = [p.part for p in record.parts]
+        entry = self.out.format.finish_split(record.split, parts, self.out.settings, self.out.folder, fsio)
+        yield SplitDone(record.format, record.split, entry)
+
+
+def write_manifest(stage: StageRecords, provenance: Provenance, out: SplitOutput, options: dict) -> None:
+    """The folder's last files, then its manifest.json, written last: a folder with one is complete."""
+    name = out.format.name
+    parts = [p for p in stage.of_kind(SplitPart) if p.format == name]
+    done = sorted((d for d in stage.of_kind(SplitDone) if d.format == name), key=lambda d: SPLITS.index(d.split))
+    entries = [{"split": d.split, **d.entry} for d in done]
+    extra = out.format.finish_folder(entries, out.settings, out.folder, fsio)
+    counts = {k: sum(p.counts.get(k, 0) for p in parts) for k in ("documents", "sentences", "tokens")}
+    counts.update({k: sum(e.get(k, 0) for e in entries) for k in ("samples",) if any(k in e for e in entries)})
+    provenance.write(out.folder, {
+        "format": name, "options": options, **extra,
+        "counts": {**counts, "splits": len(entries), "skipped_empty_text_shards": sum(p.part is None for p in parts)},
+        "splits": entries, "sources": sources(parts)})
+    fsio.delete([fsio.join(out.folder, WRITING)])
+
+
+def recorded_files(manifest: dict) -> set[str]:
+    return {f["file"] for entry in manifest.get("splits", []) for f in entry.get("files", [])}
+
+
+@dataclass
+class SplitStage(Stage):
+    """The instance stage's parts of one format -> its files, split by split."""
+
+    out: SplitOutput
+    options: dict
+    finished_sources: list[dict] | None  # the reused text stage's shards; None: text made anew
+    reads = (SplitPart,)
+    makes = (SplitDone,)
+
+    @property
+    def name(self) -> str:
+        return self.out.format.name.capitalize()
+
+    @property
+    def format(self) -> str:
+        return self.out.format.name
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return (self.out.folder,)
+
+    def decide(self, force: bool) -> Decision:
+        """Reuse the folder when it holds this build's files, its manifest recording the same
+        options and the same text shards; refuse files that no bertdata build recorded (or
+        another tokenizer's, or other options') unless `force`."""
+        listed = fsio.listing(self.out.folder)
+        manifest = recorded_manifest(self.out.folder, listed, self.options, force, f"{self.format} files",
+                                     f"{self.format} files made with another vocab, tokenizer or options")
+        ours = self.out.files()
+        if manifest is not None:
+            if (self.finished_sources is not None and manifest.get("sources") == self.finished_sources
+                    and WRITING not in listed and recorded_files(manifest) <= ours.keys()):
+                return Decision(False, f"{self.out.folder}: already complete, kept")
+        if ours and not (WRITING in listed or MANIFEST in listed or force):
+            raise BertdataError(f"{self.out.folder}: holds {min(ours)}, which no bertdata build recorded; pass "
+                                "--force to replace it, or choose another --output")
+        return Decision(True)
+
+    def clear(self) -> None:
+        """Mark the folder as being written, and clear what an earlier build of ours (or, with
+        --force, anyone) left there: `decide` said it may."""
+        fsio.write_bytes(fsio.join(self.out.folder, WRITING), b"")
+        stale = [*self.out.files().values(), *(path for name, path in fsio.listing(self.out.folder).items()
+                                              if name == MANIFEST or name.startswith(TEMP_PREFIX))]
+        fsio.delete(stale)
+
+    def ended(self, record) -> bool:
+        # Its own records only: the stages of the other formats cut per split read theirs after it.
+        return isinstance(record, (SplitPart, SplitDone)) and record.format == self.format
+
+    def sinks(self) -> dict:
+        return {None: self.out}
+
+    def start(self, handed: StageRecords) -> list:
+        return [*handed.records(), *plan_jobs(handed, self.out)]
+
+    def steps(self) -> beam.PTransform:
+        return FinishSplits(self.out)
+
+    def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
+        write_manifest(stage, provenance, self.out, self.options)
+
+
+class FinishSplits(beam.PTransform):
+    """SplitJob records (see `plan_jobs`) -> a SplitDone per split, made by whichever worker is free."""
+
+    def __init__(self, out: SplitOutput):
+        super().__init__()
+        self.out = out
+
+    def expand(self, records):
+        return (
+            records
+            | "SpreadSplits" >> Spread()
+            | "FinishSplits" >> beam.ParDo(_FinishSplit(self.out))
+        )
+
+
+def document_tokenizer(vocab: Vocab) -> DocumentTokenizer:
+    """What a format holding documents records of a WordPiece vocab: [CLS] ... [SEP] around a sample."""
+    return DocumentTokenizer("vocab.txt", vocab.sha256, len(vocab), (vocab.cls_id,), (vocab.sep_id,))
+
+
+def settings(fmt: SplitFormat, cfg: BuildConfig, vocab: Vocab | None, dataset: str, lowercase: bool) -> SplitSettings:
+    """What the format's writer is told; `vocab` None: for its folder's name alone (a dry run)."""
+    flags = tuple((flag, value) for name, flag, value in cfg.format_flags if name == fmt.name)
+    path = cfg.documents.tokenizer
+    tokenizer = None if vocab is None else document_tokenizer(vocab)
+    return SplitSettings(dataset, lowercase, tokenizer, cfg.documents.max_seq_length, flags,
+                         tokenizer_file=path is not None)
+
+
+def output(fmt: SplitFormat, cfg: BuildConfig, vocab, dataset: str, lowercase: bool, work_dir: str) -> SplitOutput:
+    s = settings(fmt, cfg, vocab, dataset, lowercase)
+    return SplitOutput(fmt, fsio.join(cfg.output, fmt.folder(s)), fsio.join(work_dir, fmt.name), s)
+
+
+def plan(fmt: SplitFormat, inputs: BuildInputs, chosen: tuple[InstanceConfig, ...],
+         reused_text: StageRecords | None) -> list[Stage]:
+    """The format's stage in a build, undecided: one, whatever the phases, when instances are made at all."""
+    if not chosen:
+        return []
+    out = output(fmt, inputs.cfg, inputs.vocab, inputs.dataset, inputs.text.lowercase, inputs.work_dir)
+    finished = None if reused_text is None else sources(reused_text.of_kind(TextShard))
+    return [SplitStage(out, fmt.options(out.settings), finished)]
+
+
+def dry_run(fmt: SplitFormat, cfg: BuildConfig, chosen: tuple[InstanceConfig, ...], dataset: str,
+            lowercase: bool, training_shards: int) -> list[str]:
+    """`build --dry-run`'s line for the format's stage."""
+    if not chosen:
+        return []
+    where = fsio.join(cfg.output, fmt.folder(settings(fmt, cfg, None, dataset, lowercase)))
+    done = fsio.exists(fsio.join(where, MANIFEST)) and not cfg.force
+    return [f"{fmt.name}: {'reuse (complete)' if done else 'run'}: {fmt.writes} -> {where}"]
