@@ -15,7 +15,7 @@ import pytest
 
 from bertdata import cli, formats
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.formats import INSTANCES, PER_SHARD, Reading, Report, ShardInfo
+from bertdata.formats import DOCUMENTS, INSTANCES, PER_SHARD, PER_SPLIT, FormatFlag, Reading, Report, ShardInfo
 from bertdata.formats.checks import ShardStats, check_batch
 from bertdata.formats.report import print_row
 from bertdata.instances.schema import DTYPES, FIELDS
@@ -160,3 +160,151 @@ def test_the_names_are_known_without_importing_a_format(npz_registered):
     assert out.strip() == f"{tuple(formats.BUILTIN)} []"
     assert formats.names() == (*formats.BUILTIN, "npz")
     assert [f.name for f in formats.all_formats()] == list(formats.names())
+
+
+# --- writing: a format cut per shard and one cut per split, each one class and one `register`,
+# written by a real build beside the built-in ones ---
+
+@dataclass(frozen=True)
+class NpzWriter(NpzShards):
+    """NpzShards as a format the build writes, one `.npz` per text shard and phase."""
+
+    name: ClassVar[str] = "npzw"
+    describe: ClassVar[str] = "the six arrays in one .npz per text shard (a test's format)"
+    layout: ClassVar[dict] = {"container": "npz"}
+
+    def summary(self, folder: str, manifest: dict) -> str:
+        return f"npzw: {manifest['counts']['instances']} instances in {manifest['counts']['npzw_shards']} files"
+
+    def folder(self, cfg, lowercase: bool = True) -> str:
+        return f"npz_seq_len_{cfg.max_seq_length}"
+
+    def file_names(self, stem: str, split: str, index: int) -> tuple[str, ...]:
+        return (f"{stem}.npz",)
+
+    def write(self, paths, instances, attrs, *, helper_thread: bool = True) -> None:
+        [path] = paths
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(path).with_name(".tmp-" + Path(path).name)
+        with open(tmp, "wb") as f:
+            np.savez(f, **{name: instances.array(name, 0, len(instances)) for name in FIELDS},
+                     attrs=np.array(json.dumps(dict(attrs), sort_keys=True)))
+        os.replace(tmp, path)
+
+    def info(self, paths) -> ShardInfo:
+        [path] = paths
+        with np.load(path) as f:
+            attrs = json.loads(str(f["attrs"]))
+            n, seq = f["input_ids"].shape
+            return ShardInfo(str(path), n, seq, f["masked_lm_positions"].shape[1], attrs)
+
+    def read(self, paths):
+        [path] = paths
+        with np.load(path) as f:
+            yield {name: f[name] for name in FIELDS}
+
+    def pattern(self) -> str:
+        return "*.npz"
+
+
+@dataclass(frozen=True)
+class JsonLines:
+    """Documents as JSON lines, one file per split: a part per text shard, joined in order."""
+
+    name: ClassVar[str] = "jsonl"
+    cut: ClassVar[str] = PER_SPLIT
+    holds: ClassVar[str] = DOCUMENTS
+    takes_any_file: ClassVar[bool] = False
+    disk_per_text_byte: ClassVar[dict] = {None: 2.0}
+    describe: ClassVar[str] = "documents as JSON lines (a test's format)"
+    writes: ClassVar[str] = "one .jsonl per split"
+    flags: ClassVar[tuple] = (FormatFlag("indent", "spaces before each line", None),)
+
+    def folder(self, settings) -> str:
+        return "jsonl"
+
+    def options(self, settings) -> dict:
+        return {"tokenizer": settings.tokenizer.sha256, "max_seq_length": settings.max_seq_length}
+
+    def write_part(self, shard, documents, settings, folder, files) -> str:
+        path = files.join(folder, "part.jsonl")
+        indent = " " * int(settings.flag("indent") or 0)
+        prefix, suffix = list(settings.tokenizer.prefix), list(settings.tokenizer.suffix)
+        with files.atomic_writer(path) as f:
+            for d in range(documents.num_documents):
+                start, end = documents.sentence_offsets[documents.doc_offsets[d:d + 2]]
+                ids = prefix + documents.tokens[start:end].tolist() + suffix
+                f.write((indent + json.dumps({"id": f"{shard.stem}/{d}", "input_ids": ids}) + "\n").encode())
+        return path
+
+    def finish_split(self, split, parts, settings, folder, files) -> dict:
+        path = files.join(folder, f"{split}.jsonl")
+        lines = 0
+        with files.atomic_writer(path) as out:
+            for part in parts:
+                with files.open_file(part) as f:
+                    data = f.read()
+                lines += data.count(b"\n")
+                out.write(data)
+        return {"samples": lines, "files": [{"file": f"{split}.jsonl"}]}
+
+    def finish_folder(self, entries, settings, folder, files) -> dict:
+        files.write_bytes(files.join(folder, "SPLITS"), " ".join(e["split"] for e in entries).encode())
+        return {}
+
+    def ours(self, path: str) -> bool:
+        return path.endswith(".jsonl") or path == "SPLITS"
+
+    def summary(self, folder: str, manifest: dict) -> str:
+        return f"jsonl: {manifest['counts']['samples']} documents in {manifest['counts']['splits']} files -> {folder}"
+
+    def claims(self, path: str) -> bool:
+        return os.path.isfile(path) and path.endswith(".jsonl")
+
+    def find(self, folder: str) -> list[str]:
+        return sorted(str(p) for p in Path(folder).rglob("*.jsonl"))
+
+    def inspect(self, units: list[str], report: Report) -> None:
+        report.out(f"jsonl files: {len(units)}")
+
+
+@pytest.fixture
+def writers_registered():
+    written = [formats.register(NpzWriter()), formats.register(JsonLines())]
+    yield written
+    for fmt in written:
+        formats.unregister(fmt.name)
+
+
+@pytest.mark.slow
+def test_a_registered_format_is_written_by_a_real_build(writers_registered, tmp_path, capsys):
+    """Two formats beside hdf5, each one class and one `register` call: every --format named is
+    written, from one tokenization, and the per-shard one holds hdf5's instances exactly."""
+    from bertdata.formats.hdf5io import read_shard
+    from conftest import SAMPLE_SHARDS
+
+    out = tmp_path / "out"
+    args = ["build", "--wiki-only", "--sample", "--output", str(out), "--phase", "1", *SAMPLE_SHARDS,
+            "--runner", "in-memory", "--format", "hdf5", "npzw", "jsonl", "--jsonl-indent", "2"]
+    assert cli.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "npzw: " in printed and "jsonl: " in printed
+    hdf5 = sorted(out.glob("hdf5_*/wikicorpus_en/*.hdf5"))
+    npz = sorted(out.glob("npz_seq_len_128/wikicorpus_en/*.npz"))
+    assert [p.stem for p in hdf5] == [p.stem for p in npz] and len(npz) > 1
+    for h, n in zip(hdf5, npz):
+        expected = read_shard(h)
+        with np.load(n) as f:
+            assert all(np.array_equal(f[name], expected[name]) for name in FIELDS)
+    manifest = json.loads((npz[0].parent / "manifest.json").read_text())
+    assert manifest["layout"] == {"container": "npz"} and manifest["counts"]["npzw_shards"] == len(npz)
+    lines = {split: (out / "jsonl" / f"{split}.jsonl").read_text().splitlines() for split in ("training", "test")}
+    assert all(line.startswith('  {"id": ') for split in lines.values() for line in split)
+    assert (out / "jsonl" / "SPLITS").read_text() == "training test"
+    jsonl = json.loads((out / "jsonl" / "manifest.json").read_text())
+    assert jsonl["counts"]["samples"] == sum(map(len, lines.values())) == jsonl["counts"]["documents"]
+    assert not list(out.glob(".bertdata-work"))  # the parts were scratch
+    # Rerun: every folder reused as it is.
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name not in ("manifest.json", "build.log")}
+    assert cli.main(args) == 0
+    assert before == {p: p.read_bytes() for p in before}

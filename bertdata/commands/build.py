@@ -36,11 +36,11 @@ Build BERT pretraining data the way the NGC PyTorch BERT recipe lays it out:
      tokenized sentences (one sequence per sentence), one pair per split:
      OUTPUT/megatron/lower_case_1/wikicorpus_en_training_text_sentence.bin/.idx,
      read by Megatron-LM and NeMo with --data-path PREFIX (without .bin/.idx)
-  6. with --format mds or parquet: the data of today's MLM-only encoders, one
-     sample per document (or per piece of a longer one, cut at sentence
-     boundaries; --max-seq-length, 1,024 by default), in --tokenizer's ids (any
-     Hugging Face tokenizer.json: BPE, Unigram, WordPiece) or the vocab's: MDS
-     for ModernBERT and MosaicBERT, parquet with a dataset card for Hugging Face
+  6. with a format holding documents (see --format): the data of today's
+     MLM-only encoders, one sample per document (or per piece of a longer one,
+     cut at sentence boundaries; --max-seq-length, 1,024 by default), in
+     --tokenizer's ids (any Hugging Face tokenizer.json: BPE, Unigram,
+     WordPiece) or the vocab's
 
 Each folder gets a manifest.json (versions, dump checksum, options, counts, each
 shard's sha256); Beam's own output goes to OUTPUT/build.log. Re-running the same
@@ -148,11 +148,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="lddl: parquet files per bin; must divide by training ranks x loader workers "
                           "(default: one per training text shard, 2 at least)")
 
-    docs = p.add_argument_group("documents (mds, parquet, megatron)")
+    docs = p.add_argument_group("formats holding documents")
     # Its own dest: the phases' max_seq_length is --phase's, never a flag of build's.
     docs.add_argument("--max-seq-length", dest="document_length", type=int, default=DocumentConfig.max_seq_length,
                       metavar="N",
-                      help="mds, parquet: tokens per sample at most, special tokens included; a longer document "
+                      help="tokens per sample at most, special tokens included; a longer document "
                            "is cut at sentence boundaries into pieces, one sample each (default: "
                            f"{DocumentConfig.max_seq_length})")
     docs.add_argument("--tokenizer", metavar="FILE",
