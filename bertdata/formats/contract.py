@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 if TYPE_CHECKING:  # numpy is imported where used: the CLI makes its flags from this layer
     import numpy as np
 
-    from bertdata.instances.create import Instances
-
 PathLike = str | os.PathLike
 
 PER_SHARD, ACROSS_SHARDS, PER_SPLIT = "per-shard", "across-shards", "per-split"
@@ -111,7 +109,7 @@ class PerShardFormat(Protocol):
 
     def file_names(self, stem: str, split: str, index: int) -> tuple[str, ...]: ...
 
-    def write(self, paths: Sequence[PathLike], instances: "Instances", attrs: Mapping[str, Any], *,
+    def write(self, paths: Sequence[PathLike], instances: Any, attrs: Mapping[str, Any], *,
               helper_thread: bool = True) -> None:
         """`helper_thread`: whether the writer may use a helper thread, as on a core of its own
         (False for a worker that shares every core with other workers)."""
