@@ -4,7 +4,6 @@ re-balances them, `bench` trains on them as LDDL's loader feeds a trainer."""
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import math
 import os
@@ -20,17 +19,12 @@ from bertdata.formats import lddl
 from bertdata.formats.hdf5io import read_shard
 from bertdata.instances.vocab import load_vocab
 from conftest import PARITY_128, PARITY_512, VOCAB, need, run_cli
+from shards import row_keys
 
 
 @pytest.fixture(scope="module")
 def tokens() -> tuple[str, ...]:
     return load_vocab(need(VOCAB)).tokens
-
-
-def row_keys(arrays: dict[str, np.ndarray]) -> list[bytes]:
-    """One hash per instance over all six arrays, to compare rows as multisets."""
-    return [hashlib.sha256(b"".join(np.ascontiguousarray(arrays[k][r]).tobytes() for k in sorted(arrays))).digest()
-            for r in range(len(arrays["input_ids"]))]
 
 
 def folder_arrays(folder: Path, tokens, seq_len: int, max_predictions: int) -> dict[str, np.ndarray]:
