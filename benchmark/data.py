@@ -18,9 +18,9 @@ same bins in the same order, and the loader takes batches from its workers in tu
 train on one bin at each step, as LDDL arranges, rather than waiting on the rank with the longest
 sequences. Static masking takes the positions and labels from the files. Dynamic masking masks
 each batch anew with the rule of the reference's create_pretraining_data.py, the one the hdf5
-shards were made with (15% of the tokens, at most the phase's predictions per sequence, 80%
-[MASK] / 10% random / 10% kept), not LDDL's (each token with probability 0.15, uncapped): so
-static and dynamic runs do the same work per sequence, and the MLM head keeps a fixed shape.
+shards were made with (`bertdata.instances.masking`: 15% of the tokens, at most the phase's
+predictions per sequence, 80% [MASK] / 10% random / 10% kept), not LDDL's (each token with
+probability 0.15, uncapped): so static and dynamic runs do the same work per sequence, and the MLM head keeps a fixed shape.
 
 Batches come in the shards' padded layout (NGC's tuple) or packed (`model.Packed`: the real
 tokens of all rows end to end), made by the loader's workers so the trainer never waits on it.
@@ -41,12 +41,13 @@ from bertdata import formats
 from bertdata.benchmark.model import Packed
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats import INSTANCES, Reading, ShardInfo
-from bertdata.formats.checks import check_batch, word_continuations
+from bertdata.formats.checks import check_batch
+from bertdata.config import InstanceConfig
+from bertdata.instances import masking
 from bertdata.instances.schema import BY_NAME, DTYPES, SEQ
 
 # LDDL's loader pads a batch to its longest sequence rounded up to this (sequence_length_alignment).
 LDDL_ALIGNMENT = 8
-DYNAMIC_MASKED_LM_PROB = 0.15  # LDDL's default mlm_probability, and the reference's
 
 
 class Unit(NamedTuple):
@@ -152,25 +153,22 @@ def load_unit(unit: Unit, info: ShardInfo, reading: Reading, vocab_size: int | N
 
 def mask_dynamic(rows: dict[str, np.ndarray], reading: Reading, max_predictions: int,
                  rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """`rows` (original tokens, no masks) masked by the reference's rule: per sequence
-    min(max_predictions, max(1, round(0.15 x its tokens))) of its non-special tokens, chosen
-    uniformly -- or, with whole-word masking, whole words in random order while they fit, as
-    the reference takes them; each becomes [MASK] (80%), stays (10%) or becomes a random vocab
-    word (10%)."""
+    """`rows` (original tokens, no masks) masked anew by the reference's rule
+    (`bertdata.instances.masking`, at its default masked_lm_prob): per sequence its count of
+    candidates, chosen uniformly -- or, with whole-word masking, whole words in random order
+    while they fit -- each shown as [MASK], itself or a random vocab word."""
     ids = rows["input_ids"]
     n, seq_len = ids.shape
-    real = rows["input_mask"] != 0
-    length = real.sum(axis=1)
-    # [CLS] and the two [SEP]s, from the segment layout: [CLS] A [SEP] B [SEP].
-    cols = np.arange(seq_len)
-    sep_a = (real & (rows["segment_ids"] == 0)).sum(axis=1) - 1
-    candidate = real & (cols != 0) & (cols != sep_a[:, None]) & (cols != (length - 1)[:, None])
-    count = np.minimum(np.minimum(max_predictions, np.maximum(1, np.round(length * DYNAMIC_MASKED_LM_PROB))),
-                       candidate.sum(axis=1)).astype(np.int64)
-    width = min(max_predictions, seq_len)
     vocab = reading.vocab
+    real = rows["input_mask"] != 0
+    candidate = real & masking.is_candidate(ids, vocab.cls_id, vocab.sep_id)
+    # Fewer candidates than the count: all of them, as the reference runs out of words.
+    count = np.minimum(masking.prediction_count(real.sum(axis=1), InstanceConfig.masked_lm_prob, max_predictions),
+                       candidate.sum(axis=1))
+    width = min(max_predictions, seq_len)
+    cols = np.arange(seq_len)
     if reading.masking_scheme == "whole-word":
-        chosen = _whole_words(ids, candidate, count, vocab.word_continues, rng)
+        chosen = masking.pick_words(ids, candidate, count, vocab.word_continues, rng.random((n, seq_len)))
         positions = np.sort(np.where(chosen, cols, seq_len), axis=1)[:, :width]
     else:
         keys = np.where(candidate, rng.random((n, seq_len)), 2.0)
@@ -181,9 +179,9 @@ def mask_dynamic(rows: dict[str, np.ndarray], reading: Reading, max_predictions:
     row_of, slot = np.nonzero(take)
     pos = positions[row_of, slot]
     original = ids[row_of, pos]
-    draw, keep = rng.random(len(pos)), rng.random(len(pos))
-    shown = np.where(draw < 0.8, vocab.mask_id,
-                     np.where(keep < 0.5, original, vocab.word_ids[rng.integers(0, len(vocab.word_ids), len(pos))]))
+    mask_draw, keep_draw = rng.random(len(pos)), rng.random(len(pos))
+    random_words = vocab.word_ids[rng.integers(0, len(vocab.word_ids), len(pos))]
+    shown = masking.shown_ids(original, mask_draw, keep_draw, vocab.mask_id, random_words)
     out = dict(rows, input_ids=ids.copy())
     for name in ("masked_lm_positions", "masked_lm_ids"):
         out[name] = np.zeros((n, max_predictions), DTYPES[name])
@@ -191,31 +189,6 @@ def mask_dynamic(rows: dict[str, np.ndarray], reading: Reading, max_predictions:
     out["masked_lm_positions"][row_of, slot] = pos
     out["masked_lm_ids"][row_of, slot] = original
     return out
-
-
-def _whole_words(ids: np.ndarray, candidate: np.ndarray, count: np.ndarray, word_continues: np.ndarray,
-                 rng: np.random.Generator) -> np.ndarray:
-    """[N, L] bool: per row, its words (see validate.word_continuations) in a random order, each
-    taken whole if it fits in what is left of the row's count, else skipped."""
-    n, seq_len = ids.shape
-    continues, _ = word_continuations(ids, candidate, word_continues)
-    word = np.cumsum(candidate & ~continues, axis=1) - 1  # each candidate's word, numbered per row
-    rows = np.repeat(np.arange(n), seq_len).reshape(n, seq_len)
-    sizes = np.zeros((n, seq_len), np.int64)
-    np.add.at(sizes, (rows[candidate], word[candidate]), 1)
-    order = np.argsort(np.where(sizes > 0, rng.random((n, seq_len)), 2.0), axis=1)
-    taken = np.zeros(n, np.int64)
-    picked = np.zeros((n, seq_len), bool)
-    every = np.arange(n)
-    for k in range(seq_len):
-        open_rows = taken < count
-        if not open_rows.any():
-            break
-        size = sizes[every, order[:, k]]
-        fits = open_rows & (size > 0) & (taken + size <= count)
-        taken += np.where(fits, size, 0)
-        picked[every[fits], order[fits, k]] = True
-    return candidate & picked[rows, np.maximum(word, 0)]
 
 
 def crop(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

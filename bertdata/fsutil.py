@@ -1,4 +1,5 @@
-"""Local files written atomically: a temporary name in the same folder, renamed when complete."""
+"""Local files written atomically (a temporary name in the same folder, renamed when complete),
+locks, input errors named by file, the download cache, and files that are not text."""
 
 from __future__ import annotations
 
@@ -164,3 +165,34 @@ def folder_lock(folder: str | os.PathLike, what: str) -> Iterator[list[str]]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+
+def cache_dir() -> Path:
+    """Where downloaded files are kept: $XDG_CACHE_HOME/bertdata, else ~/.cache/bertdata."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "bertdata"
+
+
+# Files a text file (a text shard, a book) is easily mistaken for. Their bytes are rarely valid
+# UTF-8, and with --errors replace they would tokenize into instances of garbage, so they are
+# named instead.
+SIGNATURES = (
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file (an instance shard?)"),
+    (b"BZh", "bz2-compressed"),
+    (b"\x1f\x8b", "gzip-compressed"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"PK\x05\x06", "an empty zip archive"),
+    (b"\xfd7zXZ\x00", "xz-compressed"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed"),
+)
+
+
+def binary_kind(head: bytes) -> str | None:
+    """What a file starting with `head` is, when its signature says it is not text."""
+    for magic, kind in SIGNATURES:
+        # bz2's "BZh" is three letters a text could start with, so the block size digit and
+        # the first block's (or an empty stream's end) marker must follow.
+        if head.startswith(magic) and (magic != b"BZh" or head[3:4].isdigit()
+                                       and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90")):
+            return kind
+    return None

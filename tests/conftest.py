@@ -9,6 +9,7 @@ instances of token masking are made from them by Google's script at first use.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import shutil
 import signal
 import subprocess
@@ -109,3 +110,20 @@ def run_cli(*args: str, check: bool = True, timeout: float = 600, **kwargs) -> s
     if check and proc.returncode != 0:
         raise AssertionError(f"bertdata {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr}")
     return proc
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported (found, not imported: cheap at collection)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
+
+
+def needs_extra(extras: str, *modules: str) -> pytest.MarkDecorator:
+    """Skip, with one reason line, where a module of the optional `extras` ("bench" or
+    "bench,megatron") is not installed: decided at collection, before any fixture builds what
+    the test would have read."""
+    absent = [m for m in modules if not installed(m)]
+    return pytest.mark.skipif(bool(absent), reason=f"{', '.join(absent)} not installed: "
+                                                    f"pip install -e '.[{extras}]'")

@@ -1,7 +1,9 @@
-"""Shards for tests: valid random rows, and files broken in the ways hostile or careless input is."""
+"""Shards for tests: valid random rows, rows as keys to compare, and files broken in the ways
+hostile or careless input is."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import h5py
@@ -36,6 +38,18 @@ def valid_rows(n: int, rng: np.random.Generator, seq: int = 16, preds: int = 4,
         "masked_lm_ids": np.where(positions > 0, rng.integers(1, vocab_size, (n, preds)), 0),
         "next_sentence_labels": rng.integers(0, 2, n),
     }
+
+
+def reference_rows(n: int, seed: int = 0, seq: int = 128, preds: int = 20) -> dict[str, np.ndarray]:
+    """`valid_rows` in the reference's dtypes, from `seed`."""
+    return {k: v.astype(DTYPES[k]) for k, v in valid_rows(n, np.random.default_rng(seed), seq, preds).items()}
+
+
+def row_keys(arrays: dict[str, np.ndarray]) -> list[bytes]:
+    """One hash per instance over its six arrays, to compare rows as multisets whatever their
+    order or integer dtypes."""
+    return [hashlib.sha256(b"".join(np.ascontiguousarray(arrays[k][r], dtype=np.int64).tobytes() for k in FIELDS)
+                           ).digest() for r in range(len(arrays["input_ids"]))]
 
 
 def hostile_files(folder: Path) -> dict[str, tuple[Path, str]]:

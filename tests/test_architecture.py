@@ -64,3 +64,50 @@ def test_the_wheel_lists_every_package():
             packages.add(".".join([where[top], *rest.split("/")]) if rest else where[top])
     # and the folders of data it ships (package-data), which hold no code
     assert set(config["packages"]) == packages | set(config["package-data"])
+
+
+# The core's layers, lowest first: a module imports only modules of its own layer or below, so
+# each stage builds on the ones before it and none reaches up to a later one. The shared
+# modules (errors, config, files, manifests) sit under every stage; `estimate` reads the format
+# layer for the commands; the CLI and its commands sit above all.
+LAYERS = (
+    ("bertdata", "bertdata.errors", "bertdata.config", "bertdata.fsutil", "bertdata.manifest"),
+    ("bertdata.download",),
+    ("bertdata.text",),
+    ("bertdata.instances",),
+    ("bertdata.formats",),
+    ("bertdata.reshard", "bertdata.estimate"),
+    ("bertdata.commands", "bertdata.cli"),
+)
+
+
+def layer(module: str) -> int | None:
+    """The layer of a core module: that of the longest name in LAYERS it is or lies under (the
+    package `bertdata` itself stands for its __init__ alone)."""
+    found = [(len(name), rank) for rank, names in enumerate(LAYERS) for name in names
+             if module == name or (name != "bertdata" and module.startswith(name + "."))]
+    return max(found)[1] if found else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} (layer {layer(a)}) imports {b} (layer {layer(b)})"
+                  for a, targets in graph.items() if layer(a) is not None
+                  for b in targets if layer(b) is not None and layer(b) > layer(a))
+
+
+def test_the_layer_check_sees_an_import_running_up():
+    graph = {"bertdata.text.books": {"bertdata.instances.documents", "bertdata.fsutil"},
+             "bertdata.commands.build": {"bertdata.formats"}, "bertdata.fsutil": {"bertdata.errors"}}
+    assert upward_imports(graph) == ["bertdata.text.books (layer 2) imports bertdata.instances.documents (layer 3)"]
+    assert layer("bertdata.formats.lddl.writer") == 4 and layer("bertdata") == 0
+
+
+def test_no_core_import_runs_up_the_layers():
+    from test_dependencies import import_graph, module_names
+
+    modules = module_names()
+    core = [m for m in modules if m.startswith("bertdata.") and m.split(".")[1] not in ("pipelines", "benchmark")]
+    unplaced = [m for m in core if layer(m) is None]
+    assert not unplaced, f"place these in LAYERS: {unplaced}"
+    found = upward_imports(import_graph(modules))
+    assert not found, "imports running up the layers:\n" + "\n".join(found)

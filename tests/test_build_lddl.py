@@ -9,16 +9,15 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from bertdata.formats import lddl
 from bertdata.manifest import MANIFEST
 from bertdata.formats.hdf5io import iter_slices
-from bertdata.instances.schema import FIELDS
 from bertdata.instances.vocab import VOCAB_PATH, load_vocab
 from conftest import VOCAB, WIKI_FRAGMENT, need, run_cli
+from shards import row_keys
 
 PHASE1 = Path("pretrain/phase1/unbinned/parquet")
 PHASE2 = Path("pretrain/phase2/bin_size_64/parquet")
@@ -36,12 +35,6 @@ def fragment(out: Path, *extra: str, check: bool = True):
 def files_digest(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())
             if p.name != MANIFEST}
-
-
-def row_keys(arrays: dict[str, np.ndarray]) -> list[bytes]:
-    """One key per instance: its six arrays' bytes."""
-    n = len(arrays["input_ids"])
-    return [b"".join(np.ascontiguousarray(arrays[f][i]).tobytes() for f in FIELDS) for i in range(n)]
 
 
 def hdf5_rows(folder: Path) -> Counter:

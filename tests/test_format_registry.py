@@ -104,7 +104,7 @@ def test_inspect_finds_and_checks_a_registered_format(npz_registered, tmp_path, 
 
 
 def test_bench_reads_a_registered_format(npz_registered, tmp_path, capsys):
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="the bench extra (torch) is not installed")
     write_npz(tmp_path / "toy_training_0.npz", 64, 1)
     write_npz(tmp_path / "toy_test_0.npz", 64, 2)  # not training data: left out
     report = tmp_path / "report.json"

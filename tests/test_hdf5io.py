@@ -17,26 +17,12 @@ from bertdata.formats.hdf5io import (DTYPES, FIELDS, WRITE_ORDER, ShardWriter, c
                              write_shard)
 from bertdata.formats._chunks import shuffle_chunks
 from bertdata.formats._zrle import zlib_rle
-from shards import STORED, filters
-
-
-def random_shard(n: int, seq: int = 128, preds: int = 20, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(3, seq + 1, n)
-    mask = (np.arange(seq) < lengths[:, None]).astype("i1")
-    return {
-        "input_ids": (rng.integers(1, 30522, (n, seq)) * mask).astype("i4"),
-        "input_mask": mask,
-        "segment_ids": ((np.arange(seq) > lengths[:, None] // 2) * mask).astype("i1"),
-        "masked_lm_positions": np.sort(rng.integers(1, 3, (n, preds)), axis=1).astype("i4"),
-        "masked_lm_ids": rng.integers(0, 30522, (n, preds)).astype("i4"),
-        "next_sentence_labels": rng.integers(0, 2, n).astype("i1"),
-    }
+from shards import STORED, filters, reference_rows
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 773, 1546, 5000])
 def test_round_trip_through_plain_h5py(tmp_path, n):
-    arrays = random_shard(n)
+    arrays = reference_rows(n)
     path = tmp_path / "s.hdf5"
     write_shard(path, arrays, {"random_seed": 5, "lower_case": True, "masked_lm_prob": 0.15})
     with h5py.File(path, "r") as f:
@@ -49,7 +35,7 @@ def test_round_trip_through_plain_h5py(tmp_path, n):
 
 
 def test_unaligned_slices_match_whole_writes(tmp_path):
-    arrays = random_shard(3000)
+    arrays = reference_rows(3000)
     with ShardWriter(tmp_path / "sliced.hdf5", 3000, 128, 20) as writer:
         for name in FIELDS:
             for start in range(0, 3000, 999):  # deliberately not on chunk boundaries
@@ -59,7 +45,7 @@ def test_unaligned_slices_match_whole_writes(tmp_path):
 
 
 def test_chunk_aligned_slices_give_the_bytes_of_one_write(tmp_path):
-    arrays = random_shard(5000)
+    arrays = reference_rows(5000)
     write_shard(tmp_path / "whole.hdf5", arrays)
     with ShardWriter(tmp_path / "rows.hdf5", 5000, 128, 20) as writer:
         rows = chunk_rows(writer)
@@ -74,7 +60,7 @@ def test_chunk_aligned_slices_give_the_bytes_of_one_write(tmp_path):
 
 
 def test_a_function_source_is_asked_for_each_array_once_in_write_order(tmp_path):
-    arrays = random_shard(2000)
+    arrays = reference_rows(2000)
     asked = []
 
     def get(name):
@@ -88,7 +74,7 @@ def test_a_function_source_is_asked_for_each_array_once_in_write_order(tmp_path)
 
 
 def test_failed_write_leaves_nothing(tmp_path):
-    arrays = random_shard(10)
+    arrays = reference_rows(10)
     arrays["input_mask"] = arrays["input_mask"][:5]
     with pytest.raises(ValueError):
         write_shard(tmp_path / "s.hdf5", arrays)
@@ -100,7 +86,7 @@ def test_chunks_compressed_off_thread_are_stored_in_write_order(tmp_path, monkey
     # file must be the one written when each write's chunks were stored before it returned.
     from bertdata.formats import hdf5io
 
-    arrays = random_shard(5000)
+    arrays = reference_rows(5000)
     # ... and so must a writer without a helper thread, which compresses in line.
     for copy, ahead, helper in (("a.hdf5", hdf5io.COMPRESS_AHEAD, True), ("b.hdf5", 0, True),
                                 ("c.hdf5", hdf5io.COMPRESS_AHEAD, False)):
@@ -130,7 +116,7 @@ def test_a_compression_error_leaves_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(hdf5io, "_compress", failing)
     with pytest.raises(MemoryError, match="no room"):
-        write_shard(tmp_path / "s.hdf5", random_shard(5000))
+        write_shard(tmp_path / "s.hdf5", reference_rows(5000))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -209,10 +195,10 @@ def test_zlib_rle_sends_runs_as_matches_and_random_bytes_stored():
 
 
 def test_zlib_rle_writes_the_same_bytes_in_another_process():
-    data = random_shard(2000)["input_ids"]
+    data = reference_rows(2000)["input_ids"]
     digest = hashlib.sha256(b"".join(zlib_rle(data[i:i + 100]) for i in range(0, 2000, 100))).hexdigest()
-    code = ("import hashlib, numpy as np, sys; sys.path.insert(0, 'tests'); from test_hdf5io import random_shard; "
-            "from bertdata.formats._zrle import zlib_rle; d = random_shard(2000)['input_ids']; "
+    code = ("import hashlib, numpy as np, sys; sys.path.insert(0, 'tests'); from shards import reference_rows; "
+            "from bertdata.formats._zrle import zlib_rle; d = reference_rows(2000)['input_ids']; "
             "print(hashlib.sha256(b''.join(zlib_rle(d[i:i + 100]) for i in range(0, 2000, 100))).hexdigest())")
     other = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
                            cwd=Path(__file__).parents[1])

@@ -16,6 +16,7 @@ from bertdata.config import InstanceConfig
 from bertdata.errors import BertdataError
 from bertdata.formats.hdf5io import FIELDS, read_shard, shard_attrs
 from bertdata.formats.hdf5 import write_instances
+from bertdata.instances import masking
 from bertdata.instances.create import create_instances, make_shard
 from bertdata.instances.documents import Documents, read_documents
 from bertdata.instances.tokenize import WordPiece
@@ -105,36 +106,19 @@ def _from_document(documents, d, cfg, vocab_words, rng):
 
 
 def _mask(tokens, cfg, vocab_words, rng):
-    # Whole-word masking (Google's --do_whole_word_mask): a "##" piece joins the word of the
-    # candidate before it, if there is one; words are taken whole in shuffled order, skipping
-    # any that would pass n. Token masking: every piece is a word.
-    words = []
-    for k, t in enumerate(tokens):
-        if t in ("[CLS]", "[SEP]"):
-            continue
-        if cfg.masking_scheme == "whole-word" and words and t.startswith("##"):
-            words[-1].append(k)
-        else:
-            words.append([k])
-    rng.shuffle(words)
-    n = min(cfg.max_predictions_per_seq, max(1, int(round(len(tokens) * cfg.masked_lm_prob))))
+    # The masking rule as bertdata states it (bertdata.instances.masking), on the port's tokens:
+    # the kernel's masks equal to this port's are the compiled loop tested equal to the module,
+    # with the same draws. Whole-word masking (Google's --do_whole_word_mask) marks "##" pieces
+    # as continuing a word; token masking marks none.
+    ids = {t: i for i, t in enumerate(vocab_words)}
+    continues = np.array([cfg.masking_scheme == "whole-word" and t.startswith("##") for t in vocab_words])
+    n = int(masking.prediction_count(len(tokens), cfg.masked_lm_prob, cfg.max_predictions_per_seq))
+    masked = masking.mask_sequence([ids[t] for t in tokens], rng, n, ids["[CLS]"], ids["[SEP]"], ids["[MASK]"],
+                                   range(len(vocab_words)), continues)
     output = list(tokens)
-    masked = []
-    for word in words:
-        if len(masked) >= n:
-            break
-        if len(masked) + len(word) > n:
-            continue
-        for k in word:
-            if rng.random() < 0.8:
-                output[k] = "[MASK]"
-            elif rng.random() < 0.5:
-                output[k] = tokens[k]
-            else:
-                output[k] = vocab_words[rng.randint(0, len(vocab_words) - 1)]
-            masked.append((k, tokens[k]))
-    masked.sort()
-    return output, [k for k, _ in masked], [t for _, t in masked]
+    for k, shown in masked:
+        output[k] = vocab_words[shown]
+    return output, [k for k, _ in masked], [tokens[k] for k, _ in masked]
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -414,14 +398,15 @@ def test_make_shard_matches_reference_and_records_parameters(tmp_path, wordpiece
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.hdf5", "shard.txt"]
 
 
-def run_cli(*argv):
+def instances_in_process(*argv):
+    """`bertdata instances ARGV` in this process (conftest's run_cli starts a fresh one): its exit code."""
     return cli.main(["instances", *map(str, argv)])
 
 
 def test_cli_writes_summary_and_refuses_to_overwrite(tmp_path, capsys):
     (tmp_path / "in.txt").write_text("one sentence here.\nanother one.\n\nsecond document.\n")
     out = tmp_path / "out.hdf5"
-    assert run_cli(tmp_path / "in.txt", "--output", out, "--vocab", SAMPLE_VOCAB) == 0
+    assert instances_in_process(tmp_path / "in.txt", "--output", out, "--vocab", SAMPLE_VOCAB) == 0
     summary = capsys.readouterr().out
     instances = len(read_shard(out)["next_sentence_labels"])
     tokens = sum(len(WordPiece(load_vocab(SAMPLE_VOCAB)).encode_lines([line])[0])
@@ -430,9 +415,9 @@ def test_cli_writes_summary_and_refuses_to_overwrite(tmp_path, capsys):
                         rf"\(3 sentences, {tokens} tokens\) in \d+\.\d s\n", summary), summary
     assert instances > 0
     before = out.read_bytes()
-    assert run_cli(tmp_path / "in.txt", "--output", out, "--vocab", SAMPLE_VOCAB, "--random-seed", "1") == 2
+    assert instances_in_process(tmp_path / "in.txt", "--output", out, "--vocab", SAMPLE_VOCAB, "--random-seed", "1") == 2
     assert "already exists" in capsys.readouterr().err and out.read_bytes() == before
-    assert run_cli(tmp_path / "in.txt", "--output", out, "--vocab", SAMPLE_VOCAB, "--force", "--random-seed", "1") == 0
+    assert instances_in_process(tmp_path / "in.txt", "--output", out, "--vocab", SAMPLE_VOCAB, "--force", "--random-seed", "1") == 0
     assert out.read_bytes() != before
 
 
@@ -458,7 +443,7 @@ def test_cli_bad_input_exit_2_and_no_output(tmp_path, capsys, case):
         flags = {"seq": ["--max-seq-length", "4"], "pred": ["--max-predictions-per-seq", "0"],
                  "prob": ["--masked-lm-prob", "1.5"], "short": ["--short-seq-prob", "-0.1"],
                  "dupe": ["--dupe-factor", "0"], "seed": ["--random-seed", "-1"]}[case]
-    assert run_cli(*inputs, "--output", output, "--vocab", SAMPLE_VOCAB, *flags) == 2
+    assert instances_in_process(*inputs, "--output", output, "--vocab", SAMPLE_VOCAB, *flags) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("bertdata instances: error: "), err
     if case == "non_utf8":
@@ -469,7 +454,7 @@ def test_cli_bad_input_exit_2_and_no_output(tmp_path, capsys, case):
 
 def test_cli_errors_replace(tmp_path):
     (tmp_path / "bad.txt").write_bytes(b"ok fine\n\xc3\x28 broken\n")
-    assert run_cli(tmp_path / "bad.txt", "--output", tmp_path / "out.hdf5", "--vocab", SAMPLE_VOCAB,
+    assert instances_in_process(tmp_path / "bad.txt", "--output", tmp_path / "out.hdf5", "--vocab", SAMPLE_VOCAB,
                    "--errors", "replace", "--dupe-factor", "2") == 0
     assert len(read_shard(tmp_path / "out.hdf5")["next_sentence_labels"]) > 0
 
@@ -542,10 +527,10 @@ def test_cli_hdf5_input_named_even_with_errors_replace(tmp_path, capsys):
     good = tmp_path / "in.txt"
     good.write_text("a sentence.\n\nanother document.\n")
     shard = tmp_path / "shard.hdf5"
-    assert run_cli(good, "--output", shard, "--vocab", SAMPLE_VOCAB, "--dupe-factor", "1") == 0
+    assert instances_in_process(good, "--output", shard, "--vocab", SAMPLE_VOCAB, "--dupe-factor", "1") == 0
     capsys.readouterr()
     out = tmp_path / "out.hdf5"
-    assert run_cli(shard, "--output", out, "--vocab", SAMPLE_VOCAB, "--errors", "replace") == 2
+    assert instances_in_process(shard, "--output", out, "--vocab", SAMPLE_VOCAB, "--errors", "replace") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"bertdata instances: error: {shard}: an HDF5 file (an instance shard?), not a text shard "
                    "(UTF-8 text, one sentence per line)"]

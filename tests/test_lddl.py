@@ -20,6 +20,7 @@ from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.hdf5io import iter_slices, read_shard
 from bertdata.instances.vocab import load_vocab
 from conftest import PARITY, VOCAB, need
+from shards import row_keys
 
 SHARDS = {  # name: (seq_len, max_predictions)
     "A_s12345_128_20_p15_d5": (128, 20),
@@ -44,12 +45,6 @@ def batches(arrays: dict[str, np.ndarray], rows: int):
 
 def head(arrays: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
     return {k: v[:n] for k, v in arrays.items()}
-
-
-def row_keys(arrays: dict[str, np.ndarray]) -> list[bytes]:
-    """One hash per instance over all six arrays, to compare rows as multisets."""
-    return [hashlib.sha256(b"".join(np.ascontiguousarray(arrays[k][r]).tobytes() for k in sorted(arrays))).digest()
-            for r in range(len(arrays["input_ids"]))]
 
 
 def unmasked(arrays: dict[str, np.ndarray]) -> np.ndarray:

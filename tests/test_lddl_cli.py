@@ -4,7 +4,6 @@ re-balances them, `bench` trains on them as LDDL's loader feeds a trainer."""
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import math
 import os
@@ -19,18 +18,13 @@ import pytest
 from bertdata.formats import lddl
 from bertdata.formats.hdf5io import read_shard
 from bertdata.instances.vocab import load_vocab
-from conftest import PARITY_128, PARITY_512, VOCAB, need, run_cli
+from conftest import PARITY_128, PARITY_512, VOCAB, installed, need, needs_extra, run_cli
+from shards import row_keys
 
 
 @pytest.fixture(scope="module")
 def tokens() -> tuple[str, ...]:
     return load_vocab(need(VOCAB)).tokens
-
-
-def row_keys(arrays: dict[str, np.ndarray]) -> list[bytes]:
-    """One hash per instance over all six arrays, to compare rows as multisets."""
-    return [hashlib.sha256(b"".join(np.ascontiguousarray(arrays[k][r]).tobytes() for k in sorted(arrays))).digest()
-            for r in range(len(arrays["input_ids"]))]
 
 
 def folder_arrays(folder: Path, tokens, seq_len: int, max_predictions: int) -> dict[str, np.ndarray]:
@@ -217,13 +211,14 @@ def test_inspect_flags_broken_lddl_folders(phase1, tmp_path):
 
 # ---------------------------------------------------------------- bench
 
-torch = pytest.importorskip("torch", reason="the bench extra (torch) is not installed")
+needs_bench = needs_extra("bench", "torch")
+if installed("torch"):  # the bench's modules import torch; the tests above need none of it
+    from bertdata.benchmark.data import ShardStream, build_loader, mask_dynamic, rank_units, survey
+    from bertdata.benchmark.train import run
+    from bertdata.config import BenchConfig
 
-from bertdata.benchmark.data import ShardStream, build_loader, mask_dynamic, rank_units, survey  # noqa: E402
-from bertdata.benchmark.train import run  # noqa: E402
-from bertdata.config import BenchConfig  # noqa: E402
 
-
+@needs_bench
 def test_binned_batches_come_from_one_bin_padded_to_their_longest(phase1):
     folder, _ = phase1
     infos, fmt = survey(folder, str(VOCAB))
@@ -241,6 +236,7 @@ def test_binned_batches_come_from_one_bin_padded_to_their_longest(phase1):
     assert widths[3] > 35 and sum(widths[b] for b in (0, 1, 2)) > 0
 
 
+@needs_bench
 def test_dynamic_masking_follows_the_reference_rule(phase1, tokens, tmp_path):
     folder, _ = phase1
     dynamic = tmp_path / "dyn"
@@ -262,6 +258,7 @@ def test_dynamic_masking_follows_the_reference_rule(phase1, tokens, tmp_path):
     assert not changed[rows["input_mask"] == 0].any() and changed.sum() <= len(pos)
 
 
+@needs_bench
 def test_dynamic_whole_word_masking_takes_whole_words_while_they_fit(phase1, tokens, tmp_path):
     from bertdata.errors import BertdataError
     from bertdata.formats.checks import ShardStats, word_masking
@@ -286,6 +283,7 @@ def test_dynamic_whole_word_masking_takes_whole_words_while_they_fit(phase1, tok
         survey(folder, str(VOCAB), "whole-word")
 
 
+@needs_bench
 @pytest.mark.parametrize("masking", ["static", "dynamic"])
 def test_bench_trains_tiny_on_an_lddl_folder(phase1, tmp_path, masking):
     folder, _ = phase1
@@ -302,6 +300,7 @@ def test_bench_trains_tiny_on_an_lddl_folder(phase1, tmp_path, masking):
     assert 10 * record["sequences"] < record["masked_tokens"] <= 20 * record["sequences"]
 
 
+@needs_bench
 def test_bench_refuses_a_folder_without_manifest_and_vocab_for_hdf5(phase1, tmp_path):
     folder, _ = phase1
     bare = tmp_path / "bare"
@@ -316,6 +315,7 @@ def test_bench_refuses_a_folder_without_manifest_and_vocab_for_hdf5(phase1, tmp_
     assert proc.returncode == 2 and "--vocab is for LDDL folders" in proc.stderr
 
 
+@needs_bench
 def test_loader_gives_every_rank_the_same_bins(phase1):
     folder, _ = phase1
     infos, fmt = survey(folder, str(VOCAB))

@@ -22,7 +22,7 @@ from bertdata.errors import BertdataError, ValidationError
 from bertdata.instances.documents import Documents
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.vocab import load_vocab
-from conftest import SAMPLE_SHARDS, SAMPLE_VOCAB, VOCAB, WIKI_FRAGMENT, need, run_cli
+from conftest import SAMPLE_SHARDS, SAMPLE_VOCAB, VOCAB, WIKI_FRAGMENT, need, needs_extra, run_cli
 from servers import digest
 
 FOLDER = Path("megatron/lower_case_1")
@@ -348,6 +348,9 @@ def test_a_folder_of_another_vocab_is_refused(in_memory, tmp_path):
 # ---------------------------------------------------------------- Megatron's own code
 
 
+# Megatron's own code runs on torch, which the bench extra installs (the tested version).
+needs_megatron = needs_extra("bench,megatron", "megatron.core", "transformers", "torch")
+
 MEGATRON_CHECK = r'''
 import json, os, sys
 import numpy as np
@@ -408,8 +411,6 @@ print(json.dumps(report))
 
 def megatron_check(output: Path, folder: Path, vocab: Path, tmp_path: Path, sentences: int, samples: int) -> dict:
     """Runs MEGATRON_CHECK on a build's pairs and checks what it found; returns its figures."""
-    pytest.importorskip("megatron.core", reason="needs megatron-core: pip install -e '.[megatron]'")
-    pytest.importorskip("transformers", reason="needs transformers: pip install -e '.[megatron]'")
     import subprocess
 
     tokenizer_dir = tmp_path / "tokenizer"
@@ -470,6 +471,7 @@ def megatron_check(output: Path, folder: Path, vocab: Path, tmp_path: Path, sent
 
 
 @pytest.mark.slow
+@needs_megatron
 def test_megatron_core_reads_our_pairs(in_memory, tmp_path):
     """Megatron's own code reads the sample build's pairs (megatron-core, the `megatron` extra).
 
@@ -498,6 +500,7 @@ def test_megatron_core_reads_our_pairs(in_memory, tmp_path):
 
 
 @pytest.mark.slow
+@needs_megatron
 def test_megatron_core_on_the_fragment_with_the_real_vocab(tmp_path):
     """The same check on the real Wikipedia fragment with bert-base-uncased's vocab (the vocab
     BertWordPieceLowerCase downloads), its tokenizer on 3,000 sentences drawn at random."""

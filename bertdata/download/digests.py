@@ -13,8 +13,7 @@ import contextlib
 import json
 import os
 
-from bertdata.fsutil import atomic_path
-from bertdata.instances.vocab import cache_dir
+from bertdata.fsutil import atomic_path, cache_dir
 
 CACHE_FILE = "dump-sha1.json"
 # Enough for every dump a user keeps; the oldest entries go first.

@@ -13,6 +13,7 @@ import numpy as np
 
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.hdf5io import _open, file_attrs
+from bertdata.instances.masking import is_candidate, word_continuations
 from bertdata.instances.schema import ARRAYS, ATTRS_KEY, DTYPES, FIELDS
 from bertdata.instances.vocab import Vocab
 
@@ -163,30 +164,17 @@ def validate_shard(path: str, vocab_size: int | None = None, vocab: Vocab | None
         return stats
 
 
-def word_continuations(ids: np.ndarray, candidate: np.ndarray,
-                       word_continues: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Whole-word masking's words in rows of original `ids`, where `candidate` marks the pieces
-    that may be masked (not [CLS] or [SEP]): (continues, before), continues marking the
-    candidates that join the word of the last candidate before them (a "##" piece after one),
-    before giving that candidate's position (0 where there is none)."""
-    cols = np.arange(ids.shape[1])
-    last = np.maximum.accumulate(np.where(candidate, cols, -1), axis=1)
-    before = np.concatenate((np.full((len(ids), 1), -1), last[:, :-1]), axis=1)
-    continues = candidate & word_continues[np.clip(ids, 0, len(word_continues) - 1)] & (before >= 0)
-    return continues, np.maximum(before, 0)
-
-
 def word_masking(b: dict[str, np.ndarray], vocab: Vocab, stats: ShardStats) -> None:
     """Add to `stats` the masked positions of valid rows `b` that start a word, and the rows
-    whose masks cover part of a word. Words as whole-word masking groups the original pieces:
-    a "##" piece belongs to the word of the last piece before it that is not [CLS] or [SEP]."""
+    whose masks cover part of a word, the words as the masking rule groups the original pieces
+    (`bertdata.instances.masking`)."""
     ids, pos, mids = b["input_ids"], b["masked_lm_positions"], b["masked_lm_ids"]
     rows, slots = np.nonzero(np.cumprod(pos != 0, axis=1))
     original = ids.astype(np.int64)
     original[rows, pos[rows, slots]] = mids[rows, slots]
     masked = np.zeros(ids.shape, bool)
     masked[rows, pos[rows, slots]] = True
-    candidate = (b["input_mask"] != 0) & (original != vocab.cls_id) & (original != vocab.sep_id)
+    candidate = (b["input_mask"] != 0) & is_candidate(original, vocab.cls_id, vocab.sep_id)
     continues, before = word_continuations(original, candidate, vocab.word_continues)
     split = continues & (masked != np.take_along_axis(masked, before, axis=1))
     stats.word_starts += int((masked & ~continues).sum())

@@ -18,7 +18,7 @@ import numpy as np
 
 from bertdata import __version__
 
-from bertdata.instances import kernel
+from bertdata.instances import kernel, masking
 from bertdata.config import InstanceConfig
 from bertdata.instances.schema import DTYPES, FIELDS
 from bertdata.instances.documents import Documents, read_documents
@@ -80,12 +80,6 @@ class Instances:
         return {name: self.array(name) for name in FIELDS}
 
 
-def _num_to_predict(cfg: InstanceConfig) -> np.ndarray:
-    # Python's round (half to even) on Python's float product, as the reference computes it.
-    return np.array([min(cfg.max_predictions_per_seq, max(1, int(round(n * cfg.masked_lm_prob))))
-                     for n in range(cfg.max_seq_length + 1)], dtype=np.int64)
-
-
 def create_instances(documents: Documents, vocab: Vocab, cfg: InstanceConfig,
                      seed: int | None = None) -> Instances:
     """The reference's instances for this shard; `seed` overrides `cfg.random_seed`."""
@@ -98,9 +92,11 @@ def create_instances(documents: Documents, vocab: Vocab, cfg: InstanceConfig,
     # short sequences; a good first guess saves regrowing the arrays in the kernel.
     per_dupe = documents.num_tokens // (cfg.max_seq_length - 3) * 3 // 2 + documents.num_documents
     capacity = min(per_dupe, documents.num_sentences) * cfg.dupe_factor + 16
+    num_to_predict = masking.prediction_count(np.arange(cfg.max_seq_length + 1), cfg.masked_lm_prob,
+                                              cfg.max_predictions_per_seq)
     params = kernel.Params(max_seq_length=cfg.max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
                            short_seq_prob=cfg.short_seq_prob, dupe_factor=cfg.dupe_factor,
-                           num_to_predict=_num_to_predict(cfg), vocab_words=words,
+                           num_to_predict=num_to_predict, vocab_words=words,
                            word_continues=vocab.word_continues if cfg.masking_scheme == "whole-word"
                            else np.zeros(len(vocab), np.bool_), cls_id=vocab.cls_id,
                            sep_id=vocab.sep_id, mask_id=vocab.mask_id)

@@ -9,26 +9,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertdata.errors import BertdataError
-from bertdata.fsutil import input_errors
+from bertdata.fsutil import binary_kind, input_errors
 from bertdata.instances._wordpiece import text_lines
 from bertdata.instances.tokenize import WordPiece
 
 # Bytes decoded and tokenized at a time: bounds the memory spent on text, whatever the shard size.
 BLOCK_BYTES = 1 << 18
 ERRORS = ("strict", "replace")
-# Files a text shard is easily mistaken for. Their bytes are rarely valid UTF-8, and with
-# --errors replace they would tokenize into instances of garbage, so they are named instead.
-SIGNATURES = (
-    (b"\x89HDF\r\n\x1a\n", "an HDF5 file (an instance shard?)"),
-    (b"BZh", "bz2-compressed"),
-    (b"\x1f\x8b", "gzip-compressed"),
-    (b"PK\x03\x04", "a zip archive"),
-    (b"PK\x05\x06", "an empty zip archive"),
-    (b"\xfd7zXZ\x00", "xz-compressed"),
-    (b"\x28\xb5\x2f\xfd", "zstd-compressed"),
-)
-
-
 class EmptyShard(BertdataError):
     """No sentence with any token: nothing to make instances from."""
 
@@ -104,17 +91,6 @@ def read_documents(inputs: str | os.PathLike | Sequence[str | os.PathLike], toke
 
 def _names(paths: tuple[str, ...]) -> str:
     return paths[0] if len(paths) == 1 else f"{paths[0]} (+{len(paths) - 1} more files)"
-
-
-def binary_kind(head: bytes) -> str | None:
-    """What a file starting with `head` is, when its signature says it is not text."""
-    for magic, kind in SIGNATURES:
-        # bz2's "BZh" is three letters a text could start with, so the block size digit and
-        # the first block's (or an empty stream's end) marker must follow.
-        if head.startswith(magic) and (magic != b"BZh" or head[3:4].isdigit()
-                                       and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90")):
-            return kind
-    return None
 
 
 def _blocks(path: str, errors: str, progress: Callable[[int], object] | None):

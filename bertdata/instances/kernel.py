@@ -3,9 +3,10 @@
 The reference draws every random number from one `random.Random(seed)`; the C loop replays
 CPython's Mersenne Twister (`random()`, `_randbelow` by rejection on the top bits, Fisher-Yates
 `shuffle`, as in CPython 3.10-3.13), so the draws -- and with them the instances -- are the
-same, at a small fraction of the cost. Once per process, before the first run, the replay is
-checked against this Python's `random`: a CPython that drew differently would otherwise give
-other instances without a word.
+same, at a small fraction of the cost. Its masking is the rule `masking` states, drawn as
+`masking.mask_sequence` draws it (tests/test_instances.py holds the two equal). Once per
+process, before the first run, the replay is checked against this Python's `random`: a CPython
+that drew differently would otherwise give other instances without a word.
 
 An instance is kept as four offsets into the shard's flat token array (segments A and B are each
 a run of consecutive sentences, trimmed at either end by truncation) plus its predictions; the

@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 from bertdata.errors import BertdataError
-from bertdata.fsutil import input_errors
+from bertdata.fsutil import cache_dir, input_errors
 from bertdata.text.languages import ENGLISH_CODES
 
 DEFAULT_VOCAB_URL = "https://huggingface.co/bert-base-uncased/resolve/main/vocab.txt"
@@ -101,12 +101,6 @@ def _unpickled_vocab(path: str, sha256: str, packed: bytes) -> Vocab:
         tokens = tuple(zlib.decompress(packed).decode("utf-8").split("\n"))
         vocab = _UNPICKLED[sha256] = Vocab(path=path, tokens=tokens, sha256=sha256)
     return vocab
-
-
-def cache_dir() -> Path:
-    """Where downloaded files are kept: $XDG_CACHE_HOME/bertdata, else ~/.cache/bertdata."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "bertdata"
 
 
 def load_vocab(path: str | os.PathLike) -> Vocab:

@@ -7,7 +7,7 @@ from collections import Counter
 
 from bertdata.text.articles import BOOKS_SOURCE, Document
 from bertdata.errors import BertdataError
-from bertdata.instances.documents import binary_kind
+from bertdata.fsutil import binary_kind
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SPACES = re.compile(r"\s+")
