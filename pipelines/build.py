@@ -21,7 +21,7 @@ import apache_beam as beam
 
 from bertdata.config import BuildConfig
 from bertdata.errors import BertdataError, WorkerLost
-from bertdata.fsutil import folder_lock
+from bertdata.fsutil import folder_lock, make_output_folder, remove_made
 from bertdata.text.languages import ENGLISH_CODES
 from bertdata.text.shards import BOOKS_WIKI_DATASET
 from bertdata.manifest import MANIFEST, Run, tool_record
@@ -59,10 +59,7 @@ def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
                 note(line)
             return _build(cfg, started, pool)
     except BaseException:
-        # A build refused (or stopped) before it wrote anything leaves no folder behind.
-        for folder in reversed(made):
-            with contextlib.suppress(OSError):  # not empty: something was written, and stays
-                os.rmdir(folder)
+        remove_made(made)  # a build refused (or stopped) before it wrote anything leaves no folder behind
         raise
 
 
@@ -77,42 +74,14 @@ def output_lock(folder: str, what: str):
 
 
 def check_output(output: str) -> list[str]:
-    """Fail before any work when the output folder cannot be created or written, or its path leaves
-    no room for the files a build writes under it. Makes the folder; returns the folders it made,
-    outermost first."""
-    if not fsio.is_local(output):
-        return []
-    absolute = os.path.abspath(output)
-    length = len(os.fsencode(absolute))
-    with contextlib.suppress(OSError, ValueError):
-        limit = os.pathconf(_existing_parent(absolute), "PC_PATH_MAX")
-        if length + BUILD_PATHS > limit:
-            raise BertdataError(f"{output[:60]}…: cannot create the output folder (its path is {length:,} bytes long; "
-                                f"with the files a build writes under it, paths would pass the system's limit of "
-                                f"{limit:,} bytes): choose a shorter --output")
-    missing = []
-    folder = absolute
-    while not os.path.lexists(folder):
-        missing.append(folder)
-        folder = os.path.dirname(folder)
-    try:
-        os.makedirs(output, exist_ok=True)
-    except OSError as err:
-        raise BertdataError(f"{output}: cannot create the output folder ({err.strerror})") from None
-    if not os.access(output, os.W_OK | os.X_OK):
-        raise BertdataError(f"{output}: output folder is not writable")
-    return missing[::-1]
+    """Make the output folder before any work, refusing one that cannot be made or hold a
+    build's files (see bertdata.fsutil); returns the folders it made, outermost first."""
+    return make_output_folder(output, below=BUILD_PATHS) if fsio.is_local(output) else []
 
 
 # The longest path a build writes below its output folder, with room to spare: a phase folder's
 # name (about 110 bytes with whole-word masking), the dataset's folder, a file's name.
 BUILD_PATHS = 256
-
-
-def _existing_parent(path: str) -> str:
-    while not os.path.isdir(path) and os.path.dirname(path) != path:
-        path = os.path.dirname(path)
-    return path
 
 
 def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
