@@ -32,8 +32,8 @@ from bertdata.pipelines.failures import user_error
 from bertdata.pipelines.inputs import Inputs, list_books, resolve_inputs, sentence_splitter
 from bertdata.pipelines.log import beam_output_to, note
 from bertdata.pipelines.manifests import Provenance
-from bertdata.pipelines.resume import StageManifest, read_manifest, remove_leftovers, remove_temporaries, \
-    this_runs_text_manifest
+from bertdata.pipelines.resume import BUILD_TOOL, StageManifest, read_manifest, refuse_another_build, \
+    remove_leftovers, remove_temporaries, this_runs_text_manifest
 from bertdata.pipelines.plan import check_disk, local_dump
 from bertdata.pipelines.pool import WorkerDied, WorkerPool
 from bertdata.pipelines.runners import check_runner, make_pipeline, runner_workers
@@ -54,7 +54,7 @@ def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
         if dump is not None:  # else once it is downloaded
             check_disk(cfg, dump)
         # One build per output folder: two would replace each other's shards and temporaries.
-        with output_lock(cfg.output, "bertdata build") as notes:
+        with output_lock(cfg.output, BUILD_TOOL) as notes:
             for line in notes:
                 note(line)
             return _build(cfg, started, pool)
@@ -94,6 +94,8 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
         return {"dump": record}
     inputs = _stage_inputs(cfg, resolved)
     planned = plan_stages(inputs)
+    # After the stages' own checks (which name their folder), before anything is written.
+    refuse_another_build(cfg.output, record, inputs.site.language, vocab, cfg.force)
     for p in planned:
         if p.decision.line:
             note(p.decision.line)
@@ -101,7 +103,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     cfg, dump_record = inputs.cfg, inputs.dump_record
     run = Run(started, cfg.runner.runner, cfg.runner.workers)
     pipeline = make_pipeline(cfg.runner, pool)
-    chain_stages(pipeline, planned, Provenance(tool_record("bertdata build"), run, dump_record))
+    chain_stages(pipeline, planned, Provenance(tool_record(BUILD_TOOL), run, dump_record))
 
     text_stage, text_decision = planned[0].stage, planned[0].decision
     finder = functools.partial(this_runs_text_manifest, cfg.output, list(text_stage.folders), run.started_at)
