@@ -1,12 +1,18 @@
 """Local files written atomically (a temporary name in the same folder, renamed when complete),
-locks, input errors named by file, the download cache, and files that are not text."""
+locks, input errors named by file, the download cache, files that are not text, and the checks
+every command that writes runs on its output before any work: can the folder be made, is it on a
+file system that holds files, is there room."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
+import shutil
 import socket
+import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -28,12 +34,114 @@ def check_output_path(path: str | os.PathLike, force: bool = False,
     folder = path.parent
     if not folder.is_dir():
         raise BertdataError(f"{path}: output folder {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise BertdataError(f"{path}: output folder {folder} is not writable")
     if path.is_dir():
         raise BertdataError(f"{path}: is a folder; give a file name")
     if path.exists() and not force:
         raise BertdataError(f"{path}: already exists; pass --force to overwrite it")
+    check_holds_files(folder, path)
+    return path
+
+
+def make_output_folder(folder: str, below: int = 0) -> list[str]:
+    """Make `folder`, a command's output folder, and its missing parents, refusing in one line
+    one that cannot be made or cannot hold the command's files (see `check_holds_files`).
+    `below`: the length of the longest path the command writes under it. Returns the folders
+    it made, outermost first, for `remove_made` should the command be refused later."""
+    absolute = os.path.abspath(folder)
+    if below:
+        length = len(os.fsencode(absolute))
+        with contextlib.suppress(OSError, ValueError):
+            limit = os.pathconf(_existing_parent(absolute), "PC_PATH_MAX")
+            if length + below > limit:
+                raise BertdataError(f"{folder[:60]}…: cannot create the output folder (its path is {length:,} bytes "
+                                    f"long; with the files written under it, paths would pass the system's limit of "
+                                    f"{limit:,} bytes): choose a shorter --output")
+    if os.path.lexists(absolute) and not os.path.isdir(absolute):
+        raise BertdataError(f"{folder}: exists and is not a folder; choose another --output")
+    missing = []
+    parent = absolute
+    while not os.path.lexists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    made = missing[::-1]
+    try:
+        os.makedirs(absolute, exist_ok=True)
+    except OSError as err:
+        remove_made(made)  # those made before the one refused
+        raise BertdataError(f"{folder}: cannot create the output folder ({err.strerror})") from None
+    try:
+        check_holds_files(folder)
+    except BertdataError:
+        remove_made(made)
+        raise
+    return made
+
+
+def remove_made(made: list[str]) -> None:
+    """Remove the folders `make_output_folder` made, innermost first, where they are still empty."""
+    for folder in reversed(made):
+        with contextlib.suppress(OSError):  # not empty: something was written, and stays
+            os.rmdir(folder)
+
+
+def check_holds_files(folder: str | os.PathLike, shown: str | os.PathLike | None = None) -> None:
+    """Refuse a folder no file can be created in, saying why (as `shown`: the path the user gave).
+    A file is created and removed, as `os.access` answers yes for root whatever the file system
+    says: /proc and /sys hold no files, and a read-only mount refuses everyone."""
+    try:
+        handle, probe = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=folder)
+    except OSError as err:
+        where = f"{shown}: cannot create files in {folder}" if shown is not None else \
+            f"{folder}: cannot create files there"
+        raise BertdataError(f"{where} ({err.strerror}){_holds_no_files(folder)}; choose another --output") from None
+    os.close(handle)
+    os.unlink(probe)
+
+
+def _holds_no_files(folder: str | os.PathLike) -> str:
+    """", a proc file system, which holds no files" where `folder` is on one of the kernel's file
+    systems that have no blocks to hold files in (proc, sysfs, cgroup...), else ""."""
+    try:
+        if os.statvfs(folder).f_blocks:
+            return ""
+    except OSError:
+        return ""
+    return f": it is on {_file_system(folder) or 'a file system'}, which holds no files"
+
+
+def _file_system(folder: str | os.PathLike) -> str | None:
+    """The type of the file system `folder` is on ("a proc file system"), from Linux's mount table."""
+    path = os.fsencode(os.path.realpath(folder))
+    best: tuple[bytes, str | None] = (b"", None)
+    with contextlib.suppress(OSError):
+        with open("/proc/self/mounts", "rb") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = _MOUNT_ESCAPE.sub(lambda m: bytes([int(m[1], 8)]), fields[1])  # a space is \040
+                inside = path == point or path.startswith(point.rstrip(b"/") + b"/")
+                if inside and len(point) >= len(best[0]):
+                    best = (point, fields[2].decode(errors="replace"))
+    return f"a {best[1]} file system" if best[1] else None
+
+
+_MOUNT_ESCAPE = re.compile(rb"\\([0-7]{3})")
+
+
+def check_space(folder: str | os.PathLike, needed: int, what: str) -> None:
+    """Refuse, with the numbers, `what` (that needs `needed` bytes) where `folder` has less free."""
+    from bertdata.estimate import size_text  # estimate reads the formats, which write through this module
+
+    free = shutil.disk_usage(folder).free
+    if needed > free:
+        raise BertdataError(f"{folder}: {what} need about {size_text(needed)}, but only {size_text(free)} is free "
+                            "there; free some space or choose another --output")
+
+
+def _existing_parent(path: str) -> str:
+    while not os.path.isdir(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
     return path
 
 
@@ -127,6 +235,25 @@ def owner_gone(owner: Any) -> bool:
 LOCK_NAME = ".bertdata-lock"
 
 
+def _link_lock(record: Path, path: Path) -> bool:
+    """Put the lock `record` in place at `path`; False where a lock is there already."""
+    try:
+        os.link(record, path)
+    except FileExistsError:
+        return False
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        # A file system without hard links (FAT, some FUSE mounts): created, then written.
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            f.write(record.read_text())
+    return True
+
+
 def lock_owner_text(owner: Any, path: str | os.PathLike) -> str:
     """Who holds the lock at `path`, as its record says, for a refusal."""
     if isinstance(owner, dict):
@@ -140,13 +267,16 @@ def folder_lock(folder: str | os.PathLike, what: str) -> Iterator[list[str]]:
     owner lives, taken over once it is dead. Yields notes to show (a lock taken over)."""
     path = Path(folder) / LOCK_NAME
     notes: list[str] = []
-    while True:
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            break
-        except FileExistsError:
+    # The record is written whole under a temporary name, then linked into place (a link, unlike a
+    # rename, fails where the lock exists): a run that finds the lock always reads who holds it.
+    record = Path(folder) / temp_basename()
+    record.write_text(json.dumps(this_process()))
+    try:
+        while not _link_lock(record, path):
             try:
                 owner = json.loads(path.read_text())
+            except FileNotFoundError:  # released, or taken over, since: try again
+                continue
             except (OSError, ValueError):
                 owner = None
             if not owner_gone(owner):
@@ -158,8 +288,8 @@ def folder_lock(folder: str | os.PathLike, what: str) -> Iterator[list[str]]:
                 os.rename(path, stale)
                 stale.unlink()
                 notes.append(f"took over the lock of a {what} that was killed (pid {owner['pid']})")
-    with os.fdopen(fd, "w") as f:
-        json.dump(this_process(), f)
+    finally:
+        record.unlink()
     try:
         yield notes
     finally:

@@ -24,14 +24,13 @@ STOPS = (signal.SIGINT, signal.SIGQUIT)
 
 def main() -> None:
     # Ctrl-C and Ctrl-\ reach the worker too (one process group): its status says how it ended.
-    for signum in STOPS:
-        signal.signal(signum, signal.SIG_IGN)
+    found = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOPS}
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(sys.argv[1])
     except OSError:  # no server listens: this process becomes the worker
-        for signum in STOPS:  # an ignored signal would outlive exec
-            signal.signal(signum, signal.SIG_DFL)
+        for signum, handler in found.items():  # an ignored signal outlives exec: as the launcher had them
+            signal.signal(signum, handler)
         os.execv(sys.argv[2], sys.argv[2:])  # the plain worker's command, as the pool gave it
     try:
         socket.send_fds(conn, [ATTACHED], [0, 1, 2])

@@ -21,7 +21,7 @@ import apache_beam as beam
 
 from bertdata.config import BuildConfig
 from bertdata.errors import BertdataError, WorkerLost
-from bertdata.fsutil import folder_lock
+from bertdata.fsutil import folder_lock, make_output_folder, remove_made
 from bertdata.text.languages import ENGLISH_CODES
 from bertdata.text.shards import BOOKS_WIKI_DATASET
 from bertdata.manifest import MANIFEST, Run, tool_record
@@ -32,8 +32,8 @@ from bertdata.pipelines.failures import user_error
 from bertdata.pipelines.inputs import Inputs, list_books, resolve_inputs, sentence_splitter
 from bertdata.pipelines.log import beam_output_to, note
 from bertdata.pipelines.manifests import Provenance
-from bertdata.pipelines.resume import StageManifest, read_manifest, remove_leftovers, remove_temporaries, \
-    this_runs_text_manifest
+from bertdata.pipelines.resume import BUILD_TOOL, StageManifest, read_manifest, refuse_another_build, \
+    remove_leftovers, remove_temporaries, this_runs_text_manifest
 from bertdata.pipelines.plan import check_disk, local_dump
 from bertdata.pipelines.pool import WorkerDied, WorkerPool
 from bertdata.pipelines.runners import check_runner, make_pipeline, runner_workers
@@ -54,15 +54,12 @@ def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
         if dump is not None:  # else once it is downloaded
             check_disk(cfg, dump)
         # One build per output folder: two would replace each other's shards and temporaries.
-        with output_lock(cfg.output, "bertdata build") as notes:
+        with output_lock(cfg.output, BUILD_TOOL) as notes:
             for line in notes:
                 note(line)
             return _build(cfg, started, pool)
     except BaseException:
-        # A build refused (or stopped) before it wrote anything leaves no folder behind.
-        for folder in reversed(made):
-            with contextlib.suppress(OSError):  # not empty: something was written, and stays
-                os.rmdir(folder)
+        remove_made(made)  # a build refused (or stopped) before it wrote anything leaves no folder behind
         raise
 
 
@@ -77,42 +74,14 @@ def output_lock(folder: str, what: str):
 
 
 def check_output(output: str) -> list[str]:
-    """Fail before any work when the output folder cannot be created or written, or its path leaves
-    no room for the files a build writes under it. Makes the folder; returns the folders it made,
-    outermost first."""
-    if not fsio.is_local(output):
-        return []
-    absolute = os.path.abspath(output)
-    length = len(os.fsencode(absolute))
-    with contextlib.suppress(OSError, ValueError):
-        limit = os.pathconf(_existing_parent(absolute), "PC_PATH_MAX")
-        if length + BUILD_PATHS > limit:
-            raise BertdataError(f"{output[:60]}…: cannot create the output folder (its path is {length:,} bytes long; "
-                                f"with the files a build writes under it, paths would pass the system's limit of "
-                                f"{limit:,} bytes): choose a shorter --output")
-    missing = []
-    folder = absolute
-    while not os.path.lexists(folder):
-        missing.append(folder)
-        folder = os.path.dirname(folder)
-    try:
-        os.makedirs(output, exist_ok=True)
-    except OSError as err:
-        raise BertdataError(f"{output}: cannot create the output folder ({err.strerror})") from None
-    if not os.access(output, os.W_OK | os.X_OK):
-        raise BertdataError(f"{output}: output folder is not writable")
-    return missing[::-1]
+    """Make the output folder before any work, refusing one that cannot be made or hold a
+    build's files (see bertdata.fsutil); returns the folders it made, outermost first."""
+    return make_output_folder(output, below=BUILD_PATHS) if fsio.is_local(output) else []
 
 
 # The longest path a build writes below its output folder, with room to spare: a phase folder's
 # name (about 110 bytes with whole-word masking), the dataset's folder, a file's name.
 BUILD_PATHS = 256
-
-
-def _existing_parent(path: str) -> str:
-    while not os.path.isdir(path) and os.path.dirname(path) != path:
-        path = os.path.dirname(path)
-    return path
 
 
 def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
@@ -125,6 +94,8 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
         return {"dump": record}
     inputs = _stage_inputs(cfg, resolved)
     planned = plan_stages(inputs)
+    # After the stages' own checks (which name their folder), before anything is written.
+    refuse_another_build(cfg.output, record, inputs.site.language, vocab, cfg.force)
     for p in planned:
         if p.decision.line:
             note(p.decision.line)
@@ -132,7 +103,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     cfg, dump_record = inputs.cfg, inputs.dump_record
     run = Run(started, cfg.runner.runner, cfg.runner.workers)
     pipeline = make_pipeline(cfg.runner, pool)
-    chain_stages(pipeline, planned, Provenance(tool_record("bertdata build"), run, dump_record))
+    chain_stages(pipeline, planned, Provenance(tool_record(BUILD_TOOL), run, dump_record))
 
     text_stage, text_decision = planned[0].stage, planned[0].decision
     finder = functools.partial(this_runs_text_manifest, cfg.output, list(text_stage.folders), run.started_at)

@@ -53,6 +53,9 @@ SOCKET_NAME = "workers.sock"
 # would run, and nothing would report one that dies.
 SHORT_TMP = "/tmp"
 SOCKET_PATH_MAX = 100
+# What the server ignores (Ctrl-C, Ctrl-\: they reach the terminal's whole process group) from
+# its first instruction: the launcher stops the build, and ends the server (see worker.py).
+SERVER_IGNORES = {signal.SIGINT, signal.SIGQUIT}
 # A forked worker's note of what it is on, in the pool's folder: TASK_PREFIX + its pid.
 TASK_PREFIX = "task-"
 ATTACH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attach.py")
@@ -163,10 +166,20 @@ class WorkerPool:
                 # The server inherits the listening socket: requests made while it is still
                 # importing wait in the backlog. Its stdin is how it learns that the launcher
                 # is gone, however the launcher ended; it reports dead workers on the pipe.
-                self.server = subprocess.Popen(
-                    [*WORKER, "--serve", str(listener.fileno()), str(self._reports_w)],
-                    stdin=subprocess.PIPE, pass_fds=(listener.fileno(), self._reports_w))
+                # It starts with Ctrl-C and Ctrl-\ blocked (a signal mask outlives exec), so
+                # neither reaches it before its first instruction ignores them; one that comes
+                # meanwhile reaches this process once they are unblocked here.
+                unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, SERVER_IGNORES)
+                try:
+                    self.server = subprocess.Popen(
+                        [*WORKER, "--serve", str(listener.fileno()), str(self._reports_w)],
+                        stdin=subprocess.PIPE, pass_fds=(listener.fileno(), self._reports_w))
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
         except BaseException:
+            if hasattr(self, "server"):  # Ctrl-C as the signals were unblocked: the server ends with us
+                self.server.stdin.close()
+                self.server.wait()
             os.close(reports)
             shutil.rmtree(self.folder, ignore_errors=True)
             raise

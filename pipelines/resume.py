@@ -25,6 +25,8 @@ from bertdata.pipelines.records import StageRecords, TextPlan
 
 # The text options' key for the cleaner's rules version: a new release's rules redo the text.
 RULES = "cleaning_rules"
+# The command that writes a build's manifests (their "tool" record), and takes its lock.
+BUILD_TOOL = "bertdata build"
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ def text_stage_folders(output: str, t: TextConfig, dataset: str) -> list[str]:
 
 def reusable_text_stage(folders: list[str], dump: dict, text_options: dict, force: bool) -> StageRecords | None:
     """What a finished text stage for these inputs in one of `folders` handed on, else None.
-    A folder holding another build's text is refused."""
+    A folder holding another build's text is refused; text of the same dump and options that
+    lost shards, or made by older cleaning rules, is rebuilt."""
     finished = [(f, m) for f, m in ((f, read_manifest(f)) for f in folders) if m is not None]
     if force:
         return None
@@ -71,15 +74,94 @@ def reusable_text_stage(folders: list[str], dump: dict, text_options: dict, forc
                 return stage
     for folder, manifest in finished:
         old = manifest.get("options", {})
-        if {**old, RULES: None} == {**text_options, RULES: None}:
+        made_from = manifest.get("dump", {})
+        if made_from.get("sha1") != dump["sha1"]:
+            raise BertdataError(f"{folder} holds text shards of another dump ({dump_difference(made_from, dump)}); "
+                                "pass --force to rebuild them, or choose another --output")
+        if old == text_options:
+            note(f"{folder}: text shards listed in its {MANIFEST} are missing: rebuilding them")
+        elif {**old, RULES: None} == {**text_options, RULES: None}:
             note(f"{folder}: text shards made with cleaning rules {old.get(RULES)}, now {text_options[RULES]}: "
                  "rebuilding them")
-            continue
-        if manifest.get("dump", {}).get("sha1") != dump["sha1"] or old != text_options:
-            raise BertdataError(
-                f"{folder} holds text shards built from another dump or options "
-                f"({manifest.get('dump', {}).get('name')}); pass --force to rebuild them, or choose another --output")
+        else:
+            raise BertdataError(f"{folder} holds text shards built with other options ({differences(old, text_options)}); "
+                                "pass --force to rebuild them, or choose another --output")
     return None
+
+
+def refuse_another_build(output: str, dump: dict, language: str, vocab: Vocab, force: bool) -> None:
+    """Refuse, unless `force`, a build into a folder holding a finished build of another dump,
+    language or vocab, naming the difference: a build replaces what its stages write, and its
+    stages' own checks see only the folders this build writes (another shard count, language or
+    phase writes others), so the first build would be lost, or mixed with this one, unasked."""
+    if force:
+        return
+    for path, manifest in build_manifests(output):
+        made_from, options = manifest.get("dump") or {}, manifest.get("options") or {}
+        if made_from.get("sha1") != dump["sha1"]:
+            difference = f"made from another dump ({dump_difference(made_from, dump)})"
+        elif options.get("language", language) != language:
+            difference = f"in another language ({options['language']}, now {language})"
+        elif options.get("vocab_sha256", vocab.sha256) != vocab.sha256:
+            difference = (f"made with another vocab (sha256 {options['vocab_sha256'][:12]}…, now {vocab.path}, "
+                          f"sha256 {vocab.sha256[:12]}…)")
+        else:
+            continue
+        raise BertdataError(f"{output}: holds a finished build {difference} (see {path}); pass --force to build "
+                            "over it, or choose another --output")
+
+
+# How deep below the output folder a build's manifests are looked for: a build writes them at
+# most 5 folders down (an LDDL bin's folder), and an output given inside a big folder of other
+# things must not cost a walk of all of it.
+MANIFEST_DEPTH = 6
+
+
+def build_manifests(output: str) -> list[tuple[str, dict]]:
+    """Every manifest `bertdata build` wrote under `output`, whatever the stage or format (not the
+    hidden work folder's), with its path, in path order."""
+    if fsio.is_local(output):
+        paths = []
+        for folder, dirs, files in os.walk(output):
+            depth = os.path.relpath(folder, output).count(os.sep) + 1
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if depth < MANIFEST_DEPTH else []
+            if MANIFEST in files and folder != output:
+                paths.append(os.path.join(folder, MANIFEST))
+    else:
+        paths = [p for p in fsio.match(output.rstrip("/") + "/**")
+                 if fsio.split(p)[1] == MANIFEST and "/." not in p[len(output):]]
+    found = []
+    for path in sorted(paths):
+        try:
+            manifest = json.loads(fsio.read_bytes(path))
+        except (OSError, ValueError):
+            continue  # not a build's (a build writes its manifests atomically)
+        if isinstance(manifest, dict) and (manifest.get("tool") or {}).get("name") == BUILD_TOOL:
+            found.append((path, manifest))
+    return found
+
+
+def dump_difference(made_from: dict, dump: dict) -> str:
+    """Which dump a folder was made from, and this build's, for a refusal."""
+    def named(record: dict) -> str:
+        sha1 = record.get("sha1")
+        return f"{record.get('name')}, sha1 {sha1[:12]}…" if isinstance(sha1, str) else f"{record.get('name')}"
+
+    return f"{named(made_from)}; this build's is {named(dump)}"
+
+
+def differences(old: dict, new: dict, prefix: str = "") -> str:
+    """The options that differ, as "text.lowercase True, now False; books [], now ['b.txt']"."""
+    said = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            inner = differences(a, b, f"{prefix}{key}.")
+            if inner:
+                said.append(inner)
+        elif a != b:
+            said.append(f"{prefix}{key} {a!r}, now {b!r}")
+    return "; ".join(said)
 
 
 def _finished_stage(folder: str, manifest: dict) -> StageRecords | None:

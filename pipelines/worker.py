@@ -31,6 +31,19 @@ import sys
 import traceback
 import warnings
 
+if __name__ == "__main__" and sys.argv[1:2] == ["--serve"]:
+    # The server's first instruction after the standard library's imports, before Beam's (a
+    # second or more): it ignores Ctrl-C and Ctrl-\ (the launcher, in the same process group,
+    # stops the build and ends the server), which reached it blocked until now (see pool.py). Its
+    # forked workers get back what the launcher had: a build started with Ctrl-C ignored (`&` in
+    # a shell) goes on.
+    from bertdata.pipelines.pool import SERVER_IGNORES
+
+    LAUNCHER_SIGINT = signal.getsignal(signal.SIGINT)
+    for _signum in SERVER_IGNORES:
+        signal.signal(_signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SERVER_IGNORES)
+
 # Beam's import warns about optional cloud clients on the stderr this process shares with the
 # launcher's terminal; a worker's harness sets its own log level when it starts.
 logging.getLogger().setLevel(logging.ERROR)
@@ -68,11 +81,9 @@ def serve(listener_fd: int, reports_fd: int) -> None:
     listener = socket.socket(fileno=listener_fd)
     folder = os.path.dirname(listener.getsockname())
     server = os.getpid()
-    # Ctrl-C and Ctrl-\ reach the whole process group; the server ends when the launcher does,
-    # and with it the workers (a forked worker keeps SIGQUIT ignored: the launcher, which stops
-    # on it, ends them).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+    # Ctrl-C and Ctrl-\ are ignored from the first instruction (above); the server ends when the
+    # launcher does, and with it the workers (a forked worker keeps SIGQUIT ignored: the
+    # launcher, which stops on it, ends them).
     workers: set[int] = set()
     try:
         # What is imported lives as long as the workers: out of the collector's reach, whose
@@ -176,7 +187,7 @@ def _worker(server: int, listener: socket.socket, conn: socket.socket, server_fd
     status = 1
     try:
         _end_with_server(server)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, LAUNCHER_SIGINT)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
         listener.close()

@@ -63,6 +63,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from bertdata.commands.stops import STOP_SIGNALS, stopped_by_signals
     from bertdata.download.dumps import DumpSpec, download_dump
+    from bertdata.fsutil import make_output_folder, remove_made
 
     spec = DumpSpec(wiki=args.wiki, date=args.date, mirror=args.mirror)
     # What arrived stays in NAME.part for the next run to continue; a staging folder is removed.
@@ -74,7 +75,12 @@ def run(args) -> int:
             use_stores([args.output])
             record = download(spec, args.output, force=args.force)
         else:
-            record = download_dump(spec, args.output, force=args.force)
+            made = make_output_folder(args.output)
+            try:
+                record = download_dump(spec, args.output, force=args.force)
+            except BaseException:
+                remove_made(made)  # nothing arrived (a run that is not found, no network): no folder left
+                raise
     print(f"{record['wiki']} dump run {record['date']} from {record['mirror']}")
     for role in ("dump", "index"):
         item = record[role]

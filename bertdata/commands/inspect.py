@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    import os
+
     from bertdata import formats
     from bertdata.instances.vocab import load_vocab
 
@@ -86,7 +88,11 @@ def _inspect(args: argparse.Namespace) -> int:
         _refuse_a_folders_file(path)
     report = formats.Report(vocab=load_vocab(cfg.vocab) if cfg.vocab else None, show=cfg.show, ranks=cfg.ranks,
                             out=lambda line: print(line, flush=True))
-    for fmt, units in formats.by_format(formats.find(cfg.paths)):
+    found = formats.find(cfg.paths)
+    # An empty file is no format's: said as such, not as a file its format cannot read.
+    empty = [unit for unit in found if os.path.isfile(unit.path) and os.path.getsize(unit.path) == 0]
+    report.failures += [f"{unit.path}: empty (0 bytes)" for unit in empty]
+    for fmt, units in formats.by_format(unit for unit in found if unit not in empty):
         fmt.inspect(units, report)
     for warning in report.warnings:
         print(f"bertdata inspect: warning: {warning}")
@@ -95,9 +101,11 @@ def _inspect(args: argparse.Namespace) -> int:
     return 1 if report.failures else 0
 
 
-# The first bytes of a parquet file. LDDL's parquet files are checked by their folder (its
-# .num_samples.json, its bins and the files' balance are part of the check), never alone.
+# The first bytes of a parquet file, and its files' extension. LDDL's parquet files are checked
+# by their folder (its .num_samples.json, its bins and the files' balance are part of the
+# check), never alone.
 PARQUET_MAGIC = b"PAR1"
+PARQUET_EXTENSION = ".parquet"
 
 
 def _refuse_a_folders_file(path: str) -> None:
@@ -117,6 +125,10 @@ def _refuse_a_folders_file(path: str) -> None:
         raise BertdataError(f"{path}: one file of the {unit.name} folder {folder}, which is checked as a whole: "
                             f"bertdata inspect {folder}")
     with open(path, "rb") as f:
-        if f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC:
-            raise BertdataError(f"{path}: a parquet file; LDDL parquet is checked by its folder (one phase, with its "
-                                ".num_samples.json): bertdata inspect FOLDER")
+        head = f.read(len(PARQUET_MAGIC))
+    if head == PARQUET_MAGIC:
+        raise BertdataError(f"{path}: a parquet file; LDDL parquet is checked by its folder (one phase, with its "
+                            ".num_samples.json): bertdata inspect FOLDER")
+    if head and os.path.splitext(path)[1] == PARQUET_EXTENSION:  # an empty one is said to be empty
+        raise BertdataError(f"{path}: named as a parquet file but not one (it does not begin with "
+                            f"{PARQUET_MAGIC.decode()}): broken, or another kind of file")

@@ -14,8 +14,7 @@ import threading
 from pathlib import Path
 
 from bertdata.errors import BertdataError
-from bertdata.estimate import free_bytes, size_text
-from bertdata.fsutil import owner_gone, this_process
+from bertdata.fsutil import atomic_path, check_space, make_output_folder, owner_gone, remove_made, this_process
 from bertdata.manifest import MANIFEST, file_sha256, write_manifest
 from bertdata.reshard.inputs import PART_PATTERN
 
@@ -27,11 +26,16 @@ OWNER = "owner.json"
 
 
 def check_free_space(output: Path, needed: int) -> None:
-    """Refuse before writing anything when the temporary files cannot fit."""
-    free = free_bytes(str(output))
-    if needed > free:
-        raise BertdataError(f"{output}: the temporary files need about {size_text(needed)}, but only "
-                            f"{size_text(free)} is free there; free some space or pass another --output")
+    """Refuse, once the inputs are known good and before anything is written in it, an output
+    folder that cannot be made or hold files, or where the temporary files cannot fit (the
+    checks every command's output gets: bertdata.fsutil). The folder is made, as the temporary
+    folder is made in it next; one made here is removed again when it is refused."""
+    made = make_output_folder(str(output))
+    try:
+        check_space(output, needed, "the temporary files")
+    except BertdataError:
+        remove_made(made)
+        raise
 
 
 def existing_outputs(output: Path) -> list[Path]:
@@ -60,7 +64,9 @@ def make_temp_folder(output: Path) -> str:
     try:
         output.mkdir(parents=True, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=output)
-        Path(tmp, OWNER).write_text(json.dumps(this_process()))
+        # Whole or not at all: another run finding the folder reads whose it is.
+        with atomic_path(Path(tmp, OWNER)) as owner:
+            owner.write_text(json.dumps(this_process()))
     except OSError as err:
         raise BertdataError(f"{output}: cannot write the parts there ({err.strerror or err})") from None
     return tmp

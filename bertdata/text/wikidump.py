@@ -14,6 +14,7 @@ Files are opened through an `opener` (bertdata.text.decode) so a Beam pipeline c
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import re
@@ -53,6 +54,12 @@ _FAST_MAX_BYTES = 1 << 23
 _XML_DECL = re.compile(rb'<\?xml\s+version\s*=\s*(["\'])[^"\']*\1(?:\s+encoding\s*=\s*(["\'])([A-Za-z0-9._-]+)\2)?'
                        rb'(?:\s+standalone\s*=\s*(["\'])(?:yes|no)\4)?\s*\?>')
 _SEEK, _FAST, _EXPAT = "seek", "fast", "expat"
+# XML that is not UTF-8 by its first bytes: UTF-16's byte-order marks, or a NUL byte of its
+# "<". And how many bytes given to expat are kept, for the byte of an encoding error that an
+# earlier read ended with (a character, or a tag, cut between reads).
+_UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
+_HEAD_BYTES = 2
+_TAIL_BYTES = 4096
 _SAMPLE_FILES = (
     "enwiki-sample-pages-articles-multistream.xml.bz2",
     "enwiki-sample-pages-articles-multistream-index.txt.bz2",
@@ -155,6 +162,14 @@ class DumpParser:
         self.in_cdata = False
         self.mode = _SEEK if fast else _EXPAT  # fast=False: expat alone, what the fast reader is checked against
         self.fed = 0  # bytes given to expat
+        # For an encoding error's line: the last bytes given to expat before the current read
+        # (the byte expat refuses may end an earlier one), the first bytes of all, the
+        # encoding the XML declares, and the last page read.
+        self.tail = b""
+        self.head = b""
+        self.declared: str | None = None
+        self.parser.XmlDeclHandler = lambda version, encoding, standalone: setattr(self, "declared", encoding)
+        self.last_page: Page | None = None
         self.carry = b""  # seeking: the line the first <page> may begin on, not given to expat yet
         self.pending = b""  # reading fast: from the end of the last page it read
         self.rescan_at = 0
@@ -197,14 +212,58 @@ class DumpParser:
         self.mode, self.carry = _EXPAT, b""
 
     def _parse(self, data: bytes, final: bool) -> None:
+        start = self.fed
         self.fed += len(data)
         try:
             self.parser.Parse(data, final)
         except xml.parsers.expat.ExpatError as err:
-            raise BertdataError(
-                f"{self.name}: malformed XML at line {err.lineno}, column {err.offset + 1}{self.where}: "
-                f"{xml.parsers.expat.ErrorString(err.code)}"
-            ) from None
+            at = f"at line {err.lineno}, column {err.offset + 1}{self.where}"
+            encoding = self._not_utf8(err, data, start, final)
+            if encoding is not None:
+                raise BertdataError(f"{self.name}: {encoding}, {at}") from None
+            raise BertdataError(f"{self.name}: malformed XML {at}: {xml.parsers.expat.ErrorString(err.code)}") from None
+        self.head = (self.head + bytes(data[:_HEAD_BYTES]))[:_HEAD_BYTES]
+        self.tail = (self.tail + bytes(data[-_TAIL_BYTES:]))[-_TAIL_BYTES:]
+
+    def _not_utf8(self, err: xml.parsers.expat.ExpatError, data: bytes, start: int, final: bool) -> str | None:
+        """"not UTF-8 (byte 0xE9) in page 'Title' (id 12)" where expat stopped at bytes that are
+        not UTF-8 in XML that is: as near the page as expat's own reading tells, which is the same
+        however the XML was cut into reads (it never looks past the byte), else None."""
+        codes = xml.parsers.expat.errors.codes
+        if err.code not in (codes[xml.parsers.expat.errors.XML_ERROR_INVALID_TOKEN],
+                            codes[xml.parsers.expat.errors.XML_ERROR_PARTIAL_CHAR]):
+            return None
+        head = (self.head + bytes(data[:_HEAD_BYTES]))[:_HEAD_BYTES]
+        if (self.declared or "utf-8").lower() != "utf-8" or head.startswith(_UTF16_MARKS) or b"\0" in head:
+            return None
+        at = self.parser.ErrorByteIndex - start
+        if at >= 0:
+            seen = bytes(data[at:at + 4])
+        elif -at <= len(self.tail):
+            seen = (self.tail[at:] + bytes(data[:4]))[:4]
+        else:
+            return None
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(seen, final=final and at + 4 >= len(data))
+        except UnicodeDecodeError as bad:
+            if bad.start != 0:
+                return None
+        else:
+            return None  # UTF-8, refused for another reason (a character XML does not allow)
+        return f"not UTF-8 (byte 0x{seen[0]:02X}){self._where_in_pages()}"
+
+    def _where_in_pages(self) -> str:
+        """Which page expat is in, as near as it can tell: its title and id once read."""
+        if "page" not in self.stack:
+            return ""
+        last = self.last_page
+        unnamed = f"the page after {last.title!r} (id {last.page_id})" if last else "the first page read here"
+        if self.stack[-1] == "title":
+            return f" in the title of {unnamed}"
+        title, page_id = self.fields.get("title"), self.fields.get("id")
+        if title is None:
+            return f" in {unnamed}"
+        return f" in page {title!r}" + (f" (id {page_id.strip()})" if page_id is not None else "")
 
     def _seek_pages(self, data: bytes, final: bool) -> bytes:
         """Expat reads up to the line the first `<page>` begins on; the rest is the fast reader's
@@ -246,6 +305,7 @@ class DumpParser:
                 hand_over = True
                 break
             self.pages.append(page)
+            self.last_page = page
             done = fields[-1]
         self.skipped_lines += pending.count(b"\n", 0, done)
         rest = pending[done:]
@@ -333,7 +393,8 @@ class DumpParser:
             else:
                 self.siteinfo[tag] = value
         elif tag == "page":
-            self.pages.append(self._page(self.fields, self.redirect, self.too_large, self._fail))
+            self.last_page = self._page(self.fields, self.redirect, self.too_large, self._fail)
+            self.pages.append(self.last_page)
         elif tag == "siteinfo":
             self.siteinfo_done = True
         elif not self.stack:
