@@ -8,6 +8,7 @@ instances of token masking are made from them by Google's script at first use.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 import signal
@@ -112,11 +113,13 @@ def run_cli(*args: str, check: bool = True, timeout: float = 600, **kwargs) -> s
     return proc
 
 
+@functools.lru_cache(maxsize=4)
 def text_samples(path: Path = SHARD_A, vocab: Path = VOCAB, max_length: int = 128, dtype=np.uint16,
                  source: str | None = None):
     """A text shard's documents as `Samples` for the formats that hold documents: [CLS] sentences
     [SEP], a document cut at sentence boundaries into pieces of at most `max_length` ids (a
-    longer sentence cut where it overflows). For the formats' tests; the build makes its own."""
+    longer sentence cut where it overflows). For the formats' tests (made once: do not change its
+    arrays); the build makes its own."""
     from bertdata.instances.documents import read_documents
     from bertdata.instances.samples import Samples
     from bertdata.instances.tokenize import WordPiece

@@ -38,7 +38,8 @@ def write_dataset(folder: Path, splits: dict[str, list[Samples]], order=None) ->
     work.mkdir(parents=True)
     figures = []
     for split, parts in splits.items():
-        entries = {k: hfparquet.write_part(parts[k], work) for k in (order or range(len(parts)))}
+        entries = {k: hfparquet.write_part(parts[k], work)
+                   for k in (order if order and len(order) == len(parts) else range(len(parts)))}
         figures.append(hfparquet.finish_local_split(split, [entries[k] for k in range(len(parts))], work, folder))
     hfparquet.write_card(figures, CARD, lambda name, data: (folder / name).write_bytes(data))
     work.rmdir()
