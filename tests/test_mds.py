@@ -21,7 +21,7 @@ import testcache
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats import Report, mds
 from bertdata.instances.samples import Samples
-from conftest import SHARD_A, VOCAB, text_samples
+from conftest import VOCAB, text_samples
 
 
 def shards(count: int = 3) -> list[Samples]:
@@ -337,9 +337,11 @@ args = json.load(open(sys.argv[1]))
 ds = NoStreamingDataset(local=args["root"], split="train", max_seq_len=args["seq_len"])
 items = [ds[i] for i in range(len(ds))]
 sampler = DistributedSamplerPCG64DXSM(ds, num_replicas=1, rank=0, shuffle=True, seed=17)
-loader = DataLoader(ds, collate_fn=lambda x: x, batch_size=16, sampler=sampler, num_workers=0)
-packer = GreedyBestFitSequencePacker.from_composer(loader, batch_size=16, micro_batch_size=16,
-    max_seq_len=args["seq_len"], buffer_size=80, mask_token_id=args["mask"], pad_token_id=args["pad"],
+# As ModernBERT's build_text_dataloader makes them: a device batch of 32 samples of up to 128 ids, in
+# micro-batches of 8, packed into rows of 8 x 128 = 1,024 ids.
+loader = DataLoader(ds, collate_fn=lambda x: x, batch_size=32, sampler=sampler, num_workers=0)
+packer = GreedyBestFitSequencePacker.from_composer(loader, batch_size=32, micro_batch_size=8,
+    max_seq_len=args["seq_len"], buffer_size=5 * 32, mask_token_id=args["mask"], pad_token_id=args["pad"],
     mask_prob=0.3, seed=42)
 packed, shapes, masked, real = [], set(), 0, 0
 for batch in packer:
@@ -348,9 +350,12 @@ for batch in packer:
     original = np.where(labels != -100, labels, ids)
     masked += int((labels != -100).sum())
     real += int(batch["attention_mask"].sum())
-    for row, cu in zip(original, batch["cu_seqlens"]):
+    attention = batch["attention_mask"].numpy()
+    for row, mask, cu in zip(original, attention, batch["cu_seqlens"]):
         cu = cu.tolist()
-        packed += [row[a:b].tolist() for a, b in zip(cu[:-1], cu[1:])]
+        # A row's padding is a last span of its own (cu_seqlens ends at the row's length), masked 0.
+        packed += [row[a:b].tolist() for a, b in zip(cu[:-1], cu[1:]) if mask[a:b].any()]
+        assert all(mask[a:b].all() or not mask[a:b].any() for a, b in zip(cu[:-1], cu[1:]))
 print(json.dumps({"len": len(ds), "items": [[sorted(i), i["input_ids"].tolist()] for i in items],
                   "packed": packed, "shapes": sorted(shapes), "masked": masked, "real": real}))
 '''
@@ -360,13 +365,16 @@ print(json.dumps({"len": len(ds), "items": [[sorted(i), i["input_ids"].tolist()]
 def test_modernbert_packs_batches_from_the_folder(tmp_path):
     """ModernBERT's own NoStreamingDataset reads the raw split (its input_ids, an attention mask;
     `id` and `len` dropped, as it drops every non-array column), and its GreedyBestFitSequencePacker
-    packs them into rows of 128 and masks 30%: unmasked, every packed sequence is one of our samples.
+    packs them into rows of 1,024 ids and masks 30%: unmasked, every packed sequence is one of our
+    samples.
     The two modules come from ModernBERT's repository, which no package ships: the test reads them
     from a checkout at $BERTDATA_MODERNBERT (a git repository; default the fetched mirror)."""
     if not MODERNBERT.exists():
         pytest.skip(f"no ModernBERT repository at {MODERNBERT} (set BERTDATA_MODERNBERT to a clone of AnswerDotAI/ModernBERT)")
     code = tmp_path / "code"
-    for name in ("src/__init__.py", "src/text_data.py", "src/sequence_packer.py"):
+    (code / "src").mkdir(parents=True)
+    (code / "src" / "__init__.py").write_text("")  # theirs imports the models: only the loader is wanted
+    for name in ("src/text_data.py", "src/sequence_packer.py"):
         (code / name).parent.mkdir(parents=True, exist_ok=True)
         (code / name).write_bytes(subprocess.run(["git", "--git-dir", str(MODERNBERT), "show", f"HEAD:{name}"],
                                                  capture_output=True, check=True).stdout)
@@ -384,7 +392,7 @@ def test_modernbert_packs_batches_from_the_folder(tmp_path):
     want = expected(parts)
     assert found["len"] == len(want)
     assert [item for item in found["items"]] == [[["attention_mask", "input_ids"], ids] for _id, ids in want]
-    assert found["shapes"] == [[16, 128]]
+    assert found["shapes"] == [[4, 1024]]
     from collections import Counter
 
     packed, samples = Counter(map(tuple, found["packed"])), Counter(tuple(ids) for _id, ids in want)
