@@ -135,8 +135,9 @@ def ensure(*paths: Path) -> None:
 
 
 # Virtualenvs for third-party readers, by name: their requirements, pinned. torch and torchvision
-# as a pair that imports together and that pip finds as CPU wheels: unpinned, they would pull a
-# CUDA build of several GB.
+# as a pair that imports together (streaming imports torchvision; 2.13.0 with 0.28.0 fails) and
+# that pip finds as CPU wheels where the CPU wheels are on its index path, as .venv's torch:
+# unpinned, they would pull a CUDA build of several GB.
 VENVS = {
     # MosaicML Streaming (MDS), and what ModernBERT's loader (src/text_data.py, src/sequence_packer.py)
     # imports besides the trainer framework composer, whose torch pin (<2.7.1) has no CPU wheel here.
