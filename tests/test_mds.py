@@ -399,3 +399,23 @@ def test_modernbert_packs_batches_from_the_folder(tmp_path):
     assert packed and not packed - samples
     assert sum(packed.values()) > 0.8 * len(want)
     assert 0.25 < found["masked"] / found["real"] < 0.35
+
+
+def test_finish_split_does_its_io_through_the_callables(tmp_path):
+    """The build's file system layer (s3, gs) does the moves and the index's write: finish_split
+    only names. Each part's files, in part order, get the next shard names; the index comes last."""
+    parts = shards(2)
+    entries = [mds.write_part(p, tmp_path, size_limit=1 << 14, compression="zstd") for p in parts]
+    calls = []
+    figures = mds.finish_split(entries, lambda old, new: calls.append(("rename", old, new)),
+                               lambda name, data: calls.append(("write", name, json.loads(data))))
+    renames = [c for c in calls if c[0] == "rename"]
+    count = sum(map(len, entries))
+    assert [c[1] for c in renames] == [e["zip_data"]["basename"] for part in entries for e in part]
+    assert [c[2] for c in renames] == [f"shard.{i:05}.mds.zstd" for i in range(count)]
+    assert calls[-1][:2] == ("write", "index.json") and len(calls) == count + 1
+    index = calls[-1][2]
+    assert [e["raw_data"]["basename"] for e in index["shards"]] == [f"shard.{i:05}.mds" for i in range(count)]
+    assert figures["shards"] == count and figures["samples"] == sum(map(len, parts))
+    assert figures["zip_bytes"] == sum(e["zip_data"]["bytes"] for e in index["shards"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(c[1] for c in renames)  # nothing moved here
