@@ -8,6 +8,7 @@ instances of token masking are made from them by Google's script at first use.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import shutil
@@ -17,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import testcache
@@ -127,3 +129,38 @@ def needs_extra(extras: str, *modules: str) -> pytest.MarkDecorator:
     absent = [m for m in modules if not installed(m)]
     return pytest.mark.skipif(bool(absent), reason=f"{', '.join(absent)} not installed: "
                                                     f"pip install -e '.[{extras}]'")
+
+
+@functools.lru_cache(maxsize=4)
+def text_samples(path: Path = SHARD_A, vocab: Path = VOCAB, max_length: int = 128, dtype=np.uint16,
+                 source: str | None = None):
+    """A text shard's documents as `Samples` for the formats that hold documents: [CLS] sentences
+    [SEP], a document cut at sentence boundaries into pieces of at most `max_length` ids (a
+    longer sentence cut where it overflows). For the formats' tests (made once: do not change its
+    arrays); the build makes its own."""
+    from bertdata.instances.documents import read_documents
+    from bertdata.instances.samples import Samples
+    from bertdata.instances.tokenize import WordPiece
+    from bertdata.instances.vocab import load_vocab
+
+    loaded = load_vocab(vocab)
+    docs = read_documents(path, WordPiece(loaded, lowercase=True))
+    room = max_length - 2
+    pieces, document, piece = [], [], []
+    for d in range(docs.num_documents):
+        sentences = [docs.tokens[docs.sentence_offsets[s]:docs.sentence_offsets[s + 1]]
+                     for s in range(docs.doc_offsets[d], docs.doc_offsets[d + 1])]
+        current: list[np.ndarray] = []
+        count = k = 0
+        for sentence in [s[i:i + room] for s in sentences for i in range(0, len(s), room)] + [None]:
+            if current and (sentence is None or count + len(sentence) > room):
+                pieces.append(np.concatenate([[loaded.cls_id], *current, [loaded.sep_id]]))
+                document.append(d)
+                piece.append(k)
+                current, count, k = [], 0, k + 1
+            if sentence is not None:
+                current.append(sentence)
+                count += len(sentence)
+    offsets = np.concatenate(([0], np.cumsum([len(p) for p in pieces]))).astype(np.int64)
+    return Samples(source or Path(path).stem, np.concatenate(pieces).astype(dtype), offsets,
+                   np.array(document, np.int64), np.array(piece, np.int32))

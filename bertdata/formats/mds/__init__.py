@@ -1,0 +1,123 @@
+"""MosaicML Streaming's MDS: the format ModernBERT and MosaicBERT pretrain from, one sample per
+document or piece of one (`bertdata.instances.samples`).
+
+A split folder (`train/`, `val/`) holds `index.json` and the shard files `shard.NNNNN.mds`
+(`shard.NNNNN.mds.zstd` compressed). Written from streaming's format (version 2, its MDSWriter):
+
+- A shard file, little-endian: the sample count n (u32); n + 1 byte offsets (u32), each from the
+  file's start, the last one its size; the shard's config as JSON (`json.dumps(sort_keys=True)`,
+  UTF-8: what the index entry says of columns, compression, hashes, size limit, format and
+  version); the samples.
+- A sample: the byte size (u32) of each variable-size column, in column order; then each
+  column's bytes, in column order. Columns are sorted by name: `id` (`str`: UTF-8),
+  `input_ids` (`ndarray:uint16`, `ndarray:uint32` for a vocab of more than 65,536 entries:
+  one byte `ndim << 2 | shape dtype code` (codes 0-3: uint8-uint64, the smallest that holds
+  the length), the length in that dtype, the ids) and `len` (`int32`, fixed: no size).
+- `index.json`: `{"shards": [entry, ...], "version": 2}` (`sort_keys=True`); an entry is the
+  shard's config plus its sample count and `raw_data` / `zip_data`: basename, bytes and hashes
+  of the file as written and, compressed, of the zstd file (`zip_data` null uncompressed).
+
+A file is cut as streaming's writer cuts them: it starts a new one before a sample that would take
+it past `size_limit` (counting 4 bytes per sample besides its encoding), never an empty one.
+Uncompressed by default: ModernBERT's `NoStreamingDataset` reads only raw files.
+
+The build writes each text shard's files on its own (`write_part`, under part names) and then
+names them in order across the split and writes the index (`finish_split`), the I/O of that last
+step through callables so that any file system does it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from bertdata.errors import ValidationError
+from bertdata.formats.contract import PER_SPLIT, Report, hidden
+from bertdata.formats.mds import codec, reader, writer
+from bertdata.formats.mds.codec import (COLUMN_NAMES, FORMAT, HASHES, INDEX, SIZE_LIMIT, SPLIT_FOLDERS, TOKEN_DTYPES,
+                                        ZSTD_LEVEL, column_encodings, encode_sample, encode_shard, index_bytes,
+                                        part_name, shard_config, shard_name)
+from bertdata.formats.mds.reader import (SplitInfo, is_split_folder, read_index, read_input_ids, read_samples,
+                                         validate_split)
+from bertdata.formats.mds.writer import finish_local_split, finish_split, write_part
+from bertdata.manifest import MANIFEST
+
+__all__ = ["COLUMN_NAMES", "FORMAT", "HASHES", "INDEX", "MDS", "SIZE_LIMIT", "SPLIT_FOLDERS", "TOKEN_DTYPES",
+           "ZSTD_LEVEL", "MdsSplits", "SplitInfo", "codec", "column_encodings", "encode_sample", "encode_shard",
+           "finish_local_split", "finish_split", "folder_name", "index_bytes", "is_split_folder", "part_name",
+           "read_index", "read_input_ids", "read_samples", "reader", "shard_config", "shard_name", "validate_split",
+           "write_part", "writer"]
+
+
+def _vocab_size(folder: Path) -> int | None:
+    """The vocab size a manifest beside the split (in it or its parent) records, if any."""
+    for manifest in (folder / MANIFEST, folder.parent / MANIFEST):
+        if manifest.is_file():
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                return json.loads(manifest.read_text(encoding="utf-8")).get("options", {}).get("vocab_size")
+    return None
+
+
+def folder_name(tokenizer: str) -> str:
+    """A build's MDS dataset: one folder per tokenizer (named by the caller: a vocab's case, a
+    tokenizer file's stem), its splits in SPLIT_FOLDERS below it."""
+    return f"mds/{tokenizer}"
+
+
+@dataclass(frozen=True)
+class MdsSplits:
+    """MosaicML Streaming's MDS: one unit per split folder (index.json and its shards); a build
+    writes a text shard's files where its samples are made and indexes them per split."""
+
+    name: ClassVar[str] = "mds"
+    cut: ClassVar[str] = PER_SPLIT
+    holds: ClassVar[str] = "documents"
+    takes_any_file: ClassVar[bool] = False
+    # Bytes written per byte of clean text (uint16 ids, uncompressed), measured on tests/data/shard_A.txt
+    # in samples of 128 ids (0.398 at 1,024; zstd 0.313): what the build's disk check counts on.
+    disk_per_text_byte: ClassVar[dict] = {None: 0.453}
+    build_stages: ClassVar[str | None] = None  # wired by the build's format layer
+
+    def claims(self, path: str) -> bool:
+        """A split folder, or its index.json."""
+        return is_split_folder(path) or (os.path.basename(path) == INDEX and is_split_folder(os.path.dirname(path)))
+
+    def find(self, folder: str) -> list[str]:
+        root = Path(folder)
+        return sorted(str(Path(d)) for d, _dirs, files in os.walk(root)
+                      if INDEX in files and not hidden(Path(d) / INDEX, root) and is_split_folder(d))
+
+    def summary(self, folder: str, manifest: dict) -> str:
+        """The build's line for a folder it wrote, from its manifest's counts ("samples",
+        "tokens", "shards")."""
+        counts = manifest["counts"]
+        return (f"{self.name}: {counts['samples']:,} samples, {counts['tokens']:,} tokens in {counts['shards']} "
+                f"shard file{'s' if counts['shards'] != 1 else ''} -> {folder}")
+
+    def inspect(self, units: list[str], report: Report) -> None:
+        """Validate each split folder and print its figures; ids are checked against the report's
+        vocab, else the vocab size a manifest beside it records."""
+        for unit in units:
+            folder = Path(unit).parent if os.path.basename(unit) == INDEX else Path(unit)
+            vocab_size = len(report.vocab) if report.vocab is not None else _vocab_size(folder)
+            try:
+                info = validate_split(folder, vocab_size)
+            except ValidationError as err:
+                report.failures.append(str(err))
+                report.out(f"MDS split {folder}: INVALID")
+                continue
+            report.out(f"MDS split {folder}: {info.shards} shard files ({info.compression or 'uncompressed'}), "
+                       f"{info.samples:,} samples, {info.tokens:,} {info.dtype} tokens, {info.mean_length:.1f} "
+                       f"per sample (longest {info.longest:,})"
+                       + ("" if vocab_size else " (ids not checked: no vocab size known)"))
+            if report.show:
+                for i, sample in zip(range(report.show), read_samples(folder)):
+                    report.out(f"  #{i} {sample.get('id')}: {sample['input_ids'][:32].tolist()}"
+                               + (" ..." if len(sample["input_ids"]) > 32 else ""))
+
+
+MDS = MdsSplits()

@@ -1,0 +1,158 @@
+"""Reading and checking MDS split folders (see `bertdata.formats.mds`), one shard file in memory at
+a time."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zstandard
+
+from bertdata.errors import ValidationError
+from bertdata.formats.mds.codec import FORMAT, INDEX, VERSION, PathLike, decode_samples, layout_of
+
+
+def read_index(folder: PathLike) -> list[dict]:
+    """The shard entries of the split folder's index.json; a bad one raises ValidationError."""
+    path = Path(folder) / INDEX
+    try:
+        index = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: missing (an MDS split folder holds index.json and its shard files)") from None
+    except (OSError, ValueError) as err:
+        raise ValidationError(f"{path}: not a readable JSON index ({err})") from None
+    if not isinstance(index, dict) or index.get("version") != VERSION or not isinstance(index.get("shards"), list):
+        raise ValidationError(f"{path}: not an MDS index (version {VERSION} with a list of shards)")
+    for i, entry in enumerate(index["shards"]):
+        if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+            raise ValidationError(f"{path}: shard {i} is not of format {FORMAT!r}")
+        for key in ("column_encodings", "column_names", "column_sizes", "raw_data", "samples"):
+            if key not in entry:
+                raise ValidationError(f"{path}: shard {i} has no {key!r}")
+    return index["shards"]
+
+
+def _file(folder: Path, info: dict, where: str) -> bytes:
+    """A shard's file checked against its entry: its size and every recorded hash."""
+    path = folder / info["basename"]
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ValidationError(f"{path}: missing, but {where} lists it") from None
+    if len(data) != info["bytes"]:
+        raise ValidationError(f"{path}: {len(data):,} bytes, but {where} says {info['bytes']:,} (truncated, or "
+                              "not this index's file)")
+    for algo, digest in (info.get("hashes") or {}).items():
+        if algo in hashlib.algorithms_available and hashlib.new(algo, data).hexdigest() != digest:
+            raise ValidationError(f"{path}: its {algo} differs from the one {where} records")
+    return data
+
+
+def _raw(folder: Path, entry: dict, where: str) -> bytes:
+    """A shard's raw bytes, decompressed where the file is zstd."""
+    if entry.get("zip_data"):
+        if not str(entry.get("compression") or "").startswith("zstd"):
+            raise ValidationError(f"{folder / entry['zip_data']['basename']}: compression "
+                                  f"{entry.get('compression')!r}; bertdata reads raw or zstd shards")
+        data = _file(folder, entry["zip_data"], where)
+        raw_info = entry["raw_data"]
+        try:
+            raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=raw_info["bytes"])
+        except zstandard.ZstdError as err:
+            raise ValidationError(f"{folder / entry['zip_data']['basename']}: not a zstd stream ({err})") from None
+        if len(raw) != raw_info["bytes"]:
+            raise ValidationError(f"{folder / entry['zip_data']['basename']}: {len(raw):,} bytes decompressed, "
+                                  f"but {where} says {raw_info['bytes']:,}")
+        for algo, digest in (raw_info.get("hashes") or {}).items():
+            if algo in hashlib.algorithms_available and hashlib.new(algo, raw).hexdigest() != digest:
+                raise ValidationError(f"{folder / entry['zip_data']['basename']}: decompressed, its {algo} differs "
+                                      f"from the one {where} records")
+        return raw
+    return _file(folder, entry["raw_data"], where)
+
+
+def read_samples(folder: PathLike) -> Iterator[dict[str, Any]]:
+    """Every sample of a split folder, in order, as {"id", "input_ids", "len"} (the columns it
+    has); one shard file in memory at a time. A fault raises ValidationError naming the file."""
+    folder = Path(folder)
+    for i, entry in enumerate(read_index(folder)):
+        where = f"{folder / INDEX} (shard {i})"
+        layout = layout_of(entry, where)
+        yield from decode_samples(_raw(folder, entry, where), layout, entry["samples"],
+                               str(folder / (entry.get("zip_data") or entry["raw_data"])["basename"]))
+
+
+def read_input_ids(folder: PathLike) -> Iterator[np.ndarray]:
+    """Each sample's ids, in order: what a trainer reads."""
+    for sample in read_samples(folder):
+        yield sample["input_ids"]
+
+
+@dataclass(frozen=True)
+class SplitInfo:
+    """A valid split folder's figures."""
+
+    folder: str
+    shards: int
+    samples: int
+    tokens: int
+    dtype: str
+    compression: str | None
+    longest: int
+
+    @property
+    def mean_length(self) -> float:
+        return self.tokens / max(self.samples, 1)
+
+
+def validate_split(folder: PathLike, vocab_size: int | None = None) -> SplitInfo:
+    """Check a split folder as streaming reads it: every file its index lists, of its size and
+    recorded hashes, its sample count, offsets and columns; `len` equal to the ids' count; every
+    id below `vocab_size` when given; no shard file the index does not list. A fault raises
+    ValidationError naming the file."""
+    folder = Path(folder)
+    entries = read_index(folder)
+    listed = {(e.get("zip_data") or e["raw_data"])["basename"] for e in entries}
+    strays = sorted(p.name for p in folder.glob(f"shard.*.{FORMAT}*") if p.name not in listed)
+    if strays:
+        raise ValidationError(f"{folder / strays[0]}: a shard file {INDEX} does not list")
+    samples = tokens = longest = 0
+    dtypes = set()
+    for i, entry in enumerate(entries):
+        where = f"{folder / INDEX} (shard {i})"
+        path = str(folder / (entry.get("zip_data") or entry["raw_data"])["basename"])
+        layout = layout_of(entry, where)
+        for sample in decode_samples(_raw(folder, entry, where), layout, entry["samples"], path):
+            ids = sample["input_ids"]
+            if "len" in sample and sample["len"] is not None and sample["len"] != len(ids):
+                raise ValidationError(f"{path}: sample {sample.get('id', samples)} has len {sample['len']}, "
+                                      f"but {len(ids)} ids")
+            if vocab_size is not None and len(ids) and (int(ids.max()) >= vocab_size or int(ids.min()) < 0):
+                bad = int(ids.max()) if int(ids.max()) >= vocab_size else int(ids.min())
+                raise ValidationError(f"{path}: sample {sample.get('id', samples)} has id {bad}, "
+                                      f"outside the vocab's {vocab_size:,} tokens")
+            samples += 1
+            tokens += len(ids)
+            longest = max(longest, len(ids))
+            dtypes.add(ids.dtype.name)
+    return SplitInfo(str(folder), len(entries), samples, tokens, "/".join(sorted(dtypes)) or "-",
+                     entries[0].get("compression") if entries else None, longest)
+
+
+def is_split_folder(path: PathLike) -> bool:
+    """Whether `path` is a folder holding an MDS index.json."""
+    index = Path(path) / INDEX
+    if not index.is_file():
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        shards = json.loads(index.read_bytes()).get("shards")
+        return isinstance(shards, list) and all(isinstance(s, dict) and s.get("format") == FORMAT for s in shards)
+    return False
+
+
