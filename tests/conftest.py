@@ -9,6 +9,7 @@ instances of token masking are made from them by Google's script at first use.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import signal
 import subprocess
@@ -109,3 +110,57 @@ def run_cli(*args: str, check: bool = True, timeout: float = 600, **kwargs) -> s
     if check and proc.returncode != 0:
         raise AssertionError(f"bertdata {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr}")
     return proc
+
+
+# Tokenizer files in each model `tokenizers` offers, with no hub: a RoBERTa-style byte-level BPE
+# (<s> ... </s>) and a T5-style Unigram (... </s>) trained on SHARD_A by `tokenizers` itself, and
+# `tokenizers`' own BERT WordPiece (BertWordPieceTokenizer) of VOCAB. Kept in the test cache,
+# named by their inputs.
+TOKENIZER_KINDS = ("bpe", "unigram", "wordpiece")
+
+
+def trained_tokenizer(kind: str) -> Path:
+    """The tokenizer.json of `kind` (one of TOKENIZER_KINDS), made at first use."""
+    import tokenizers
+
+    key = hashlib.sha256(b"".join((kind.encode(), tokenizers.__version__.encode(), SHARD_A.read_bytes(),
+                                   VOCAB.read_bytes())))
+    path = testcache.CACHE / "tokenizers" / f"{kind}-{key.hexdigest()[:16]}" / "tokenizer.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        _make_tokenizer(kind).save(str(partial))
+        os.replace(partial, path)
+    return path
+
+
+def _make_tokenizer(kind: str):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    if kind == "wordpiece":
+        return BertWordPieceTokenizer(str(VOCAB), lowercase=True)
+    lines = [line for line in SHARD_A.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if kind == "bpe":
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.normalizer = normalizers.NFC()
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=8000, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        tokenizer.train_from_iterator(lines, trainer)
+        tokenizer.post_processor = processors.RobertaProcessing(
+            ("</s>", tokenizer.token_to_id("</s>")), ("<s>", tokenizer.token_to_id("<s>")))
+    elif kind == "unigram":
+        tokenizer = Tokenizer(models.Unigram())
+        tokenizer.normalizer = normalizers.NFKC()
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+        tokenizer.decoder = decoders.Metaspace()
+        trainer = trainers.UnigramTrainer(vocab_size=4000, special_tokens=["<pad>", "</s>", "<unk>"],
+                                          unk_token="<unk>", show_progress=False)
+        tokenizer.train_from_iterator(lines, trainer)
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tokenizer.token_to_id("</s>"))])
+    else:
+        raise ValueError(f"no tokenizer kind {kind!r}; one of {TOKENIZER_KINDS}")
+    return tokenizer
