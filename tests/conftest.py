@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import os
 import shutil
 import signal
 import subprocess
@@ -134,33 +135,69 @@ def needs_extra(extras: str, *modules: str) -> pytest.MarkDecorator:
 @functools.lru_cache(maxsize=4)
 def text_samples(path: Path = SHARD_A, vocab: Path = VOCAB, max_length: int = 128, dtype=np.uint16,
                  source: str | None = None):
-    """A text shard's documents as `Samples` for the formats that hold documents: [CLS] sentences
-    [SEP], a document cut at sentence boundaries into pieces of at most `max_length` ids (a
-    longer sentence cut where it overflows). For the formats' tests (made once: do not change its
-    arrays); the build makes its own."""
+    """A text shard's documents as `Samples` (bertdata.instances.samples, the build's rule), in ids
+    of `dtype`, for the formats' tests (made once: do not change its arrays)."""
+    from dataclasses import replace
+
     from bertdata.instances.documents import read_documents
-    from bertdata.instances.samples import Samples
+    from bertdata.instances.samples import make_samples
     from bertdata.instances.tokenize import WordPiece
     from bertdata.instances.vocab import load_vocab
 
-    loaded = load_vocab(vocab)
-    docs = read_documents(path, WordPiece(loaded, lowercase=True))
-    room = max_length - 2
-    pieces, document, piece = [], [], []
-    for d in range(docs.num_documents):
-        sentences = [docs.tokens[docs.sentence_offsets[s]:docs.sentence_offsets[s + 1]]
-                     for s in range(docs.doc_offsets[d], docs.doc_offsets[d + 1])]
-        current: list[np.ndarray] = []
-        count = k = 0
-        for sentence in [s[i:i + room] for s in sentences for i in range(0, len(s), room)] + [None]:
-            if current and (sentence is None or count + len(sentence) > room):
-                pieces.append(np.concatenate([[loaded.cls_id], *current, [loaded.sep_id]]))
-                document.append(d)
-                piece.append(k)
-                current, count, k = [], 0, k + 1
-            if sentence is not None:
-                current.append(sentence)
-                count += len(sentence)
-    offsets = np.concatenate(([0], np.cumsum([len(p) for p in pieces]))).astype(np.int64)
-    return Samples(source or Path(path).stem, np.concatenate(pieces).astype(dtype), offsets,
-                   np.array(document, np.int64), np.array(piece, np.int32))
+    tokenizer = WordPiece(load_vocab(vocab), lowercase=True)
+    samples = make_samples(read_documents(path, tokenizer), tokenizer, max_length, source or Path(path).stem)
+    return replace(samples, tokens=samples.tokens.astype(dtype))
+
+
+# Tokenizer files in each model `tokenizers` offers, with no hub: a RoBERTa-style byte-level BPE
+# (<s> ... </s>) and a T5-style Unigram (... </s>) trained on SHARD_A by `tokenizers` itself, and
+# `tokenizers`' own BERT WordPiece (BertWordPieceTokenizer) of VOCAB. Kept in the test cache,
+# named by their inputs.
+TOKENIZER_KINDS = ("bpe", "unigram", "wordpiece")
+
+
+def trained_tokenizer(kind: str) -> Path:
+    """The tokenizer.json of `kind` (one of TOKENIZER_KINDS), made at first use."""
+    import tokenizers
+
+    key = hashlib.sha256(b"".join((kind.encode(), tokenizers.__version__.encode(), SHARD_A.read_bytes(),
+                                   VOCAB.read_bytes())))
+    path = testcache.CACHE / "tokenizers" / f"{kind}-{key.hexdigest()[:16]}" / "tokenizer.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        _make_tokenizer(kind).save(str(partial))
+        os.replace(partial, path)
+    return path
+
+
+def _make_tokenizer(kind: str):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    if kind == "wordpiece":
+        return BertWordPieceTokenizer(str(VOCAB), lowercase=True)
+    lines = [line for line in SHARD_A.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if kind == "bpe":
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.normalizer = normalizers.NFC()
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=8000, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        tokenizer.train_from_iterator(lines, trainer)
+        tokenizer.post_processor = processors.RobertaProcessing(
+            ("</s>", tokenizer.token_to_id("</s>")), ("<s>", tokenizer.token_to_id("<s>")))
+    elif kind == "unigram":
+        tokenizer = Tokenizer(models.Unigram())
+        tokenizer.normalizer = normalizers.NFKC()
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+        tokenizer.decoder = decoders.Metaspace()
+        trainer = trainers.UnigramTrainer(vocab_size=4000, special_tokens=["<pad>", "</s>", "<unk>"],
+                                          unk_token="<unk>", show_progress=False)
+        tokenizer.train_from_iterator(lines, trainer)
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tokenizer.token_to_id("</s>"))])
+    else:
+        raise ValueError(f"no tokenizer kind {kind!r}; one of {TOKENIZER_KINDS}")
+    return tokenizer

@@ -12,6 +12,7 @@ from bertdata.errors import BertdataError
 from bertdata.fsutil import binary_kind, input_errors
 from bertdata.instances._wordpiece import text_lines
 from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.tokenizer_file import TokenizerFile
 
 # Bytes decoded and tokenized at a time: bounds the memory spent on text, whatever the shard size.
 BLOCK_BYTES = 1 << 18
@@ -44,7 +45,8 @@ class Documents:
         return len(self.tokens)
 
 
-def read_documents(inputs: str | os.PathLike | Sequence[str | os.PathLike], tokenizer: WordPiece,
+def read_documents(inputs: str | os.PathLike | Sequence[str | os.PathLike],
+                   tokenizer: WordPiece | TokenizerFile,
                    errors: str = "strict", progress: Callable[[int], object] | None = None) -> Documents:
     """Tokenize one shard made of one or more text files, read in order.
 

@@ -9,6 +9,7 @@ That is about 8x faster than handing whole lines to `encode_batch`, with the sam
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from collections.abc import Callable
 
@@ -68,6 +69,37 @@ class WordPiece:
         self._encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
         self.id_dtype = np.dtype(np.uint16 if len(vocab) <= 1 << 16 else np.int32)
         self._table = _PieceTable(self.id_dtype)
+
+    # What the formats that hold documents ask of any tokenizer (as of tokenizer_file.TokenizerFile).
+    kind = "WordPiece"
+    # A vocab.txt states no sequence length.
+    max_length = None
+
+    @property
+    def path(self) -> str:
+        return self.vocab.path
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.vocab.path)
+
+    @property
+    def sha256(self) -> str:
+        return self.vocab.sha256
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def prefix(self) -> tuple[int, ...]:
+        """The ids BERT puts before one sequence: [CLS]."""
+        return (self.vocab.cls_id,)
+
+    @property
+    def suffix(self) -> tuple[int, ...]:
+        """The ids BERT puts after one sequence: [SEP]."""
+        return (self.vocab.sep_id,)
 
     def encode_lines(self, lines: list[str], dtype: np.dtype | type = np.int32
                      ) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,198 @@
+"""Any Hugging Face `tokenizers` file (a tokenizer.json: BPE, Unigram, WordPiece, WordLevel) as a
+text shard's tokenizer, with what the formats that hold documents need of it: its special tokens
+around one sequence, its vocab size and id dtype, its sha256, the length it states.
+
+A WordPiece vocab.txt keeps its own compiled path (tokenize.WordPiece), which gives the same ids as
+`tokenizers`' WordPiece; both offer the interface below, and `open_tokenizer` picks one by the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from bertdata.errors import BertdataError
+from bertdata.fsutil import input_errors
+from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.vocab import SPECIAL_TOKENS, is_cased, load_vocab
+
+# Characters handed to the Rust tokenizer per call: enough to amortise the call, few enough that
+# its Encoding objects (a few hundred bytes per token) stay a few tens of MB.
+ENCODE_CHARS = 1 << 18
+# Where Hugging Face keeps a tokenizer's model_max_length: beside its tokenizer.json.
+CONFIG_NAME = "tokenizer_config.json"
+# transformers writes this (int(1e30)) for "no limit".
+NO_LIMIT = 10**29
+# Texts the post-processor is asked to wrap, to read off the tokens it puts around any one text:
+# one must find the same around each.
+PROBES = ("a", "Hello, world. 12 3")
+
+
+def id_dtype_for(vocab_size: int) -> np.dtype:
+    """The dtype a tokenizer's ids are kept in: uint16 where every id fits, else uint32."""
+    return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
+
+
+class TokenizerFile:
+    """A `tokenizers` file, tokenizing a text shard's lines with no special tokens (as
+    `read_documents` asks) and saying which the tokenizer puts around a sequence.
+
+    `prefix` / `suffix`: the ids its post-processor puts before / after one text ([CLS] / [SEP]
+    for BERT, <s> / </s> for RoBERTa, none where it has none). `vocab_size`: one more than its
+    largest id (added tokens included). `max_length`: the longest sequence the file (its
+    truncation) or a tokenizer_config.json beside it (model_max_length) states, else None.
+    Truncation and padding set in the file are not applied to the lines.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        path = os.fspath(path)
+        with input_errors(path, "tokenizer file"):
+            data = Path(path).read_bytes()
+        self._setup(path, data, _stated_max_length(path, _parsed(path, data)))
+
+    def _setup(self, path: str, data: bytes, max_length: int | None) -> None:
+        self.path = path
+        self.name = os.path.basename(path)
+        self.sha256 = hashlib.sha256(data).hexdigest()
+        self.max_length = max_length
+        self._data = data
+        try:
+            tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+        except Exception as err:  # tokenizers raises plain Exception with serde's message
+            raise BertdataError(f"{path}: not a tokenizers file this version of `tokenizers` reads "
+                                f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        self._tokenizer = tokenizer
+        self._encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+        self.kind = type(tokenizer.model).__name__
+        ids = tokenizer.get_vocab(with_added_tokens=True).values()
+        if not ids:
+            raise BertdataError(f"{path}: the tokenizer has an empty vocabulary")
+        self.vocab_size = max(ids) + 1
+        self.id_dtype = id_dtype_for(self.vocab_size)
+        self.prefix, self.suffix = _specials(path, tokenizer)
+
+    def __reduce__(self):
+        # Workers get the file's bytes, not its path: they may not see the launcher's disk.
+        return _unpickled, (self.path, self._data, self.max_length)
+
+    def __repr__(self) -> str:
+        return f"TokenizerFile({self.path!r}, {self.kind}, {self.vocab_size:,} ids)"
+
+    def encode_lines(self, lines: list[str], dtype: np.dtype | type = np.int32) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids of all lines (no special tokens added), flat, and each line's token count."""
+        lengths = np.empty(len(lines), dtype=np.int32)
+        parts: list[np.ndarray] = []
+        chars = np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)))
+        start = 0
+        while start < len(lines):
+            done = int(chars[start - 1]) if start else 0
+            stop = max(start + 1, int(np.searchsorted(chars, done + ENCODE_CHARS, side="right")))
+            ids = [e.ids for e in self._encode(lines[start:stop], add_special_tokens=False)]
+            lengths[start:stop] = [len(one) for one in ids]
+            parts.append(np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype,
+                                     count=int(lengths[start:stop].sum())))
+            start = stop
+        return (np.concatenate(parts) if parts else np.empty(0, dtype)), lengths
+
+    def encode_joined(self, joined: bytes, starts: np.ndarray, dtype: np.dtype | type = np.int32
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """`encode_lines` of lines given in UTF-8, joined by newlines, `starts` where each begins
+        (as `_wordpiece.text_lines` gives them)."""
+        lines = joined.decode("utf-8").split("\n") if len(starts) else []
+        if len(lines) != len(starts):
+            raise ValueError("encode_joined: a line contains a newline")
+        return self.encode_lines(lines, dtype)
+
+
+def _unpickled(path: str, data: bytes, max_length: int | None) -> TokenizerFile:
+    tokenizer = TokenizerFile.__new__(TokenizerFile)
+    tokenizer._setup(path, data, max_length)
+    return tokenizer
+
+
+def _parsed(path: str, data: bytes) -> dict:
+    """The file's JSON, or one line saying what the file is instead of a tokenizer.json."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BertdataError(f"{path}: not a tokenizer.json (not UTF-8 at byte {err.start})") from None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as err:
+        lines = {line.strip() for line in text.splitlines()[:1000]}
+        if lines & set(SPECIAL_TOKENS) or lines & {"<unk>", "<s>", "<pad>"}:
+            raise BertdataError(f"{path}: a vocab file (one token per line), not a Hugging Face tokenizer.json; "
+                                "a WordPiece vocab.txt is read as one (`open_tokenizer`)") from None
+        raise BertdataError(f"{path}: not a tokenizer.json (not JSON: {err.msg} at line {err.lineno} "
+                            f"column {err.colno})") from None
+    if not isinstance(parsed, dict) or "model" not in parsed:
+        if isinstance(parsed, dict) and ("tokenizer_class" in parsed or "model_max_length" in parsed):
+            what = f"a {CONFIG_NAME}, not a tokenizer.json: pass the tokenizer.json beside it"
+        elif isinstance(parsed, dict) and parsed and all(isinstance(v, int) for v in parsed.values()):
+            what = "a vocab.json (tokens and their ids), not a tokenizer.json; save the tokenizer whole " \
+                   "(`tokenizer.save(\"tokenizer.json\")`)"
+        else:
+            what = "JSON, but not a Hugging Face tokenizers file (no \"model\")"
+        raise BertdataError(f"{path}: {what}")
+    return parsed
+
+
+def _stated_max_length(path: str, parsed: dict) -> int | None:
+    """The least of the file's truncation max_length and a tokenizer_config.json's model_max_length
+    beside it, where they are given."""
+    stated = []
+    truncation = parsed.get("truncation")
+    if isinstance(truncation, dict) and isinstance(truncation.get("max_length"), int):
+        stated.append(truncation["max_length"])
+    config = Path(path).with_name(CONFIG_NAME)
+    if config.is_file():
+        try:
+            limit = json.loads(config.read_text(encoding="utf-8")).get("model_max_length")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            limit = None  # not ours to check: the tokenizer.json is what is read
+        if isinstance(limit, (int, float)) and 0 < limit < NO_LIMIT:
+            stated.append(int(limit))
+    return min(stated) if stated else None
+
+
+def _specials(path: str, tokenizer: Tokenizer) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The ids the post-processor puts before and after one text: each probe encoded with and
+    without special tokens, the text's own ids found inside (where several places fit, the one
+    after the leading special tokens), and the same found around every probe."""
+    found = set()
+    for probe in PROBES:
+        plain = tokenizer.encode(probe, add_special_tokens=False).ids
+        full = tokenizer.encode(probe, add_special_tokens=True)
+        ids, mask = full.ids, full.special_tokens_mask
+        fits = [i for i in range(len(ids) - len(plain) + 1) if ids[i:i + len(plain)] == plain]
+        if not fits:
+            raise BertdataError(f"{path}: the tokenizer's post-processor changes a text's own tokens "
+                                f"({probe!r}: {plain} becomes {ids}); one sequence's special tokens cannot be read off it")
+        lead = next((i for i, m in enumerate(mask) if not m), len(mask))
+        at = lead if lead in fits else fits[0]
+        found.add((tuple(ids[:at]), tuple(ids[at + len(plain):])))
+    if len(found) != 1:
+        raise BertdataError(f"{path}: the tokenizer's post-processor puts different tokens around different texts "
+                            f"({sorted(found)})")
+    return found.pop()
+
+
+def open_tokenizer(path: str | os.PathLike, lowercase: bool | None = None) -> WordPiece | TokenizerFile:
+    """The tokenizer a file holds: a tokenizer.json (its first non-blank character is "{") as a
+    TokenizerFile, else a WordPiece vocab.txt on the compiled path, lower-casing where `lowercase`
+    says, else where the vocab has no upper case."""
+    path = os.fspath(path)
+    with input_errors(path, "tokenizer file"), open(path, "rb") as f:
+        head = f.read(4096).lstrip()
+    if head.startswith(b"{"):
+        return TokenizerFile(path)
+    vocab = load_vocab(path)
+    return WordPiece(vocab, lowercase=not is_cased(vocab) if lowercase is None else lowercase)

@@ -1,0 +1,173 @@
+"""A text shard's samples for the formats that hold documents: against a plain port of the rule
+(sentences added greedily while they fit, a sentence longer than the room cut into pieces of the
+room), and decoded by `tokenizers` back to the documents' text."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+
+from bertdata.errors import BertdataError
+from bertdata.instances.documents import Documents, read_documents
+from bertdata.instances.samples import check_sample_length, make_samples
+from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.tokenizer_file import TokenizerFile
+from bertdata.instances.vocab import load_vocab
+from conftest import SHARD_A, VOCAB, trained_tokenizer
+
+
+def reference(documents: Documents, room: int) -> list[tuple[int, int, list[int]]]:
+    """(document, piece, body) of every sample, by the rule written out plainly."""
+    tokens = documents.tokens.tolist()
+    out = []
+    for d in range(documents.num_documents):
+        units = []
+        for s in range(documents.doc_offsets[d], documents.doc_offsets[d + 1]):
+            sentence = tokens[documents.sentence_offsets[s]:documents.sentence_offsets[s + 1]]
+            units.extend(sentence[i:i + room] for i in range(0, len(sentence), room))
+        pieces, current = [], []
+        for unit in units:
+            if current and len(current) + len(unit) > room:
+                pieces.append(current)
+                current = []
+            current = current + unit
+        pieces.append(current)
+        out.extend((d, k, piece) for k, piece in enumerate(pieces))
+    return out
+
+
+def check(samples, documents, tokenizer, max_length):
+    prefix, suffix = list(tokenizer.prefix), list(tokenizer.suffix)
+    room = max_length - len(prefix) - len(suffix)
+    expected = reference(documents, room)
+    assert len(samples) == len(expected)
+    assert samples.offsets.dtype == np.int64 and samples.document.dtype == np.int64
+    assert samples.piece.dtype == np.int32
+    assert samples.tokens.dtype == (np.uint16 if tokenizer.vocab_size <= 1 << 16 else np.uint32)
+    for i, (document, piece, body) in enumerate(expected):
+        got = samples.sample(i).tolist()
+        assert len(got) <= max_length
+        assert got == prefix + body + suffix
+        assert (int(samples.document[i]), int(samples.piece[i])) == (document, piece)
+    # Every token of every document once, in order.
+    bodies = [samples.sample(i)[len(prefix):len(samples.sample(i)) - len(suffix)] for i in range(len(samples))]
+    assert np.array_equal(np.concatenate(bodies), documents.tokens)
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    return TokenizerFile(trained_tokenizer("bpe"))
+
+
+@pytest.mark.parametrize("max_length", [8, 64, 1024])
+def test_real_shard_samples_follow_the_rule(bpe, max_length):
+    documents = read_documents(SHARD_A, bpe)
+    samples = make_samples(documents, bpe, max_length)
+    assert samples.source == "shard_A"
+    check(samples, documents, bpe, max_length)
+    # The 40 articles are long: they are cut, some pieces fill the length, and greedy packing
+    # leaves no two consecutive pieces of a document that would fit in one.
+    room = max_length - 2
+    bodies = np.diff(samples.offsets) - 2
+    assert bodies.max() == room and (samples.piece > 0).any()
+    same_document = samples.document[1:] == samples.document[:-1]
+    assert (bodies[1:] + bodies[:-1] > room)[same_document].all()
+
+
+def test_cuts_fall_at_sentence_boundaries_but_inside_a_sentence_longer_than_the_room(bpe):
+    documents = read_documents(SHARD_A, bpe)
+    max_length = 48
+    samples = make_samples(documents, bpe, max_length)
+    room = max_length - 2
+    bodies = np.diff(samples.offsets) - 2
+    starts = np.concatenate(([0], np.cumsum(bodies)[:-1]))  # each sample's first token in the shard
+    sentence_starts = set(documents.sentence_offsets[:-1].tolist())
+    lengths = np.diff(documents.sentence_offsets)
+    sentence_of = np.searchsorted(documents.sentence_offsets, starts, side="right") - 1
+    inside = [s for s, t in zip(sentence_of.tolist(), starts.tolist()) if t not in sentence_starts]
+    assert inside, "the shard has sentences longer than the room"
+    assert all(lengths[s] > room for s in inside)
+
+
+def test_wordpiece_vocab_txt_samples_carry_cls_and_sep():
+    tokenizer = WordPiece(load_vocab(VOCAB))
+    documents = read_documents(SHARD_A, tokenizer)
+    samples = make_samples(documents, tokenizer, 128, source="A")
+    check(samples, documents, tokenizer, 128)
+    assert samples.sample_id(0) == "A/0/0"
+    assert {int(samples.sample(i)[0]) for i in range(len(samples))} == {tokenizer.vocab.cls_id}
+
+
+def test_a_sentence_longer_than_the_room_is_cut_into_pieces_of_the_room(bpe):
+    # Documents: [3 | 10 | 2 2], [1], [7]; room 4 (max_length 6 with <s> and </s>).
+    lengths = [3, 10, 2, 2, 1, 7]
+    tokens = np.arange(10, 10 + sum(lengths), dtype=np.uint16)
+    documents = Documents(("x.txt",), tokens, np.concatenate(([0], np.cumsum(lengths))).astype(np.int64),
+                          np.array([0, 4, 5, 6], dtype=np.int64))
+    samples = make_samples(documents, bpe, 6)
+    check(samples, documents, bpe, 6)
+    bodies = [samples.sample(i)[1:-1].tolist() for i in range(len(samples))]
+    # The 10-token sentence makes 4 + 4 + 2, and its last piece takes the next 2-token sentence.
+    assert [len(b) for b in bodies] == [3, 4, 4, 4, 2, 1, 4, 3]
+    assert bodies[3] == list(range(21, 25))
+    assert samples.document.tolist() == [0, 0, 0, 0, 0, 1, 2, 2]
+    assert samples.piece.tolist() == [0, 1, 2, 3, 4, 0, 0, 1]
+
+
+def test_room_of_one_token(bpe):
+    documents = read_documents(SHARD_A, bpe)
+    samples = make_samples(documents, bpe, 3)
+    assert len(samples) == documents.num_tokens
+    assert np.array_equal(samples.tokens[1::3], documents.tokens)
+
+
+def test_empty_shard_makes_no_samples(bpe):
+    documents = Documents(("x.txt",), np.empty(0, np.uint16), np.zeros(1, np.int64), np.zeros(1, np.int64))
+    samples = make_samples(documents, bpe, 16)
+    assert len(samples) == 0 and len(samples.tokens) == 0 and samples.offsets.tolist() == [0]
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+def test_samples_decode_to_the_documents_text(kind):
+    path = trained_tokenizer(kind)
+    tokenizer = TokenizerFile(path)
+    theirs = Tokenizer.from_file(str(path))
+    documents = read_documents(SHARD_A, tokenizer)
+    samples = make_samples(documents, tokenizer, 64)
+    lines = SHARD_A.read_text(encoding="utf-8").split("\n")
+    texts, current = [], []
+    for line in lines:
+        if line.strip():
+            current.append(line.strip())
+        elif current:
+            texts.append(current)
+            current = []
+    if current:
+        texts.append(current)
+    assert len(texts) == documents.num_documents
+    prefix, suffix = len(tokenizer.prefix), len(tokenizer.suffix)
+    for d in range(documents.num_documents):
+        ids = np.concatenate([samples.sample(i)[prefix:len(samples.sample(i)) - suffix]
+                              for i in np.flatnonzero(samples.document == d)])
+        decoded = theirs.decode(ids.tolist(), skip_special_tokens=False)
+        if kind == "bpe":  # byte-level, a space before each sentence: exact
+            assert decoded == "".join(" " + unicodedata.normalize("NFC", s) for s in texts[d])
+        else:  # Metaspace: sentences joined by a space; NFKC as its normalizer
+            assert decoded == unicodedata.normalize("NFKC", " ".join(texts[d]))
+
+
+def test_a_length_the_tokenizer_cannot_hold_is_one_line(bpe, tmp_path):
+    for max_length in (2, 0, -5, 1.5):
+        with pytest.raises(BertdataError, match="leaves no room for a token beside the tokenizer's 2 special tokens") as err:
+            check_sample_length(bpe, max_length)
+        assert str(err.value).startswith(f"{bpe.path}: ") and "\n" not in str(err.value)
+    check_sample_length(bpe, 3)
+    (tmp_path / "tokenizer.json").write_bytes(trained_tokenizer("bpe").read_bytes())
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": 512}', encoding="utf-8")
+    limited = TokenizerFile(tmp_path / "tokenizer.json")
+    check_sample_length(limited, 512)
+    with pytest.raises(BertdataError, match="a sample length of 1024 is over the 512 tokens the tokenizer states"):
+        make_samples(read_documents(SHARD_A, limited), limited, 1024)

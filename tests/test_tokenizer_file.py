@@ -1,0 +1,175 @@
+"""Any `tokenizers` file as a text shard's tokenizer: its ids are `tokenizers`' own, its special
+tokens are those its post-processor puts around a sequence, and a file that is not one is named in
+one line. A WordPiece vocab.txt keeps the compiled path, with the ids of `tokenizers`' WordPiece."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+from tokenizers.implementations import BertWordPieceTokenizer
+
+from bertdata.errors import BertdataError
+from bertdata.instances._wordpiece import text_lines
+from bertdata.instances.documents import EmptyShard, read_documents
+from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.tokenizer_file import TokenizerFile, id_dtype_for, open_tokenizer
+from bertdata.instances.vocab import load_vocab
+from conftest import SHARD_A, TOKENIZER_KINDS, VOCAB, trained_tokenizer
+
+
+def shard_lines() -> list[str]:
+    return [line.strip() for line in SHARD_A.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def joined(lines: list[str]) -> tuple[bytes, np.ndarray]:
+    block, starts, _ = text_lines("\n".join(lines).encode("utf-8"))
+    return block, np.frombuffer(starts, dtype=np.int64)
+
+
+def split(ids: np.ndarray, lengths: np.ndarray) -> list[list[int]]:
+    return [part.tolist() for part in np.split(ids, np.cumsum(lengths)[:-1])]
+
+
+def test_vocab_txt_compiled_path_gives_tokenizers_own_wordpiece_ids():
+    lines = shard_lines()
+    theirs = BertWordPieceTokenizer(str(VOCAB), lowercase=True)
+    expected = [e.ids for e in theirs.encode_batch(lines, add_special_tokens=False)]
+    wordpiece = open_tokenizer(VOCAB)
+    assert isinstance(wordpiece, WordPiece) and wordpiece.lowercase
+    ids, lengths = wordpiece.encode_joined(*joined(lines), dtype=wordpiece.id_dtype)
+    assert split(ids, lengths) == expected
+    # The same vocab as a tokenizer.json goes through `tokenizers` and gives the same ids.
+    as_file = TokenizerFile(trained_tokenizer("wordpiece"))
+    ids_file, lengths_file = as_file.encode_joined(*joined(lines), dtype=as_file.id_dtype)
+    assert np.array_equal(ids_file, ids) and np.array_equal(lengths_file, lengths)
+    # Both put what BERT puts around one sequence.
+    vocab = load_vocab(VOCAB)
+    assert wordpiece.prefix == as_file.prefix == (vocab.cls_id,)
+    assert wordpiece.suffix == as_file.suffix == (vocab.sep_id,)
+    assert wordpiece.vocab_size == as_file.vocab_size == len(vocab)
+    assert wordpiece.id_dtype == as_file.id_dtype == np.uint16
+    assert wordpiece.sha256 == vocab.sha256 and wordpiece.name == "vocab.txt" and wordpiece.max_length is None
+
+
+@pytest.mark.parametrize("kind", TOKENIZER_KINDS)
+def test_ids_are_tokenizers_own(kind):
+    path = trained_tokenizer(kind)
+    theirs = Tokenizer.from_file(str(path))
+    tokenizer = open_tokenizer(path)
+    assert isinstance(tokenizer, TokenizerFile) and tokenizer.name == "tokenizer.json"
+    lines = shard_lines()[:3000]
+    ids, lengths = tokenizer.encode_joined(*joined(lines), dtype=tokenizer.id_dtype)
+    assert ids.dtype == np.uint16 and lengths.dtype == np.int32
+    assert split(ids, lengths) == [e.ids for e in theirs.encode_batch(lines, add_special_tokens=False)]
+    # The special tokens are exactly what its post-processor adds to any text.
+    for line in lines[:50]:
+        plain = theirs.encode(line, add_special_tokens=False).ids
+        assert theirs.encode(line).ids == [*tokenizer.prefix, *plain, *tokenizer.suffix]
+
+
+def test_special_tokens_of_each_post_processor():
+    bpe = TokenizerFile(trained_tokenizer("bpe"))
+    vocab = Tokenizer.from_file(str(trained_tokenizer("bpe"))).get_vocab()
+    assert (bpe.prefix, bpe.suffix) == ((vocab["<s>"],), (vocab["</s>"],))
+    unigram = TokenizerFile(trained_tokenizer("unigram"))
+    vocab = Tokenizer.from_file(str(trained_tokenizer("unigram"))).get_vocab()
+    assert (unigram.prefix, unigram.suffix) == ((), (vocab["</s>"],))
+    assert bpe.kind == "BPE" and unigram.kind == "Unigram"
+
+
+def test_no_post_processor_means_no_special_tokens(tmp_path):
+    data = json.loads(trained_tokenizer("bpe").read_text(encoding="utf-8"))
+    data["post_processor"] = None
+    (tmp_path / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    assert TokenizerFile(tmp_path / "tokenizer.json").prefix == TokenizerFile(tmp_path / "tokenizer.json").suffix == ()
+
+
+def test_read_documents_with_a_tokenizer_file(tmp_path):
+    tokenizer = TokenizerFile(trained_tokenizer("bpe"))
+    documents = read_documents(SHARD_A, tokenizer)
+    theirs = Tokenizer.from_file(str(trained_tokenizer("bpe")))
+    lines = shard_lines()
+    assert documents.num_sentences == len(lines)
+    assert documents.tokens.dtype == np.uint16
+    expected = [e.ids for e in theirs.encode_batch(lines, add_special_tokens=False)]
+    assert documents.tokens.tolist() == [i for one in expected for i in one]
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(EmptyShard):
+        read_documents(empty, tokenizer)
+
+
+def test_truncation_and_padding_in_the_file_are_not_applied_and_its_length_is_read(tmp_path):
+    data = json.loads(trained_tokenizer("bpe").read_text(encoding="utf-8"))
+    data["truncation"] = {"direction": "Right", "max_length": 8, "strategy": "LongestFirst", "stride": 0}
+    data["padding"] = {"strategy": {"Fixed": 16}, "direction": "Right", "pad_to_multiple_of": None,
+                       "pad_id": 1, "pad_type_id": 0, "pad_token": "<pad>"}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    tokenizer = TokenizerFile(path)
+    assert tokenizer.max_length == 8
+    line = shard_lines()[0]
+    ids, lengths = tokenizer.encode_lines([line])
+    assert len(ids) == lengths[0] > 16
+    assert (tokenizer.prefix, tokenizer.suffix) == (TokenizerFile(trained_tokenizer("bpe")).prefix,
+                                                    TokenizerFile(trained_tokenizer("bpe")).suffix)
+    # A tokenizer_config.json beside it states a limit too; the smaller counts.
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 4}), encoding="utf-8")
+    assert TokenizerFile(path).max_length == 4
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"model_max_length": int(1e30)}), encoding="utf-8")
+    assert TokenizerFile(path).max_length == 8
+
+
+def test_pickles_with_its_bytes_not_its_path(tmp_path):
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(trained_tokenizer("unigram").read_bytes())
+    tokenizer = TokenizerFile(path)
+    copy = pickle.loads(pickle.dumps(tokenizer))
+    path.unlink()
+    lines = shard_lines()[:100]
+    assert (copy.prefix, copy.suffix, copy.sha256, copy.vocab_size, copy.max_length) == (
+        tokenizer.prefix, tokenizer.suffix, tokenizer.sha256, tokenizer.vocab_size, tokenizer.max_length)
+    assert np.array_equal(copy.encode_lines(lines)[0], tokenizer.encode_lines(lines)[0])
+
+
+def test_id_dtype():
+    assert id_dtype_for(65_536) == np.uint16
+    assert id_dtype_for(65_537) == np.uint32
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"", "not JSON"),
+    (b'{"version": "1.0", "model": ', "not JSON"),
+    (b"\xff\xfe{}", "not UTF-8 at byte 0"),
+    (b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n", "a vocab file (one token per line), not a Hugging Face tokenizer.json"),
+    (b'{"model_max_length": 512, "tokenizer_class": "BertTokenizer"}', "a tokenizer_config.json, not a tokenizer.json"),
+    (b'{"the": 0, "a": 1}', "a vocab.json"),
+    (b'[1, 2]', 'not a Hugging Face tokenizers file (no "model")'),
+    (b'{"version": "1.0", "model": {"type": "Nonesuch"}}', "not a tokenizers file this version of `tokenizers` reads"),
+])
+def test_a_file_that_is_not_a_tokenizer_json_is_named_in_one_line(tmp_path, content, says):
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(content)
+    with pytest.raises(BertdataError) as err:
+        TokenizerFile(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: ") and says in message and "\n" not in message
+
+
+def test_a_missing_file_or_a_folder_is_named(tmp_path):
+    with pytest.raises(BertdataError, match="tokenizer file not found"):
+        TokenizerFile(tmp_path / "nonesuch.json")
+    with pytest.raises(BertdataError, match="is a directory"):
+        open_tokenizer(tmp_path)
+
+
+def test_open_tokenizer_reads_a_vocab_txt_and_names_a_bad_one(tmp_path):
+    bad = tmp_path / "vocab.txt"
+    bad.write_text("the\na\n", encoding="utf-8")
+    with pytest.raises(BertdataError, match="not a WordPiece vocab"):
+        open_tokenizer(bad)
+    assert open_tokenizer(VOCAB, lowercase=False).lowercase is False
