@@ -56,8 +56,9 @@ class SplitOutput:
             return SplitPart(*source, None, {})
         working_on(f"the {self.format.name} part of text shard {shard.stem}")
         scratch = fsio.join(self.parts, f"{shard.split}-{shard.index}")
-        part = self.format.write_part(shard, documents, self.settings, scratch, fsio)
-        return SplitPart(*source, part, {"documents": documents.num_documents, "sentences": documents.num_sentences,
+        with fsio.local_folder(scratch) as local:
+            part = self.format.write_part(shard, documents, self.settings, local)
+        return SplitPart(*source, (scratch, part), {"documents": documents.num_documents, "sentences": documents.num_sentences,
                                          "tokens": documents.num_tokens})
 
     def files(self) -> dict[str, str]:
@@ -107,7 +108,9 @@ def write_manifest(stage: StageRecords, provenance: Provenance, out: SplitOutput
     entries = [{"split": d.split, **d.entry} for d in done]
     extra = out.format.finish_folder(entries, out.settings, out.folder, fsio)
     counts = {k: sum(p.counts.get(k, 0) for p in parts) for k in ("documents", "sentences", "tokens")}
-    counts.update({k: sum(e.get(k, 0) for e in entries) for k in ("samples",) if any(k in e for e in entries)})
+    # And every count the splits' entries hold (samples, shard files, ...; their own tokens, specials included).
+    counts.update({k: sum(e[k] for e in entries) for k in dict.fromkeys(k for e in entries for k in e)
+                   if all(type(e.get(k)) is int for e in entries)})
     provenance.write(out.folder, {
         "format": name, "options": options, **extra,
         "counts": {**counts, "splits": len(entries), "skipped_empty_text_shards": sum(p.part is None for p in parts)},
@@ -198,23 +201,44 @@ class FinishSplits(beam.PTransform):
         )
 
 
-def document_tokenizer(vocab: Vocab) -> DocumentTokenizer:
-    """What a format holding documents records of a WordPiece vocab: [CLS] ... [SEP] around a sample."""
-    return DocumentTokenizer("vocab.txt", vocab.sha256, len(vocab), (vocab.cls_id,), (vocab.sep_id,))
+def document_tokenizer(tokenizer) -> DocumentTokenizer:
+    """What the formats holding documents are told of a tokenizer (a WordPiece of the vocab, or
+    a TokenizerFile), checked against the samples' length before any work."""
+    return DocumentTokenizer(tokenizer.name, tokenizer.sha256, tokenizer.vocab_size, tuple(tokenizer.prefix),
+                             tuple(tokenizer.suffix), tokenizer.path, tokenizer.max_length)
 
 
-def settings(fmt: SplitFormat, cfg: BuildConfig, vocab: Vocab | None, dataset: str, lowercase: bool) -> SplitSettings:
+def settings(fmt: SplitFormat, cfg: BuildConfig, vocab: Vocab | None, dataset: str, lowercase: bool,
+             language: str = "", dump: str = "") -> SplitSettings:
     """What the format's writer is told; `vocab` None: for its folder's name alone (a dry run)."""
     flags = tuple((flag, value) for name, flag, value in cfg.format_flags if name == fmt.name)
     path = cfg.documents.tokenizer
-    tokenizer = None if vocab is None else document_tokenizer(vocab)
+    tokenizer = None
+    if vocab is not None:
+        from bertdata.instances.samples import check_sample_length
+        from bertdata.instances.tokenize import WordPiece
+        from bertdata.instances.tokenizer_file import TokenizerFile
+
+        tokenizer = document_tokenizer(WordPiece(vocab, lowercase) if path is None else TokenizerFile(path))
+        check_sample_length(tokenizer, cfg.documents.max_seq_length)
     return SplitSettings(dataset, lowercase, tokenizer, cfg.documents.max_seq_length, flags,
-                         tokenizer_file=path is not None)
+                         tokenizer_file=path is not None, label=tokenizer_label(path, lowercase), language=language,
+                         dump=dump)
 
 
-def output(fmt: SplitFormat, cfg: BuildConfig, vocab, dataset: str, lowercase: bool, work_dir: str) -> SplitOutput:
-    s = settings(fmt, cfg, vocab, dataset, lowercase)
-    return SplitOutput(fmt, fsio.join(cfg.output, fmt.folder(s)), fsio.join(work_dir, fmt.name), s)
+def tokenizer_label(path: str | None, lowercase: bool) -> str:
+    """The tokenizer's part of a folder's name: the vocab's case, or the tokenizer file's folder
+    (tokenizer.json files are named alike; a hub model's folder names it) or else its stem."""
+    if path is None:
+        return f"lower_case_{int(lowercase)}"
+    folder, name = fsio.split(path)
+    return fsio.split(folder)[1] if name == "tokenizer.json" and fsio.split(folder)[1] else name.rsplit(".", 1)[0]
+
+
+def output(fmt: SplitFormat, inputs: BuildInputs) -> SplitOutput:
+    s = settings(fmt, inputs.cfg, inputs.vocab, inputs.dataset, inputs.text.lowercase, inputs.site.language,
+                 inputs.dump_record["name"])
+    return SplitOutput(fmt, fsio.join(inputs.cfg.output, fmt.folder(s)), fsio.join(inputs.work_dir, fmt.name), s)
 
 
 def plan(fmt: SplitFormat, inputs: BuildInputs, chosen: tuple[InstanceConfig, ...],
@@ -222,7 +246,7 @@ def plan(fmt: SplitFormat, inputs: BuildInputs, chosen: tuple[InstanceConfig, ..
     """The format's stage in a build, undecided: one, whatever the phases, when instances are made at all."""
     if not chosen:
         return []
-    out = output(fmt, inputs.cfg, inputs.vocab, inputs.dataset, inputs.text.lowercase, inputs.work_dir)
+    out = output(fmt, inputs)
     finished = None if reused_text is None else sources(reused_text.of_kind(TextShard))
     return [SplitStage(out, fmt.options(out.settings), finished)]
 

@@ -324,6 +324,20 @@ def local_output(path: str) -> Iterator[str]:
         upload(local, path)
 
 
+@contextlib.contextmanager
+def local_folder(folder: str) -> Iterator[str]:
+    """A local folder to write files in; on success they are at `folder` (itself where local)."""
+    if is_local(folder):
+        os.makedirs(folder, exist_ok=True)
+        yield folder
+        return
+    with tempfile.TemporaryDirectory(prefix="bertdata-") as tmpdir:
+        yield tmpdir
+        for d, _dirs, names in os.walk(tmpdir):
+            for name in names:
+                upload(os.path.join(d, name), join(folder, os.path.relpath(os.path.join(d, name), tmpdir)))
+
+
 def remove_folder(folder: str) -> None:
     """A folder of plain files (none hidden), and the folder itself where that means something."""
     delete(match(join(folder, "*")))

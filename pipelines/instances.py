@@ -96,9 +96,9 @@ class _MakeInstances(StepDoFn):
 
         self.tokenizers = {"vocab": WordPiece(self.vocab, self.lowercase)}
         if any(sink.tokenizer == "file" for sink in self.shard_sinks):
-            from bertdata.instances.tokenizer_file import load_tokenizer
+            from bertdata.instances.tokenizer_file import TokenizerFile
 
-            self.tokenizers["file"] = load_tokenizer(self.tokenizer_file)
+            self.tokenizers["file"] = TokenizerFile(self.tokenizer_file)
 
     def work(self, record: TextShard):
         working_on(f"the instance stage, text shard {record.stem}")

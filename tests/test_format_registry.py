@@ -226,23 +226,22 @@ class JsonLines:
     def options(self, settings) -> dict:
         return {"tokenizer": settings.tokenizer.sha256, "max_seq_length": settings.max_seq_length}
 
-    def write_part(self, shard, documents, settings, folder, files) -> str:
-        path = files.join(folder, "part.jsonl")
+    def write_part(self, shard, documents, settings, local) -> str:
         indent = " " * int(settings.flag("indent") or 0)
         prefix, suffix = list(settings.tokenizer.prefix), list(settings.tokenizer.suffix)
-        with files.atomic_writer(path) as f:
+        with open(os.path.join(local, "part.jsonl"), "wb") as f:
             for d in range(documents.num_documents):
                 start, end = documents.sentence_offsets[documents.doc_offsets[d:d + 2]]
                 ids = prefix + documents.tokens[start:end].tolist() + suffix
                 f.write((indent + json.dumps({"id": f"{shard.stem}/{d}", "input_ids": ids}) + "\n").encode())
-        return path
+        return "part.jsonl"
 
     def finish_split(self, split, parts, settings, folder, files) -> dict:
         path = files.join(folder, f"{split}.jsonl")
         lines = 0
         with files.atomic_writer(path) as out:
-            for part in parts:
-                with files.open_file(part) as f:
+            for where, name in parts:
+                with files.open_file(files.join(where, name)) as f:
                     data = f.read()
                 lines += data.count(b"\n")
                 out.write(data)

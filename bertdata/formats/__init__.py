@@ -75,6 +75,10 @@ BUILTIN = {
     "hdf5": Entry("bertdata.formats.hdf5:HDF5"),
     "lddl": Entry("bertdata.formats.lddl:LDDL"),
     "megatron": Entry("bertdata.formats.megatron:MEGATRON"),
+    "mds": Entry("bertdata.formats.mds:MDS", (
+        FormatFlag("compression", "compress the shard files (streaming's StreamingDataset reads them; ModernBERT's "
+                   "NoStreamingDataset reads only uncompressed ones; default: uncompressed)", ("zstd",)),)),
+    "parquet": Entry("bertdata.formats.hfparquet:PARQUET"),
 }
 _loaded: dict[str, Format] = {}
 

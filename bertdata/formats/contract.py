@@ -143,6 +143,8 @@ class DocumentTokenizer:
     vocab_size: int
     prefix: tuple[int, ...]  # the special tokens its post-processor puts before one sequence ([CLS])
     suffix: tuple[int, ...]  # and after it ([SEP])
+    path: str = ""  # its file, as errors name it
+    max_length: int | None = None  # the longest sequence its file states, if any
 
     @property
     def id_dtype(self) -> np.dtype:
@@ -165,17 +167,22 @@ class SplitSettings:
     # True where --tokenizer gave the tokenizer (a file of Hugging Face tokenizers); False: the
     # build's WordPiece vocab, as the instance formats use it.
     tokenizer_file: bool = False
+    # The tokenizer's part of a folder's name, known before the tokenizer is read (a dry run):
+    # the vocab's case (lower_case_1), or the tokenizer file's name.
+    label: str = ""
+    language: str = ""  # the wiki's language code
+    dump: str = ""  # the dump's file name
 
     def flag(self, name: str) -> Any:
         return dict(self.flags).get(name)
 
 
 class SplitFiles(Protocol):
-    """The file operations a `PER_SPLIT` writer is handed (the build's, through Beam's FileSystems,
-    so that s3:// and gs:// work): `join`, `open_file(path)` (binary reading), `atomic_writer(path)`
-    (a binary file, renamed into place when its block ends), `local_output(path)` (a local path
-    whose file is put at `path` when the block ends), `replace(src, dest)` and `write_bytes(path, data)`
-    (atomic)."""
+    """The file operations a `PER_SPLIT` writer's `finish_split` and `finish_folder` are handed
+    (the build's, through Beam's FileSystems, so that s3:// and gs:// work): `join`,
+    `open_file(path)` (binary reading), `atomic_writer(path)` (a binary file, renamed into place
+    when its block ends), `local_output(path)` (a local path whose file is put at `path` when the
+    block ends), `replace(src, dest)` (its folder made) and `write_bytes(path, data)` (atomic)."""
 
     def join(self, *parts: str) -> str: ...
 
@@ -199,15 +206,14 @@ class SplitFormat(Protocol):
     - `writes`: what it writes, as a dry run's line says it.
     - `options(settings)`: what its manifest records of how it was made; a finished folder of
       other options is refused without --force, one of the same reused.
-    - `write_part(shard, documents, settings, folder, files)`: a text shard's (`TextShard`)
-      `Documents`, tokenized by `settings.tokenizer`, as files under `folder` (a scratch folder
-      of its own), returning a description of them (picklable), which `finish_split` gets back;
-      `files` does the I/O.
-    - `finish_split(split, parts, settings, folder, files)`: the split's parts (their
-      descriptions in text shard order; shards without a token left out) made into its files
-      under the format's `folder`; returns the split's manifest entry (JSON-able; "files": [{"file":
-      path relative to the folder, "bytes", "sha256"}], and counts such as "samples"). The same
-      parts give the same bytes.
+    - `write_part(shard, documents, settings, local)`: a text shard's (`TextShard`) `Documents`,
+      tokenized by `settings.tokenizer`, as files in the local folder `local` (the part's own,
+      scratch), returning a description of them (picklable), which `finish_split` gets back.
+    - `finish_split(split, parts, settings, folder, files)`: the split's parts ((the part's
+      folder, where its files now are, and its description), in text shard order; shards without
+      a token left out) made into its files under the format's `folder`; returns the split's
+      manifest entry (JSON-able; "files": [{"file": path relative to the folder, ...}], and
+      counts such as "samples", summed into the manifest's). The same parts give the same bytes.
     - `finish_folder(entries, settings, folder, files)`: once every split is finished, what the
       folder needs besides (a dataset card); returns what the manifest adds ({} if nothing).
     - `ours(path)`: whether a file in its folder (its path relative to the folder) is one it writes
@@ -221,8 +227,7 @@ class SplitFormat(Protocol):
 
     def options(self, settings: SplitSettings) -> dict: ...
 
-    def write_part(self, shard: Any, documents: Any, settings: SplitSettings, folder: str,
-                   files: SplitFiles) -> Any: ...
+    def write_part(self, shard: Any, documents: Any, settings: SplitSettings, local: str) -> Any: ...
 
     def finish_split(self, split: str, parts: list, settings: SplitSettings, folder: str, files: SplitFiles) -> dict: ...
 

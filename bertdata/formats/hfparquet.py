@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bertdata.errors import ValidationError
-from bertdata.formats.contract import PER_SPLIT, Report
+from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings
 from bertdata.fsutil import atomic_path
 from bertdata.instances.samples import Samples
 from bertdata.manifest import MANIFEST
@@ -320,12 +320,57 @@ class HfParquet:
 
     name: ClassVar[str] = "parquet"
     cut: ClassVar[str] = PER_SPLIT
-    holds: ClassVar[str] = "documents"
+    holds: ClassVar[str] = DOCUMENTS
     takes_any_file: ClassVar[bool] = False
     # Bytes written per byte of clean text, measured on tests/data/shard_A.txt in samples of 128
     # ids (0.337 at 1,024): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.345}
-    build_stages: ClassVar[str | None] = None  # wired by the build's format layer
+    describe: ClassVar[str] = (
+        "Hugging Face parquet (datasets.load_dataset, transformers' run_mlm): train/ and validation/ files of "
+        "input_ids and id, one row per document or piece of one, and a dataset card (README.md), under "
+        "OUTPUT/parquet/<tokenizer>/, made once whatever the phases")
+    writes: ClassVar[str] = "train/ and validation/ parquet files and a dataset card, whatever the phases"
+
+    # --- how a build writes it (bertdata.formats.SplitFormat) ---
+
+    def folder(self, settings: SplitSettings) -> str:
+        return folder_name(settings.label)
+
+    def options(self, settings: SplitSettings) -> dict:
+        t = settings.tokenizer
+        return {"dataset": settings.dataset, "tokenizer": t.name, "tokenizer_sha256": t.sha256,
+                "vocab_size": t.vocab_size, "lowercase": settings.lowercase, "max_seq_length": settings.max_seq_length}
+
+    def write_part(self, shard, documents, settings: SplitSettings, local: str) -> dict:
+        from bertdata.instances.samples import make_samples
+
+        return write_part(make_samples(documents, settings.tokenizer, settings.max_seq_length, shard.stem), local)
+
+    def finish_split(self, split: str, parts: list, settings: SplitSettings, folder: str, files) -> dict:
+        located = {described["basename"]: files.join(part, described["basename"]) for part, described in parts}
+        figures = finish_split(SPLIT_FOLDERS[split], [described for _part, described in parts],
+                               lambda old, new: files.replace(located[old], files.join(folder, new)))
+        return {"rows": figures["rows"], "tokens": figures["tokens"], "bytes": figures["bytes"],
+                "parquet_files": figures["files"],
+                "files": [{"file": name, "sha256": sha} for name, sha in figures["sha256"].items()]}
+
+    def finish_folder(self, entries: list[dict], settings: SplitSettings, folder: str, files) -> dict:
+        """The dataset card, once every split is written."""
+        figures = [{"split": SPLIT_FOLDERS[e["split"]], "files": e["parquet_files"], "rows": e["rows"],
+                    "tokens": e["tokens"]} for e in entries]
+        t = settings.tokenizer
+        kind = f"{t.name} (sha256 {t.sha256[:12]}…)" + (", lower case" if settings.lowercase and not settings.tokenizer_file
+                                                      else "")
+        card = Card(pretty_name=f"{settings.dataset} tokenized by {t.name}", language=settings.language, dump=settings.dump, build=f"bertdata, samples of at most {settings.max_seq_length} "
+                                                           "tokens", tokenizer=kind)
+        write_card(figures, card, lambda name, data: files.write_bytes(files.join(folder, name), data))
+        return {}
+
+    def ours(self, path: str) -> bool:
+        split, _, name = path.partition("/")
+        return (path == CARD) or (split in SPLIT_FOLDERS.values() and name.endswith(".parquet"))
+
+    # --- finding, reading and checking what is written ---
 
     def claims(self, path: str) -> bool:
         return is_dataset_folder(path)
@@ -342,10 +387,10 @@ class HfParquet:
 
     def summary(self, folder: str, manifest: dict) -> str:
         """The build's line for a folder it wrote, from its manifest's counts ("rows", "tokens",
-        "files")."""
+        "parquet_files")."""
         counts = manifest["counts"]
-        return (f"{self.name}: {counts['rows']:,} rows, {counts['tokens']:,} tokens in {counts['files']} "
-                f"file{'s' if counts['files'] != 1 else ''} -> {folder}")
+        return (f"{self.name}: {counts['rows']:,} rows, {counts['tokens']:,} tokens in {counts['parquet_files']} "
+                f"file{'s' if counts['parquet_files'] != 1 else ''} -> {folder}")
 
     def inspect(self, units: list[str], report: Report) -> None:
         """Validate each dataset folder (card, every split's files and rows) and print its

@@ -47,6 +47,8 @@ UINT16_VOCAB_LIMIT = 65500
 # Megatron's name for what `preprocess_data.py` makes of a JSON key "text" with --split-sentences.
 SUFFIX = "text_sentence"
 BIN, IDX = ".bin", ".idx"
+# A text shard's pair in a build, before its split's pairs are merged.
+PART = "part"
 # Bytes copied or checked at a time: what bounds the memory of a merge or a validation.
 BUFFER = 1 << 22
 
@@ -357,21 +359,19 @@ class MegatronPairs:
                    "lowercase": settings.lowercase, "dtype": token_dtype(tokenizer.vocab_size).name}
         return {**options, "tokenizer": tokenizer.name} if settings.tokenizer_file else options
 
-    def write_part(self, shard, documents: Documents, settings: SplitSettings, folder: str, files) -> str:
-        """The text shard's documents as a pair under `folder`; its prefix."""
-        prefix = files.join(folder, "part")
-        bin_path, idx_path = pair_paths(prefix)
-        with files.local_output(bin_path) as local_bin, files.local_output(idx_path) as local_idx:
-            write_pair(local_bin, local_idx, documents, settings.tokenizer.vocab_size)
-        return prefix
+    def write_part(self, shard, documents: Documents, settings: SplitSettings, local: str) -> str:
+        """The text shard's documents as a pair in `local`; its prefix's name."""
+        bin_path, idx_path = pair_paths(os.path.join(local, PART))
+        write_pair(bin_path, idx_path, documents, settings.tokenizer.vocab_size)
+        return PART
 
-    def finish_split(self, split: str, parts: list[str], settings: SplitSettings, folder: str, files) -> dict:
+    def finish_split(self, split: str, parts: list, settings: SplitSettings, folder: str, files) -> dict:
         """The split's parts merged into its pair (`merge`, streamed)."""
         prefix = files.join(folder, prefix_name(settings.dataset, split))
         bin_path, idx_path = pair_paths(prefix)
         # The .bin is renamed into place first (the inner writer), so an .idx never points into nothing.
         with files.atomic_writer(idx_path) as idx_out, files.atomic_writer(bin_path) as bin_out:
-            merged = merge(parts, bin_out, idx_out, files.open_file)
+            merged = merge([files.join(where, name) for where, name in parts], bin_out, idx_out, files.open_file)
         return {"prefix": prefix_name(settings.dataset, split), "documents": merged.documents,
                 "sentences": merged.sentences, "tokens": merged.tokens,
                 "files": [{"file": os.path.basename(path), "bytes": size, "sha256": sha}

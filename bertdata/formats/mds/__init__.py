@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from bertdata.errors import ValidationError
-from bertdata.formats.contract import PER_SPLIT, Report, hidden
+from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings, hidden
 from bertdata.formats.mds import codec, reader, writer
 from bertdata.formats.mds.codec import (COLUMN_NAMES, FORMAT, HASHES, INDEX, SIZE_LIMIT, SPLIT_FOLDERS, TOKEN_DTYPES,
                                         ZSTD_LEVEL, column_encodings, encode_sample, encode_shard, index_bytes,
@@ -75,12 +75,57 @@ class MdsSplits:
 
     name: ClassVar[str] = "mds"
     cut: ClassVar[str] = PER_SPLIT
-    holds: ClassVar[str] = "documents"
+    holds: ClassVar[str] = DOCUMENTS
     takes_any_file: ClassVar[bool] = False
     # Bytes written per byte of clean text (uint16 ids, uncompressed), measured on tests/data/shard_A.txt
     # in samples of 128 ids (0.398 at 1,024; zstd 0.313): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.453}
-    build_stages: ClassVar[str | None] = None  # wired by the build's format layer
+    describe: ClassVar[str] = (
+        "MosaicML Streaming's MDS, which ModernBERT and MosaicBERT train from: one sample per document or "
+        "piece of one, train/ and val/ folders of shard.NNNNN.mds files and index.json, under "
+        "OUTPUT/mds/<tokenizer>/, made once whatever the phases")
+    writes: ClassVar[str] = "train/ and val/ folders of MDS shard files and index.json, whatever the phases"
+
+    # --- how a build writes it (bertdata.formats.SplitFormat) ---
+
+    def folder(self, settings: SplitSettings) -> str:
+        return folder_name(settings.label)
+
+    def options(self, settings: SplitSettings) -> dict:
+        t = settings.tokenizer
+        return {"dataset": settings.dataset, "tokenizer": t.name, "tokenizer_sha256": t.sha256,
+                "vocab_size": t.vocab_size, "lowercase": settings.lowercase, "max_seq_length": settings.max_seq_length,
+                "dtype": t.id_dtype.name, "compression": settings.flag("compression")}
+
+    def write_part(self, shard, documents, settings: SplitSettings, local: str) -> dict:
+        """The text shard's samples as MDS files in `local`: their index entries and tokens."""
+        from bertdata.instances.samples import make_samples
+
+        samples = make_samples(documents, settings.tokenizer, settings.max_seq_length, shard.stem)
+        return {"entries": write_part(samples, local, compression=settings.flag("compression")),
+                "tokens": int(samples.offsets[-1])}
+
+    def finish_split(self, split: str, parts: list, settings: SplitSettings, folder: str, files) -> dict:
+        """The parts' files named in order across the split and its index.json written last."""
+        where = files.join(folder, SPLIT_FOLDERS[split])
+        located = {(e["zip_data"] or e["raw_data"])["basename"]: files.join(part, (e["zip_data"] or e["raw_data"])["basename"])
+                   for part, described in parts for e in described["entries"]}
+        figures = finish_split([described["entries"] for _part, described in parts],
+                               lambda old, new: files.replace(located[old], files.join(where, new)),
+                               lambda name, data: files.write_bytes(files.join(where, name), data))
+        compression = settings.flag("compression")
+        names = [shard_name(i, compression) for i in range(figures["shards"])] + [INDEX]
+        return {**figures, "tokens": sum(described["tokens"] for _part, described in parts),
+                "files": [{"file": f"{SPLIT_FOLDERS[split]}/{name}"} for name in names]}
+
+    def finish_folder(self, entries: list[dict], settings: SplitSettings, folder: str, files) -> dict:
+        return {}
+
+    def ours(self, path: str) -> bool:
+        split, _, name = path.partition("/")
+        return split in SPLIT_FOLDERS.values() and (name == INDEX or name.startswith("shard."))
+
+    # --- finding, reading and checking what is written ---
 
     def claims(self, path: str) -> bool:
         """A split folder, or its index.json."""
