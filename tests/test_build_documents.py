@@ -119,7 +119,7 @@ def test_a_bpe_tokenizers_samples_decode_back_to_their_documents(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("--tokenizer", "{not json"), "tokenizer"),
-    (("--max-seq-length", "2"), "leaves no room for a token"),
+    (("--max-seq-length", "2"), "--max-seq-length must be at least 3"),
 ])
 def test_bad_document_options_are_one_line_and_write_nothing(tmp_path, args, message):
     if args[0] == "--tokenizer":
