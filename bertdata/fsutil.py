@@ -99,8 +99,8 @@ def check_holds_files(folder: str | os.PathLike, shown: str | os.PathLike | None
 
 
 def _holds_no_files(folder: str | os.PathLike) -> str:
-    """", a proc file system, which holds no files" where `folder` is on one of the kernel's file
-    systems that have no blocks to hold files in (proc, sysfs, cgroup...), else ""."""
+    """": it is on a proc file system, which holds no files" where `folder` is on one of the
+    kernel's file systems that have no blocks to hold files in (proc, sysfs, cgroup...), else ""."""
     try:
         if os.statvfs(folder).f_blocks:
             return ""
