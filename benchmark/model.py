@@ -273,8 +273,11 @@ class BertForPretraining(nn.Module):
     def _loss(self, first: torch.Tensor, picked: torch.Tensor, labels: torch.Tensor,
               nsp_labels: torch.Tensor) -> torch.Tensor:
         """MLM loss of the `picked` tokens' states (label -1: none) + NSP loss from each row's first."""
-        mlm_logits = self.mlm_logits(picked)
-        mlm_loss = F.cross_entropy(mlm_logits.reshape(-1, mlm_logits.shape[-1]).float(), labels.reshape(-1),
+        # The decoder's matmul runs over the padded vocab (tensor cores want a multiple of 8), but
+        # the padding's columns are no token: in the softmax they would be classes BERT does not
+        # have, and the loss would differ from BERT's (and Hugging Face's) with the same weights.
+        mlm_logits = self.mlm_logits(picked)[..., :self.cfg.vocab_size]
+        mlm_loss = F.cross_entropy(mlm_logits.reshape(-1, self.cfg.vocab_size).float(), labels.reshape(-1),
                                    ignore_index=-1)
         nsp_logits = self.nsp(torch.tanh(self.pooler(first)))
         return mlm_loss + F.cross_entropy(nsp_logits.float(), nsp_labels.reshape(-1))
