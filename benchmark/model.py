@@ -114,6 +114,16 @@ PRESETS = {
 }
 
 
+class Padded(NamedTuple):
+    """A batch in the shards' own layout: every row `width` long, pads included."""
+
+    input_ids: torch.Tensor  # [B, L]
+    segment_ids: torch.Tensor  # [B, L]
+    input_mask: torch.Tensor  # [B, L]: 1 on real tokens, then 0s
+    labels: torch.Tensor  # [B, L]: -1 except at the masked positions, which hold the original ids
+    nsp_labels: torch.Tensor  # [B]
+
+
 class Packed(NamedTuple):
     """A batch with its padding taken out: row i's real tokens are [cu_seqlens[i], cu_seqlens[i + 1])."""
 
@@ -244,17 +254,16 @@ class BertForPretraining(nn.Module):
         h = self.mlm_norm(self.act(self.mlm_transform(hidden)))
         return F.linear(h, self.word_embeddings.weight, self.mlm_bias)
 
-    def forward(self, *batch: torch.Tensor | Packed, max_predictions: int, width: int | None = None) -> torch.Tensor:
-        """Total pretraining loss of a padded batch (input_ids, segment_ids, input_mask, labels,
-        nsp_labels; `labels` [B, L] is -1 except at masked positions), or of one `Packed` batch
-        whose rows the shards padded to `width`.
+    def forward(self, batch: Padded | Packed, max_predictions: int, width: int | None = None) -> torch.Tensor:
+        """Total pretraining loss of a `Padded` batch, or of a `Packed` one whose rows the shards
+        padded to `width`.
 
         `max_predictions` (the shards' P) bounds the masked positions per sequence, so the
         padded layout's gather has a static shape [B, P] -- no host sync, and torch.compile
         sees one graph.
         """
-        if len(batch) == 1:
-            return self._packed_loss(batch[0], width)
+        if isinstance(batch, Packed):
+            return self._packed_loss(batch, width)
         input_ids, segment_ids, input_mask, labels, nsp_labels = batch
         x = self.encode(input_ids, segment_ids, input_mask)
         k = min(max_predictions, labels.shape[1])

@@ -21,7 +21,7 @@ from bertdata.benchmark.data import (  # noqa: E402
     ShardStream, Unit, divide, figures, mlm_labels, rank_units, survey, to_batch, to_packed,
 )
 from bertdata.benchmark.lamb import Lamb, build_optimizer, param_groups  # noqa: E402
-from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops  # noqa: E402
+from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, Padded, training_flops  # noqa: E402
 from bertdata.benchmark.train import execute, make_plan, run  # noqa: E402
 from bertdata.config import MODELS, BenchConfig  # noqa: E402
 from bertdata.cli import main as cli_main  # noqa: E402
@@ -117,7 +117,7 @@ def test_mlm_head_runs_on_masked_positions_only_and_equals_full_vocab_loss():
     nsp = torch.tensor([0, 1, 1, 0])
     seen = []
     model.mlm_transform.register_forward_hook(lambda m, inp, out: seen.append(inp[0].shape))
-    loss = model(ids, torch.zeros_like(ids), mask, labels, nsp, max_predictions=preds)
+    loss = model(Padded(ids, torch.zeros_like(ids), mask, labels, nsp), max_predictions=preds)
     assert seen == [torch.Size([b, preds, cfg.hidden])]  # not [b, seq, hidden]
 
     with torch.no_grad():
@@ -134,9 +134,9 @@ def load_rows(path: Path, n: int) -> dict[str, np.ndarray]:
         return {k: f[k][:n] for k in f}
 
 
-def loss_and_grads(model, *batch, **kw) -> tuple[float, dict[str, torch.Tensor]]:
+def loss_and_grads(model, batch, **kw) -> tuple[float, dict[str, torch.Tensor]]:
     model.zero_grad(set_to_none=True)
-    loss = model(*batch, **kw)
+    loss = model(batch, **kw)
     loss.backward()
     return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -151,7 +151,7 @@ def test_packed_step_equals_padded_step_on_the_reference_shard(shard):
     cfg = BertConfig(hidden=64, layers=2, heads=4, intermediate=256, dropout=0.0, attention_dropout=0.0)
     torch.manual_seed(0)
     model = BertForPretraining(cfg)
-    padded_loss, padded = loss_and_grads(model, *to_batch(rows), max_predictions=preds)
+    padded_loss, padded = loss_and_grads(model, to_batch(rows), max_predictions=preds)
     packed = to_packed(rows)
     assert len(packed.input_ids) == int(rows["input_mask"].sum())  # no pad position is computed
     packed_loss, grads = loss_and_grads(model, packed, max_predictions=preds, width=width)
@@ -723,7 +723,7 @@ def test_padded_and_packed_steps_equal_hugging_faces_bert(shard, rows):
     out.loss.backward()
     want_loss = out.loss.item()
     for layout, (loss, grads) in {
-        "padded": loss_and_grads(ours.eval(), *padded, max_predictions=preds),
+        "padded": loss_and_grads(ours.eval(), padded, max_predictions=preds),
         "packed": loss_and_grads(ours.eval(), to_packed(batch), max_predictions=preds, width=width),
     }.items():
         assert loss == pytest.approx(want_loss, rel=1e-6), layout
@@ -738,3 +738,44 @@ def test_padded_and_packed_steps_equal_hugging_faces_bert(shard, rows):
             assert relative_error(got, want) <= 1e-5, (layout, name)
         # The vocab's padding rows are no token: nothing reaches them.
         assert not grads["word_embeddings.weight"][cfg.vocab_size:].any() and not grads["mlm_bias"][cfg.vocab_size:].any()
+
+
+# ---------------------------------------------------------------- the GPU check's parity, on CPU
+
+@needs_test_data
+def test_parity_check_passes_and_fails_where_one_small_parameter_is_wrong(tmp_path, monkeypatch, capsys):
+    from bertdata.benchmark import parity
+
+    phases = []
+    for name, shard in (("phase1", PARITY_128), ("phase2", PARITY_512)):
+        (tmp_path / name).mkdir()
+        phases.append(training_dir(tmp_path / name, shard))
+    cfg = PRESETS["tiny"]
+    for folder in phases:
+        assert parity.check(str(folder), torch.device("cpu"), cfg, "fp32", False, 8) == []
+    assert "dropout on, 8 draws" in capsys.readouterr().out
+    right = parity.forward
+
+    def nsp_bias_gradient_off(net, batch, *args):
+        # The loss as it was; the NSP bias's gradient, a parameter of two numbers, 0.5 too large.
+        loss = right(net, batch, *args)
+        if isinstance(batch, parity.Packed):
+            bias = net.nsp.bias.sum()
+            loss = loss + 0.5 * (bias - bias.detach())
+        return loss
+
+    monkeypatch.setattr(parity, "forward", nsp_bias_gradient_off)
+    failures = parity.check(str(phases[0]), torch.device("cpu"), cfg, "fp32", False, 8)
+    assert [line.split(":")[0] for line in failures] == ["nsp.bias"]
+
+    def no_dropout_when_packed(net, batch, *args):
+        was = net.training
+        net.train(was and not isinstance(batch, parity.Packed))
+        try:
+            return right(net, batch, *args)
+        finally:
+            net.train(was)
+
+    monkeypatch.setattr(parity, "forward", no_dropout_when_packed)
+    failures = parity.check(str(phases[0]), torch.device("cpu"), cfg, "fp32", False, 8)
+    assert any("spread" in line for line in failures), failures
