@@ -38,7 +38,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from bertdata import formats
-from bertdata.benchmark.model import Packed
+from bertdata.benchmark.model import Packed, Padded
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats import INSTANCES, Reading, ShardInfo
 from bertdata.formats.checks import check_batch
@@ -131,7 +131,7 @@ class InvalidShard(NamedTuple):
     message: str
 
 
-def next_batch(batches: Iterator) -> tuple[torch.Tensor, ...]:
+def next_batch(batches: Iterator) -> Padded | Packed:
     batch = next(batches)
     if isinstance(batch, InvalidShard):
         raise BertdataError(batch.message)
@@ -199,12 +199,12 @@ def crop(rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: v[:, :width] if BY_NAME[k].width == SEQ else v for k, v in rows.items()}
 
 
-def to_batch(rows: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
-    """(input_ids, segment_ids, input_mask, labels, nsp_labels) as int64, NGC's order."""
+def to_batch(rows: dict[str, np.ndarray]) -> Padded:
+    """The rows as int64 tensors, in NGC's order."""
     seq_len = rows["input_ids"].shape[1]
     labels = mlm_labels(rows["masked_lm_positions"], rows["masked_lm_ids"], seq_len)
-    return tuple(torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)) for a in (
-        rows["input_ids"], rows["segment_ids"], rows["input_mask"], labels, rows["next_sentence_labels"]))
+    return Padded(*(torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)) for a in (
+        rows["input_ids"], rows["segment_ids"], rows["input_mask"], labels, rows["next_sentence_labels"])))
 
 
 def to_packed(rows: dict[str, np.ndarray]) -> Packed:
@@ -236,16 +236,16 @@ class Figures(NamedTuple):
     masked: int
 
 
-def figures(batch: tuple[torch.Tensor, ...] | Packed, width: int) -> Figures:
+def figures(batch: Padded | Packed, width: int) -> Figures:
     """`width`: the length a packed batch's rows had padded (the shards' sequence length); a padded
     batch carries its own."""
     if isinstance(batch, Packed):
         lengths = (batch.cu_seqlens[1:] - batch.cu_seqlens[:-1]).long()
         masked = len(batch.mlm_labels)
     else:
-        width = batch[0].shape[1]
-        lengths = batch[2].sum(dim=1)
-        masked = int((batch[3] != -1).sum())
+        width = batch.input_ids.shape[1]
+        lengths = batch.input_mask.sum(dim=1)
+        masked = int((batch.labels != -1).sum())
     n = len(lengths)
     return Figures(n, n * width, int(lengths.sum()), n * width * width, int((lengths * lengths).sum()), masked)
 
@@ -290,7 +290,7 @@ class ShardStream(IterableDataset):
         sizes = [sum(i.num_instances for i in infos if i.bin == b) for b in bins_of(infos)]
         self.bin_weights = np.array(sizes, float) / sum(sizes)
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
+    def __iter__(self) -> Iterator[Padded | Packed | InvalidShard]:
         worker = get_worker_info()
         wid = worker.id if worker else 0
         groups = [divide(g, worker.num_workers, wid) if worker else g for g in self.groups]

@@ -114,6 +114,16 @@ PRESETS = {
 }
 
 
+class Padded(NamedTuple):
+    """A batch in the shards' own layout: every row `width` long, pads included."""
+
+    input_ids: torch.Tensor  # [B, L]
+    segment_ids: torch.Tensor  # [B, L]
+    input_mask: torch.Tensor  # [B, L]: 1 on real tokens, then 0s
+    labels: torch.Tensor  # [B, L]: -1 except at the masked positions, which hold the original ids
+    nsp_labels: torch.Tensor  # [B]
+
+
 class Packed(NamedTuple):
     """A batch with its padding taken out: row i's real tokens are [cu_seqlens[i], cu_seqlens[i + 1])."""
 
@@ -244,17 +254,16 @@ class BertForPretraining(nn.Module):
         h = self.mlm_norm(self.act(self.mlm_transform(hidden)))
         return F.linear(h, self.word_embeddings.weight, self.mlm_bias)
 
-    def forward(self, *batch: torch.Tensor | Packed, max_predictions: int, width: int | None = None) -> torch.Tensor:
-        """Total pretraining loss of a padded batch (input_ids, segment_ids, input_mask, labels,
-        nsp_labels; `labels` [B, L] is -1 except at masked positions), or of one `Packed` batch
-        whose rows the shards padded to `width`.
+    def forward(self, batch: Padded | Packed, max_predictions: int, width: int | None = None) -> torch.Tensor:
+        """Total pretraining loss of a `Padded` batch, or of a `Packed` one whose rows the shards
+        padded to `width`.
 
         `max_predictions` (the shards' P) bounds the masked positions per sequence, so the
         padded layout's gather has a static shape [B, P] -- no host sync, and torch.compile
         sees one graph.
         """
-        if len(batch) == 1:
-            return self._packed_loss(batch[0], width)
+        if isinstance(batch, Packed):
+            return self._packed_loss(batch, width)
         input_ids, segment_ids, input_mask, labels, nsp_labels = batch
         x = self.encode(input_ids, segment_ids, input_mask)
         k = min(max_predictions, labels.shape[1])
@@ -273,8 +282,11 @@ class BertForPretraining(nn.Module):
     def _loss(self, first: torch.Tensor, picked: torch.Tensor, labels: torch.Tensor,
               nsp_labels: torch.Tensor) -> torch.Tensor:
         """MLM loss of the `picked` tokens' states (label -1: none) + NSP loss from each row's first."""
-        mlm_logits = self.mlm_logits(picked)
-        mlm_loss = F.cross_entropy(mlm_logits.reshape(-1, mlm_logits.shape[-1]).float(), labels.reshape(-1),
+        # The decoder's matmul runs over the padded vocab (tensor cores want a multiple of 8), but
+        # the padding's columns are no token: in the softmax they would be classes BERT does not
+        # have, and the loss would differ from BERT's (and Hugging Face's) with the same weights.
+        mlm_logits = self.mlm_logits(picked)[..., :self.cfg.vocab_size]
+        mlm_loss = F.cross_entropy(mlm_logits.reshape(-1, self.cfg.vocab_size).float(), labels.reshape(-1),
                                    ignore_index=-1)
         nsp_logits = self.nsp(torch.tanh(self.pooler(first)))
         return mlm_loss + F.cross_entropy(nsp_logits.float(), nsp_labels.reshape(-1))

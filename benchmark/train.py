@@ -34,7 +34,7 @@ from tqdm import tqdm
 from bertdata.benchmark import report
 from bertdata.benchmark.data import build_loader, figures, next_batch, rank_units, survey
 from bertdata.benchmark.lamb import build_optimizer
-from bertdata.benchmark.model import BertConfig, BertForPretraining, Packed, training_bytes, training_flops
+from bertdata.benchmark.model import BertConfig, BertForPretraining, Packed, Padded, training_bytes, training_flops
 from bertdata.formats import Reading, ShardInfo
 from bertdata.config import BenchConfig
 from bertdata.errors import BertdataError
@@ -195,9 +195,8 @@ def params_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-def to_device(batch: tuple[torch.Tensor, ...] | Packed, device: torch.device) -> list[torch.Tensor] | Packed:
-    moved = [t.to(device, non_blocking=True) for t in batch]
-    return Packed(*moved) if isinstance(batch, Packed) else moved
+def to_device(batch: Padded | Packed, device: torch.device) -> Padded | Packed:
+    return type(batch)(*(t.to(device, non_blocking=True) for t in batch))
 
 
 def _time_steps(plan: Plan, cfg: BenchConfig, label: str, step_fn,
@@ -366,7 +365,7 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
             with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
                 with torch.autocast(plan.device.type, dtype=autocast_dtype or torch.float32,
                                     enabled=autocast_dtype is not None):
-                    loss = forward(net, batch, plan, cfg.compile)
+                    loss = forward(net, batch, plan.max_predictions, plan.seq_len, cfg.compile)
                 scaler.scale(loss / plan.accumulation).backward()
             loss_sum += loss.detach()
         scaler.step(optimizer)
@@ -399,17 +398,17 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
     return report.summarize(raw)
 
 
-def forward(net: torch.nn.Module, batch: list[torch.Tensor] | Packed, plan: Plan, compiled: bool) -> torch.Tensor:
-    if not isinstance(batch, Packed):
-        return net(*batch, max_predictions=plan.max_predictions)
-    if compiled:
+def forward(net: torch.nn.Module, batch: Padded | Packed, max_predictions: int, width: int,
+            compiled: bool) -> torch.Tensor:
+    """The step's loss as the timed run computes it (also the GPU check's parity)."""
+    if isinstance(batch, Packed) and compiled:
         # Every batch holds another number of real and masked tokens: one graph for all of them
         # from the first call on, rather than one per count, or one for the first and a second
         # once dynamo sees the count change.
         for t in (batch.input_ids, batch.segment_ids, batch.positions, batch.index, batch.mlm_index,
                   batch.mlm_labels):
             torch._dynamo.maybe_mark_dynamic(t, 0)
-    return net(batch, max_predictions=plan.max_predictions, width=plan.seq_len)
+    return net(batch, max_predictions=max_predictions, width=width)
 
 
 PROFILED_STEPS = 5

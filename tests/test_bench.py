@@ -21,7 +21,7 @@ from bertdata.benchmark.data import (  # noqa: E402
     ShardStream, Unit, divide, figures, mlm_labels, rank_units, survey, to_batch, to_packed,
 )
 from bertdata.benchmark.lamb import Lamb, build_optimizer, param_groups  # noqa: E402
-from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, training_flops  # noqa: E402
+from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, Padded, training_flops  # noqa: E402
 from bertdata.benchmark.train import execute, make_plan, run  # noqa: E402
 from bertdata.config import MODELS, BenchConfig  # noqa: E402
 from bertdata.cli import main as cli_main  # noqa: E402
@@ -117,12 +117,12 @@ def test_mlm_head_runs_on_masked_positions_only_and_equals_full_vocab_loss():
     nsp = torch.tensor([0, 1, 1, 0])
     seen = []
     model.mlm_transform.register_forward_hook(lambda m, inp, out: seen.append(inp[0].shape))
-    loss = model(ids, torch.zeros_like(ids), mask, labels, nsp, max_predictions=preds)
+    loss = model(Padded(ids, torch.zeros_like(ids), mask, labels, nsp), max_predictions=preds)
     assert seen == [torch.Size([b, preds, cfg.hidden])]  # not [b, seq, hidden]
 
     with torch.no_grad():
         hidden = model.encode(ids, torch.zeros_like(ids), mask)
-        full = model.mlm_logits(hidden)  # [b, seq, vocab]: every position
+        full = model.mlm_logits(hidden)[..., :cfg.vocab_size]  # [b, seq, vocab]: every position, real ids
         mlm = torch.nn.functional.cross_entropy(full.reshape(-1, full.shape[-1]), labels.reshape(-1),
                                                 ignore_index=-1)
         nsp_loss = torch.nn.functional.cross_entropy(model.nsp(torch.tanh(model.pooler(hidden[:, 0]))), nsp)
@@ -134,9 +134,9 @@ def load_rows(path: Path, n: int) -> dict[str, np.ndarray]:
         return {k: f[k][:n] for k in f}
 
 
-def loss_and_grads(model, *batch, **kw) -> tuple[float, dict[str, torch.Tensor]]:
+def loss_and_grads(model, batch, **kw) -> tuple[float, dict[str, torch.Tensor]]:
     model.zero_grad(set_to_none=True)
-    loss = model(*batch, **kw)
+    loss = model(batch, **kw)
     loss.backward()
     return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -151,7 +151,7 @@ def test_packed_step_equals_padded_step_on_the_reference_shard(shard):
     cfg = BertConfig(hidden=64, layers=2, heads=4, intermediate=256, dropout=0.0, attention_dropout=0.0)
     torch.manual_seed(0)
     model = BertForPretraining(cfg)
-    padded_loss, padded = loss_and_grads(model, *to_batch(rows), max_predictions=preds)
+    padded_loss, padded = loss_and_grads(model, to_batch(rows), max_predictions=preds)
     packed = to_packed(rows)
     assert len(packed.input_ids) == int(rows["input_mask"].sum())  # no pad position is computed
     packed_loss, grads = loss_and_grads(model, packed, max_predictions=preds, width=width)
@@ -631,3 +631,151 @@ def test_out_of_memory_while_training_is_one_line_naming_the_batch(tmp_path, mon
         run(tiny_cfg(tmp_path, batch_size=8, accumulation=2))
     assert str(caught.value) == ("out of memory on cpu with --batch-size 8 (BERT-tiny, sequence length 16, fp32): try "
                                  "--batch-size 4, with --accumulation 4 to keep the global batch of 16")
+
+
+# ---------------------------------------------------------------- a reference nobody here wrote
+
+def hf_names(layers: int) -> dict[str, tuple[str, slice | None]]:
+    """Hugging Face BertForPreTraining's parameter -> (the bench model's parameter, the rows of it
+    that hold it; None: all). Q, K and V are the bench's one qkv matrix in that order; the bench
+    pads the vocab to a multiple of 8, HF's holds the real ids only."""
+    names = {
+        "bert.embeddings.position_embeddings.weight": "position_embeddings.weight",
+        "bert.embeddings.token_type_embeddings.weight": "token_type_embeddings.weight",
+        "bert.embeddings.LayerNorm.weight": "embedding_norm.weight",
+        "bert.embeddings.LayerNorm.bias": "embedding_norm.bias",
+        "bert.pooler.dense.weight": "pooler.weight", "bert.pooler.dense.bias": "pooler.bias",
+        "cls.predictions.transform.dense.weight": "mlm_transform.weight",
+        "cls.predictions.transform.dense.bias": "mlm_transform.bias",
+        "cls.predictions.transform.LayerNorm.weight": "mlm_norm.weight",
+        "cls.predictions.transform.LayerNorm.bias": "mlm_norm.bias",
+        "cls.seq_relationship.weight": "nsp.weight", "cls.seq_relationship.bias": "nsp.bias",
+    }
+    for i in range(layers):
+        hf, ours = f"bert.encoder.layer.{i}.", f"layers.{i}."
+        names.update({
+            hf + "attention.output.dense.weight": ours + "attention.out.weight",
+            hf + "attention.output.dense.bias": ours + "attention.out.bias",
+            hf + "attention.output.LayerNorm.weight": ours + "attention_norm.weight",
+            hf + "attention.output.LayerNorm.bias": ours + "attention_norm.bias",
+            hf + "intermediate.dense.weight": ours + "up.weight", hf + "intermediate.dense.bias": ours + "up.bias",
+            hf + "output.dense.weight": ours + "down.weight", hf + "output.dense.bias": ours + "down.bias",
+            hf + "output.LayerNorm.weight": ours + "output_norm.weight",
+            hf + "output.LayerNorm.bias": ours + "output_norm.bias",
+        })
+    mapped = {hf: (ours, None) for hf, ours in names.items()}
+    for i in range(layers):
+        for j, part in enumerate(("query", "key", "value")):
+            for kind in ("weight", "bias"):
+                mapped[f"bert.encoder.layer.{i}.attention.self.{part}.{kind}"] = (f"layers.{i}.attention.qkv.{kind}", j)
+    mapped["bert.embeddings.word_embeddings.weight"] = ("word_embeddings.weight", "vocab")
+    mapped["cls.predictions.bias"] = ("mlm_bias", "vocab")
+    return mapped
+
+
+def hf_part(tensor: torch.Tensor, rows, cfg: BertConfig) -> torch.Tensor:
+    if rows is None:
+        return tensor
+    if rows == "vocab":
+        return tensor[:cfg.vocab_size]
+    return tensor.chunk(3)[rows]
+
+
+def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got.double() - want.double()).norm() / want.double().norm())
+
+
+@needs_test_data
+@pytest.mark.parametrize("shard, rows", [(PARITY_128, 24), (PARITY_512, 8)], ids=["phase1", "phase2"])
+def test_padded_and_packed_steps_equal_hugging_faces_bert(shard, rows):
+    """Hugging Face's BertForPreTraining with the bench model's weights copied in gives, in fp32
+    with dropout off, the loss and every parameter's gradient of both of the bench's layouts."""
+    transformers = pytest.importorskip("transformers", reason="transformers (the megatron extra) is not installed")
+    batch = load_rows(shard, rows)
+    width, preds = batch["input_ids"].shape[1], batch["masked_lm_positions"].shape[1]
+    cfg = BertConfig(hidden=64, layers=2, heads=4, intermediate=256, dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(0)
+    ours = BertForPretraining(cfg)
+    with torch.no_grad():  # nonzero biases and LayerNorm weights, so that a swapped one shows
+        for name, p in ours.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    hf = transformers.BertForPreTraining(transformers.BertConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden, num_hidden_layers=cfg.layers,
+        num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate, max_position_embeddings=cfg.max_position,
+        type_vocab_size=cfg.type_vocab, hidden_act=cfg.activation, layer_norm_eps=cfg.layer_norm_eps,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn_implementation="eager")).eval()
+    mapping = hf_names(cfg.layers)
+    params = dict(ours.named_parameters())
+    hf_params = dict(hf.named_parameters())
+    assert mapping.keys() == hf_params.keys()
+    assert {name for name, _ in mapping.values()} == params.keys()
+    with torch.no_grad():
+        for name, (mine, rows_of) in mapping.items():
+            hf_params[name].copy_(hf_part(params[mine], rows_of, cfg))
+    assert hf.cls.predictions.decoder.weight is hf.bert.embeddings.word_embeddings.weight  # tied, as ours
+
+    padded = to_batch(batch)
+    input_ids, segment_ids, input_mask, labels, nsp = padded
+    hf.zero_grad(set_to_none=True)
+    out = hf(input_ids=input_ids, token_type_ids=segment_ids, attention_mask=input_mask,
+             labels=labels.masked_fill(labels == -1, -100), next_sentence_label=nsp)
+    out.loss.backward()
+    want_loss = out.loss.item()
+    for layout, (loss, grads) in {
+        "padded": loss_and_grads(ours.eval(), padded, max_predictions=preds),
+        "packed": loss_and_grads(ours.eval(), to_packed(batch), max_predictions=preds, width=width),
+    }.items():
+        assert loss == pytest.approx(want_loss, rel=1e-6), layout
+        for name, (mine, rows_of) in mapping.items():
+            got, want = hf_part(grads[mine], rows_of, cfg), hf_params[name].grad
+            if name.endswith("key.bias"):
+                # A shift every key of a query shares leaves its softmax as it was: the true gradient
+                # is 0, and both sides hold rounding only, small beside the query bias's.
+                scale = hf_params[name.replace("key", "query")].grad.norm()
+                assert got.norm() <= 1e-5 * scale and want.norm() <= 1e-5 * scale, (layout, name)
+                continue
+            assert relative_error(got, want) <= 1e-5, (layout, name)
+        # The vocab's padding rows are no token: nothing reaches them.
+        assert not grads["word_embeddings.weight"][cfg.vocab_size:].any() and not grads["mlm_bias"][cfg.vocab_size:].any()
+
+
+# ---------------------------------------------------------------- the GPU check's parity, on CPU
+
+@needs_test_data
+def test_parity_check_passes_and_fails_where_one_small_parameter_is_wrong(tmp_path, monkeypatch, capsys):
+    from bertdata.benchmark import parity
+
+    phases = []
+    for name, shard in (("phase1", PARITY_128), ("phase2", PARITY_512)):
+        (tmp_path / name).mkdir()
+        phases.append(training_dir(tmp_path / name, shard))
+    cfg = PRESETS["tiny"]
+    for folder in phases:
+        assert parity.check(str(folder), torch.device("cpu"), cfg, "fp32", False, 8) == []
+    assert "dropout on, 8 draws" in capsys.readouterr().out
+    right = parity.forward
+
+    def nsp_bias_gradient_off(net, batch, *args):
+        # The loss as it was; the NSP bias's gradient, a parameter of two numbers, 0.5 too large.
+        loss = right(net, batch, *args)
+        if isinstance(batch, parity.Packed):
+            bias = net.nsp.bias.sum()
+            loss = loss + 0.5 * (bias - bias.detach())
+        return loss
+
+    monkeypatch.setattr(parity, "forward", nsp_bias_gradient_off)
+    failures = parity.check(str(phases[0]), torch.device("cpu"), cfg, "fp32", False, 8)
+    assert [line.split(":")[0] for line in failures] == ["nsp.bias"]
+
+    def no_dropout_when_packed(net, batch, *args):
+        was = net.training
+        net.train(was and not isinstance(batch, parity.Packed))
+        try:
+            return right(net, batch, *args)
+        finally:
+            net.train(was)
+
+    monkeypatch.setattr(parity, "forward", no_dropout_when_packed)
+    failures = parity.check(str(phases[0]), torch.device("cpu"), cfg, "fp32", False, 8)
+    assert any("spread" in line for line in failures), failures

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,10 +62,20 @@ def test_the_gpu_check_runs_from_a_bare_checkout_without_a_registry(tmp_path):
     assert "writing synthetic reference-layout shards" in log  # no ../shared beside the copy
     assert "parity on cpu" in log and "parity FAILED" not in log
     assert "host ceiling: " in log
-    records = [r for name in ("loader", "bf16_compiled", "bf16_compiled_512", "amp_tf32_compiled",
-                              "bf16_compiled_padded") for r in json.loads((out / f"{name}.json").read_text())]
-    assert [(r["precision"], r["seq_len"], r["layout"]) for r in records[1:]] == [
-        ("bf16", 128, "packed"), ("bf16", 512, "packed"), ("amp", 128, "packed"), ("tf32", 128, "packed"),
-        ("bf16", 128, "padded")]
+    assert "dropout off, fp32" in log and log.count("dropout on, 8 draws") == 2  # both lengths
+    records = [r for name in ("loader", "bf16_compiled", "bf16_compiled_512", "bf16_compiled_global",
+                              "bf16_compiled_512_global", "bf16_compiled_padded", "amp_tf32_compiled")
+               for r in json.loads((out / f"{name}.json").read_text())]
+    assert [(r["precision"], r["seq_len"], r["layout"], r["accumulation"]) for r in records[1:]] == [
+        ("bf16", 128, "packed", 1), ("bf16", 512, "packed", 1), ("bf16", 128, "packed", 2),
+        ("bf16", 512, "packed", 2), ("bf16", 128, "padded", 1), ("amp", 128, "packed", 1), ("tf32", 128, "packed", 1)]
     assert all(0 < r["real_tokens_per_second"] < r["tokens_per_second"] for r in records)
+    # Every run states its time against its limit; on a quiet 2-core machine each uses a third at most.
+    spent = re.findall(r"run (\w+) took (\d+) s wall, ([\d.]+) s user \+ ([\d.]+) s system CPU, of its limit (\d+) s",
+                       log)
+    assert [name for name, *_ in spent] == ["parity", "loader", "bf16_compiled", "bf16_compiled_512",
+                                            "bf16_compiled_global", "bf16_compiled_512_global",
+                                            "bf16_compiled_padded", "amp_tf32_compiled"]
+    for name, wall, user, system, limit in spent:
+        print(f"{name}: {wall} s wall, {float(user) + float(system):.1f} s CPU of {limit} s")
     assert "kernels by their own time" in (out / "profile_bf16_compiled.txt").read_text()
