@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from bertdata.config import PHASE1, InstanceConfig, phase_number
 from bertdata.formats import ACROSS_SHARDS
+from bertdata.fsutil import size_text
 from bertdata.formats import get as get_format
 
 # Bytes of clean text per byte of bz2 dump. Books are plain text already: a byte is a byte.
@@ -103,12 +104,6 @@ def folder_bytes(path: str) -> int:
             except OSError:
                 pass
     return total
-
-
-def size_text(n: float) -> str:
-    if n < 1e5:
-        return f"{n / 1e3:,.0f} kB"
-    return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
 
 
 def duration_text(seconds: float) -> str:

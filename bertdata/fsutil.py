@@ -131,7 +131,6 @@ _MOUNT_ESCAPE = re.compile(rb"\\([0-7]{3})")
 
 def check_space(folder: str | os.PathLike, needed: int, what: str) -> None:
     """Refuse, with the numbers, `what` (that needs `needed` bytes) where `folder` has less free."""
-    from bertdata.estimate import size_text  # estimate reads the formats, which write through this module
 
     free = shutil.disk_usage(folder).free
     if needed > free:
@@ -326,3 +325,10 @@ def binary_kind(head: bytes) -> str | None:
                                        and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90")):
             return kind
     return None
+
+
+def size_text(n: float) -> str:
+    """A byte count as people read it: kB, MB or GB."""
+    if n < 1e5:
+        return f"{n / 1e3:,.0f} kB"
+    return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"

@@ -256,7 +256,13 @@ def config_from_args(args: argparse.Namespace):
 
 def _formats(given: list[str]) -> tuple[str, ...]:
     """--format's values in the order given, `both` spelled out."""
-    return tuple(f for value in given for f in (BOTH_FORMATS if value == "both" else (value,)))
+    from bertdata.formats import names
+
+    chosen = tuple(f for value in given for f in (BOTH_FORMATS if value == "both" else (value,)))
+    if set(chosen) - set(names()) or len(set(chosen)) != len(chosen):
+        raise BertdataError(f"--format must be one or more of {', '.join(names())}, each once, or both "
+                            f"(hdf5 and lddl) (got {', '.join(chosen) or 'none'})")
+    return chosen
 
 
 def run(args: argparse.Namespace) -> int:

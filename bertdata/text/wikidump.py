@@ -14,7 +14,6 @@ Files are opened through an `opener` (bertdata.text.decode) so a Beam pipeline c
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import os
 import re
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from bertdata.errors import BertdataError
 from bertdata.text import _pages
-from bertdata.text.decode import Opener, open_local, opened, xml_chunks
+from bertdata.text.decode import Opener, open_local, opened, starts_not_utf8, xml_chunks
 from bertdata.text.languages import dataset_name, dump_language
 from bertdata.text.wikitext import ENGLISH, Markup, markup_for
 
@@ -243,12 +242,7 @@ class DumpParser:
             seen = (self.tail[at:] + bytes(data[:4]))[:4]
         else:
             return None
-        try:
-            codecs.getincrementaldecoder("utf-8")().decode(seen, final=final and at + 4 >= len(data))
-        except UnicodeDecodeError as bad:
-            if bad.start != 0:
-                return None
-        else:
+        if not starts_not_utf8(seen, final=final and at + 4 >= len(data)):
             return None  # UTF-8, refused for another reason (a character XML does not allow)
         return f"not UTF-8 (byte 0x{seen[0]:02X}){self._where_in_pages()}"
 
