@@ -25,8 +25,9 @@ def cluster(tmp_path):
 
 def test_dask_runner_gives_the_local_bytes(cluster, tmp_path):
     local = tmp_path / "local"
-    # Several shards on every worker; LDDL folders too, whose files workers cut across shards.
-    shards = ("--training-shards", "8", "--test-shards", "2", "--format", "both")
+    # Several shards on every worker; LDDL folders too, whose files workers cut across shards, and
+    # every format cut per split, whose splits workers finish.
+    shards = ("--training-shards", "8", "--test-shards", "2", "--format", "hdf5", "lddl", "megatron", "mds", "parquet")
     run_cli("build", "--wiki-only", "--sample", "--output", local, *shards, "--workers", "2")
     on_dask = tmp_path / "dask"
     run_cli("build", "--wiki-only", "--sample", "--output", on_dask, *shards, "--runner", "dask", "--",
@@ -34,4 +35,6 @@ def test_dask_runner_gives_the_local_bytes(cluster, tmp_path):
     digest = tree_digest(on_dask)
     assert any(name.endswith(".txt") for name in digest) and any(name.endswith(".hdf5") for name in digest)
     assert any(name.endswith(".parquet_7") for name in digest)
+    assert any(name.endswith("/index.json") for name in digest) and any(name.endswith("README.md") for name in digest)
+    assert any(name.endswith("_text_sentence.bin") for name in digest)
     assert digest == tree_digest(local)
