@@ -131,3 +131,14 @@ def test_bad_document_options_are_one_line_and_write_nothing(tmp_path, args, mes
     assert proc.returncode == 2 and last.startswith("bertdata build: error: ") and message in last
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_inspect_checks_and_shard_refuses_the_document_folders(five, tmp_path):
+    out = five / "two"
+    proc = run_cli("inspect", out / "mds" / "lower_case_1", out / "parquet" / "lower_case_1")
+    assert "MDS split" in proc.stdout and "Hugging Face parquet" in proc.stdout
+    for folder in ("mds", "parquet"):
+        proc = run_cli("shard", out / folder / "lower_case_1", "--output", tmp_path / folder, "--parts", "2",
+                       check=False)
+        assert proc.returncode == 2 and f"{folder} files hold documents, not instances to re-partition" in proc.stderr
+        assert not (tmp_path / folder).exists()

@@ -42,6 +42,7 @@ def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> 
     found: dict[str, str] = {}
     skipped = 0
     notes: list[str] = []
+    others: list = []  # units of formats holding no instances (documents, sentences)
     for given in paths:
         units = formats.find([given])
         if any(fmt.claims(given) for fmt in formats.all_formats()) or os.path.isfile(given):
@@ -52,7 +53,10 @@ def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> 
             continue
         earlier = dict.fromkeys(shard_outputs_inside(Path(given)), 0)
         for unit in units:
-            if unit.format.holds != formats.INSTANCES or (split != "all" and f"_{split}_" not in Path(unit.path).name):
+            if unit.format.holds != formats.INSTANCES:
+                others.append(unit)
+                continue
+            if split != "all" and f"_{split}_" not in Path(unit.path).name:
                 continue
             parents = Path(unit.path).resolve().parents
             if out in parents:
@@ -63,6 +67,9 @@ def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> 
                 found.setdefault(os.path.realpath(unit.path), unit.path)
         notes += [f"{folder}: the output of an earlier bertdata shard, {count} files not read as input "
                   "(name the folder itself to read it)" for folder, count in earlier.items() if count]
+    if not found and others:
+        fmt = others[0].format
+        raise BertdataError(f"{others[0].path}: {fmt.name} files hold {fmt.holds}, not instances to re-partition")
     if not found:
         which = "shard" if split == "all" else f"*_{split}_* shard"
         raise BertdataError(f"no {which} files found in {', '.join(paths)}"
