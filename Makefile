@@ -101,8 +101,9 @@ test-fast: $(VENV)/.installed-dev $(COMPILED) test-data
 
 # The unit tier, for a change to one function: no build of a dump, no bertdata in a fresh
 # interpreter, no servers (those are marked integration: tests/conftest.py), under a minute.
+# Only the fuzz targets, all integration, use hypothesis: its plugin's import is left out.
 test-unit: $(VENV)/.installed-dev $(COMPILED) test-data
-	$(BIN)/python -m pytest -q -m "not integration and not slow"
+	$(BIN)/python -m pytest -q -p no:hypothesispytest -m "not integration and not slow"
 
 # Benchmarks (they need ../shared): figures, not pass/fail.
 perf: $(VENV)/.installed-dev $(COMPILED)
