@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 # The compiled loops: a change to one rebuilds the install.
 CSRC   := $(wildcard bertdata/*/_*.c bertdata/*/_*.h)
 
-.PHONY: demo test test-data test-fast test-sanitize fuzz perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk clean
+.PHONY: demo test test-data test-unit test-fast test-sanitize fuzz perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -98,6 +98,12 @@ fuzz: $(SANITIZE)/.built test-data
 
 test-fast: $(VENV)/.installed-dev $(COMPILED) test-data
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# The unit tier, for a change to one function: no build of a dump, no bertdata in a fresh
+# interpreter, no servers (those are marked integration: tests/conftest.py), under a minute.
+# Only the fuzz targets, all integration, use hypothesis: its plugin's import is left out.
+test-unit: $(VENV)/.installed-dev $(COMPILED) test-data
+	$(BIN)/python -m pytest -q -p no:hypothesispytest -m "not integration and not slow"
 
 # Benchmarks (they need ../shared): figures, not pass/fail.
 perf: $(VENV)/.installed-dev $(COMPILED)

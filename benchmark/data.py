@@ -20,7 +20,8 @@ sequences. Static masking takes the positions and labels from the files. Dynamic
 each batch anew with the rule of the reference's create_pretraining_data.py, the one the hdf5
 shards were made with (`bertdata.instances.masking`: 15% of the tokens, at most the phase's
 predictions per sequence, 80% [MASK] / 10% random / 10% kept), not LDDL's (each token with
-probability 0.15, uncapped): so static and dynamic runs do the same work per sequence, and the MLM head keeps a fixed shape.
+probability 0.15, uncapped): so static and dynamic runs do the same work per sequence, and the
+MLM head keeps a fixed shape.
 
 Batches come in the shards' padded layout (NGC's tuple) or packed (`model.Packed`: the real
 tokens of all rows end to end), made by the loader's workers so the trainer never waits on it.

@@ -124,7 +124,8 @@ def plot_gpu(data: dict, out: Path) -> Path:
             row = newest.get((machine, *case))
             if row is None:
                 continue
-            who = f"NGC, batch {row['batch']}" if row["source"] == "NGC" else f"bertdata {row['commit']}, batch {row['batch']}"
+            who = "NGC" if row["source"] == "NGC" else f"bertdata {row['commit']}"
+            who += f", batch {row['batch']}"
             bar = ax.bar(j + (k - (len(machines) - 1) / 2) * width, row["sequences_per_s"], width, color=f"C{k}",
                          hatch="//" if row["source"] == "NGC" else None, edgecolor="white", label=f"{machine} ({who})")
             ax.bar_label(bar, [f"{row['sequences_per_s']:,.0f}"], fontsize=7)
@@ -145,7 +146,8 @@ def plot_gpu(data: dict, out: Path) -> Path:
     ours = [r for r in rows if r["source"] != "NGC"]
     codes = list(dict.fromkeys(r["commit"] for r in ours))
     for p, seq in dict.fromkeys((r["precision"], r["seq"]) for r in ours):
-        points = [(codes.index(r["commit"]), r["sequences_per_s"]) for r in ours if (r["precision"], r["seq"]) == (p, seq)]
+        points = [(codes.index(r["commit"]), r["sequences_per_s"]) for r in ours
+                  if (r["precision"], r["seq"]) == (p, seq)]
         if len(points) > 1:
             history.plot(*zip(*points), "o-", label=f"{p}, seq {seq}")
             history.annotate(f"{points[-1][1]:,}", points[-1], textcoords="offset points", xytext=(5, 3), fontsize=7)

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 import numpy as np
@@ -201,3 +202,62 @@ def _make_tokenizer(kind: str):
     else:
         raise ValueError(f"no tokenizer kind {kind!r}; one of {TOKENIZER_KINDS}")
     return tokenizer
+
+# --- test tiers: `make test-unit` runs what is not marked integration (nor slow) -----------------
+
+# Modules whose every test runs the build end to end, in this process or another, or starts
+# servers: integration whatever their fixtures say.
+INTEGRATION_MODULES = {
+    "test_build", "test_build_lddl", "test_dask", "test_gcs", "test_object_store", "test_parity", "test_faults",
+    "test_google_parity", "test_download", "test_pool", "test_stages", "test_plan", "test_gpu_check", "test_bench",
+    "test_host_ceiling", "test_plot_performance", "test_build_documents",
+    # LDDL folders written and read back from the reference's parity shards
+    "test_lddl", "test_lddl_cli",
+    # the fuzz targets (a time budget each; `make test-sanitize` runs them too)
+    "test_fuzz_bunzip", "test_fuzz_formats", "test_fuzz_instances", "test_fuzz_kept", "test_fuzz_pages",
+    "test_fuzz_text"}
+# What makes any other test integration: another process started (run_cli: bertdata in a fresh
+# interpreter; Popen), by the test itself, a fixture it uses, or a helper of its module they call.
+INTEGRATION_CALLS = {"run_cli", "Popen"}
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):  # nested functions and comprehensions
+            names |= _names(const)
+    return names
+
+
+def _calls_integration(func, module: types.ModuleType, seen: set) -> bool:
+    func = getattr(func, "__wrapped__", func)
+    code = getattr(func, "__code__", None)
+    if code is None or code in seen:
+        return False
+    seen.add(code)
+    names = _names(code)
+    if names & INTEGRATION_CALLS:
+        return True
+    return any(_calls_integration(helper, module, seen) for name in names
+               if isinstance(helper := getattr(module, name, None), types.FunctionType)
+               and helper.__module__ == module.__name__)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is None or item.get_closest_marker("integration"):
+            continue
+        fixtures = [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs]
+        if (module.__name__ in INTEGRATION_MODULES
+                or any(_calls_integration(f, sys.modules.get(f.__module__, module), set())
+                       for f in (item.function, *fixtures))):
+            item.add_marker(pytest.mark.integration)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """With integration tests deselected (`make test-unit`), the modules that hold nothing else
+    are not even imported: their imports (Beam, moto, torch) are much of the tier's time."""
+    if "not integration" in (config.option.markexpr or "") and collection_path.stem in INTEGRATION_MODULES:
+        return True
+    return None

@@ -79,6 +79,7 @@ def test_the_sample_dump_range_by_range():
     assert decode_all(whole) == bz2.decompress(whole)
 
 
+@pytest.mark.slow  # 200 MB decoded: ~10 s
 def test_a_call_returns_a_bounded_amount_of_a_stream_that_expands_fifty_fold():
     data = bz2.compress(b"a" * (200 << 20) + b"end", 9)  # a few hundred bytes
     sizes: list[int] = []

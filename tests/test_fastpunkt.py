@@ -96,6 +96,7 @@ def soup(rng: random.Random) -> str:
     return "".join(rng.choice(SOUP) + rng.choice(SPACES) for _ in range(rng.randint(1, 40)))
 
 
+@pytest.mark.slow  # 1,500 generated texts per language, each against NLTK
 @pytest.mark.parametrize("model", ["english", "german", "russian", "french", "spanish", "polish"])
 def test_generated_token_soup(model: str):
     rng = random.Random(f"soup-{model}")
@@ -114,6 +115,7 @@ def test_trained_parameters():
         assert fast.tokenize(text) == nltk.tokenize(text), text
 
 
+@pytest.mark.slow  # every word against every tail, ~15 s a model
 @pytest.mark.parametrize("model", ["english", "german"])
 def test_plain_words_take_the_short_way_to_the_same_decision(model: str):
     """"<letters>. <word>", decided in C without the word regex, as NLTK decides it."""

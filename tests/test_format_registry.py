@@ -103,6 +103,7 @@ def test_inspect_finds_and_checks_a_registered_format(npz_registered, tmp_path, 
     assert "toy_training_2.npz: instance 4: input_mask has values other than 0 and 1" in capsys.readouterr().out
 
 
+@pytest.mark.integration  # the bench end to end, torch imported
 def test_bench_reads_a_registered_format(npz_registered, tmp_path, capsys):
     pytest.importorskip("torch", reason="the bench extra (torch) is not installed")
     write_npz(tmp_path / "toy_training_0.npz", 64, 1)

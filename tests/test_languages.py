@@ -324,6 +324,7 @@ def _fragment_sha256(markup, splitter) -> str:
     return digest.hexdigest()
 
 
+@pytest.mark.slow  # the fragment's sentences split twice
 def test_english_output_is_byte_identical():
     need(WIKI_FRAGMENT)
     site = read_site(WIKI_FRAGMENT)
@@ -337,6 +338,7 @@ def test_english_output_is_byte_identical():
 # --- the fallback for languages without a punkt model ----------------------------------
 
 
+@pytest.mark.slow  # punkt trained on the fragment's articles
 def test_trained_punkt_is_as_good_as_a_neighbours_model():
     """The measurement behind `choose_punkt`'s default: English stands in for a language
     without a model, its own model giving the reference boundaries."""

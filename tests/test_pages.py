@@ -116,6 +116,7 @@ def _excerpt(rng: random.Random, data: bytes, pages: int) -> bytes:
     return data[:starts[0]] + data[starts[first]:starts[first + pages]] + data[tail:]
 
 
+@pytest.mark.slow  # 1,500 damaged excerpts, each read twice
 def test_damaged_dumps_read_as_expat_reads_them(documents):
     rng = random.Random(20261203)
     for round_ in range(1500):

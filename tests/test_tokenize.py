@@ -158,6 +158,7 @@ def test_glued_special_token_is_the_known_difference():
 
 
 @needs_test_data
+@pytest.mark.slow  # a whole shard through both tokenizers
 def test_shard_a_matches_reference_port_and_whole_line_encoding():
     vocab = load_vocab(VOCAB)
     lines = [line.strip() for line in SHARD_A.read_text(encoding="utf-8").splitlines()]
@@ -250,6 +251,7 @@ def _cut_characters():
     return chars
 
 
+@pytest.mark.slow  # every cut character, each with eight right-hand texts
 @pytest.mark.parametrize("lowercase", [True, False])
 def test_bert_splits_after_every_cut_character(lowercase):
     """The claim the piecewise path rests on, for each character: what follows it, even a
@@ -305,6 +307,7 @@ def test_split_long():
     assert "".join(tokenize.split_long("x" * 100 + ", y" * 50, size=10)) == "x" * 100 + ", y" * 50
 
 
+@pytest.mark.slow  # 10 MB through the tokenizer
 def test_ten_megabyte_line_of_commas_in_bounded_memory(tmp_path):
     """Once 4.97 GB peak to tokenize; now the arrays of its 10 M ids and a few copies of the line."""
     import subprocess

@@ -127,6 +127,7 @@ def test_bad_inputs(tmp_path):
     assert proc.returncode == 2 and "nothing to train on" in proc.stderr
 
 
+@pytest.mark.slow  # a vocab of 8,000 trained on a whole shard
 def test_trained_vocab_covers_the_parity_shard(tmp_path):
     """A vocab trained on a shard tokenizes that shard with almost no [UNK]."""
     shard = SHARD_A

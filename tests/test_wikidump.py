@@ -602,6 +602,7 @@ def test_page_over_the_limit_is_counted_not_kept(tmp_path):
     assert classify(list(iter_pages(path, max_page_chars=1000))[0]) == "namespace"
 
 
+@pytest.mark.slow  # a 30 MB page read through, its memory traced
 def test_page_over_the_limit_costs_no_memory(tmp_path):
     """A 1 GiB page once took 2 to 8 bytes of memory per character before it was skipped;
     now only the read-ahead buffers are live: ~8 MB of decompressed XML in libbz2's pieces,

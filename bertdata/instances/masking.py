@@ -33,7 +33,7 @@ MASK_SHARE = 0.8
 KEEP_SHARE = 0.5
 
 
-def prediction_count(num_tokens, masked_lm_prob: float, max_predictions: int):
+def prediction_count(num_tokens: int | np.ndarray, masked_lm_prob: float, max_predictions: int) -> np.ndarray:
     """How many positions a sequence of `num_tokens` tokens (an int or an array of them) masks:
     at most `max_predictions`, at least 1. numpy's round is half to even, as Python's, on the
     same float64 product."""
