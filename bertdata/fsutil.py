@@ -1,7 +1,8 @@
 """Local files written atomically (a temporary name in the same folder, renamed when complete),
 locks, input errors named by file, the download cache, files that are not text, and the checks
-every command that writes runs on its output before any work: can the folder be made, is it on a
-file system that holds files, is there room."""
+every command that writes runs on its output before any work: can the folder be made, can it hold
+files (the room a command needs is checked against `bertdata.estimate.free_bytes` by the command:
+`build`'s plan, `shard`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import errno
 import json
 import os
 import re
-import shutil
 import socket
 import tempfile
 import time
@@ -127,15 +127,6 @@ def _file_system(folder: str | os.PathLike) -> str | None:
 
 
 _MOUNT_ESCAPE = re.compile(rb"\\([0-7]{3})")
-
-
-def check_space(folder: str | os.PathLike, needed: int, what: str) -> None:
-    """Refuse, with the numbers, `what` (that needs `needed` bytes) where `folder` has less free."""
-
-    free = shutil.disk_usage(folder).free
-    if needed > free:
-        raise BertdataError(f"{folder}: {what} need about {size_text(needed)}, but only {size_text(free)} is free "
-                            "there; free some space or choose another --output")
 
 
 def _existing_parent(path: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from bertdata.config import TextConfig
 from bertdata.errors import BertdataError
@@ -112,7 +113,7 @@ def refuse_another_build(output: str, dump: dict, language: str, vocab: Vocab, f
 
 
 # How deep below the output folder a build's manifests are looked for: a build writes them at
-# most 5 folders down (an LDDL bin's folder), and an output given inside a big folder of other
+# most 4 folders down (an LDDL phase folder), and an output given inside a big folder of other
 # things must not cost a walk of all of it.
 MANIFEST_DEPTH = 6
 
@@ -123,7 +124,7 @@ def build_manifests(output: str) -> list[tuple[str, dict]]:
     if fsio.is_local(output):
         paths = []
         for folder, dirs, files in os.walk(output):
-            depth = os.path.relpath(folder, output).count(os.sep) + 1
+            depth = len(Path(folder).relative_to(output).parts)
             dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if depth < MANIFEST_DEPTH else []
             if MANIFEST in files and folder != output:
                 paths.append(os.path.join(folder, MANIFEST))

@@ -14,7 +14,8 @@ import threading
 from pathlib import Path
 
 from bertdata.errors import BertdataError
-from bertdata.fsutil import atomic_path, check_space, make_output_folder, owner_gone, remove_made, this_process
+from bertdata.estimate import free_bytes, size_text
+from bertdata.fsutil import atomic_path, make_output_folder, owner_gone, remove_made, this_process
 from bertdata.manifest import MANIFEST, file_sha256, write_manifest
 from bertdata.reshard.inputs import PART_PATTERN
 
@@ -27,15 +28,15 @@ OWNER = "owner.json"
 
 def check_free_space(output: Path, needed: int) -> None:
     """Refuse, once the inputs are known good and before anything is written in it, an output
-    folder that cannot be made or hold files, or where the temporary files cannot fit (the
-    checks every command's output gets: bertdata.fsutil). The folder is made, as the temporary
-    folder is made in it next; one made here is removed again when it is refused."""
+    folder that cannot be made or hold files (the checks every command's output gets:
+    bertdata.fsutil), or where the temporary files cannot fit. The folder is made, as the
+    temporary folder is made in it next; one made here is removed again when it is refused."""
     made = make_output_folder(str(output))
-    try:
-        check_space(output, needed, "the temporary files")
-    except BertdataError:
+    free = free_bytes(str(output))
+    if needed > free:
         remove_made(made)
-        raise
+        raise BertdataError(f"{output}: the temporary files need about {size_text(needed)}, but only "
+                            f"{size_text(free)} is free there; free some space or choose another --output")
 
 
 def existing_outputs(output: Path) -> list[Path]:

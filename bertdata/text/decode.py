@@ -10,7 +10,6 @@ extension, which would hide the compressed byte offsets the ranges are made of.
 from __future__ import annotations
 
 import bz2
-import codecs
 import contextlib
 import queue
 import sys
@@ -298,13 +297,3 @@ def xml_chunks(f: BinaryIO, name: str) -> Iterator[bytes]:
             and head.strip():
         raise BertdataError(f"{name}: neither XML nor bz2 (starts with bytes {head!r})")
     return raw_chunks(f)
-
-
-def starts_not_utf8(data: bytes, final: bool) -> bool:
-    """Whether `data` starts with bytes that are not UTF-8 (`final`: nothing follows them; else a
-    character cut at its end may go on in bytes not given)."""
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(data, final=final)
-    except UnicodeDecodeError as bad:
-        return bad.start == 0
-    return False

@@ -14,6 +14,7 @@ Files are opened through an `opener` (bertdata.text.decode) so a Beam pipeline c
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import re
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from bertdata.errors import BertdataError
 from bertdata.text import _pages
-from bertdata.text.decode import Opener, open_local, opened, starts_not_utf8, xml_chunks
+from bertdata.text.decode import Opener, open_local, opened, xml_chunks
 from bertdata.text.languages import dataset_name, dump_language
 from bertdata.text.wikitext import ENGLISH, Markup, markup_for
 
@@ -53,11 +54,9 @@ _FAST_MAX_BYTES = 1 << 23
 _XML_DECL = re.compile(rb'<\?xml\s+version\s*=\s*(["\'])[^"\']*\1(?:\s+encoding\s*=\s*(["\'])([A-Za-z0-9._-]+)\2)?'
                        rb'(?:\s+standalone\s*=\s*(["\'])(?:yes|no)\4)?\s*\?>')
 _SEEK, _FAST, _EXPAT = "seek", "fast", "expat"
-# XML that is not UTF-8 by its first bytes: UTF-16's byte-order marks, or a NUL byte of its
-# "<". And how many bytes given to expat are kept, for the byte of an encoding error that an
-# earlier read ended with (a character, or a tag, cut between reads).
+# XML is not UTF-8 whose first two bytes are a UTF-16 byte-order mark or hold a NUL. The last
+# bytes given to expat are kept: an encoding error's byte may end an earlier read.
 _UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
-_HEAD_BYTES = 2
 _TAIL_BYTES = 4096
 _SAMPLE_FILES = (
     "enwiki-sample-pages-articles-multistream.xml.bz2",
@@ -161,11 +160,7 @@ class DumpParser:
         self.in_cdata = False
         self.mode = _SEEK if fast else _EXPAT  # fast=False: expat alone, what the fast reader is checked against
         self.fed = 0  # bytes given to expat
-        # For an encoding error's line: the last bytes given to expat before the current read
-        # (the byte expat refuses may end an earlier one), the first bytes of all, the
-        # encoding the XML declares, and the last page read.
-        self.tail = b""
-        self.head = b""
+        self.head = self.tail = b""  # for an encoding error's line, with the encoding declared, the last page
         self.declared: str | None = None
         self.parser.XmlDeclHandler = lambda version, encoding, standalone: setattr(self, "declared", encoding)
         self.last_page: Page | None = None
@@ -221,7 +216,7 @@ class DumpParser:
             if encoding is not None:
                 raise BertdataError(f"{self.name}: {encoding}, {at}") from None
             raise BertdataError(f"{self.name}: malformed XML {at}: {xml.parsers.expat.ErrorString(err.code)}") from None
-        self.head = (self.head + bytes(data[:_HEAD_BYTES]))[:_HEAD_BYTES]
+        self.head = (self.head + bytes(data[:2]))[:2]
         self.tail = (self.tail + bytes(data[-_TAIL_BYTES:]))[-_TAIL_BYTES:]
 
     def _not_utf8(self, err: xml.parsers.expat.ExpatError, data: bytes, start: int, final: bool) -> str | None:
@@ -232,17 +227,19 @@ class DumpParser:
         if err.code not in (codes[xml.parsers.expat.errors.XML_ERROR_INVALID_TOKEN],
                             codes[xml.parsers.expat.errors.XML_ERROR_PARTIAL_CHAR]):
             return None
-        head = (self.head + bytes(data[:_HEAD_BYTES]))[:_HEAD_BYTES]
+        head = (self.head + bytes(data[:2]))[:2]
         if (self.declared or "utf-8").lower() != "utf-8" or head.startswith(_UTF16_MARKS) or b"\0" in head:
             return None
         at = self.parser.ErrorByteIndex - start
-        if at >= 0:
-            seen = bytes(data[at:at + 4])
-        elif -at <= len(self.tail):
-            seen = (self.tail[at:] + bytes(data[:4]))[:4]
-        else:
+        if -at > len(self.tail):
             return None
-        if not starts_not_utf8(seen, final=final and at + 4 >= len(data)):
+        seen = ((self.tail[at:] if at < 0 else b"") + bytes(data[max(at, 0):max(at, 0) + 4]))[:4]
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(seen, final=final and at + 4 >= len(data))
+        except UnicodeDecodeError as bad:
+            if bad.start != 0:
+                return None
+        else:
             return None  # UTF-8, refused for another reason (a character XML does not allow)
         return f"not UTF-8 (byte 0x{seen[0]:02X}){self._where_in_pages()}"
 
