@@ -44,8 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     # Libraries' warnings (Beam's about optional cloud clients, say) are not the user's business;
     # commands print what matters themselves.
     logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:  # a Ctrl-C while the commands' modules load is as much an interrupt as one in a command
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("bertdata: interrupted", file=sys.stderr)
+        return 130
     try:
         return args.run(args) or 0
     except BertdataError as err:
