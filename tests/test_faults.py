@@ -228,8 +228,9 @@ def test_a_parquet_file_given_to_inspect_is_named_as_such(tmp_path):
     pq.write_table(table, alone)
     proc = run_cli("inspect", alone, check=False)
     assert proc.returncode == 2 and proc.stderr.strip() == (
-        f"bertdata inspect: error: {alone}: a parquet file; LDDL parquet is checked by its folder (one phase, with "
-        "its .num_samples.json): bertdata inspect FOLDER"), proc.stderr
+        f"bertdata inspect: error: {alone}: a parquet file outside the folder of any format; LDDL's and Hugging "
+        "Face's parquet are checked by their folders (an LDDL phase with its .num_samples.json, a dataset with its "
+        "README.md): bertdata inspect FOLDER"), proc.stderr
     folder = tmp_path / "parquet"
     folder.mkdir()
     pq.write_table(table, folder / "shard-0.parquet")

@@ -119,16 +119,19 @@ def _refuse_a_folders_file(path: str) -> None:
 
     if not os.path.isfile(path) or any(f.claims(path) for f in formats.all_formats()):
         return
-    folder = os.path.dirname(path) or "."
-    unit = next((f for f in formats.all_formats() if f.claims(folder)), None)
-    if unit is not None:
-        raise BertdataError(f"{path}: one file of the {unit.name} folder {folder}, which is checked as a whole: "
-                            f"bertdata inspect {folder}")
+    # Its folder, or the folder above (a dataset folder's split folders hold the files).
+    parent = os.path.dirname(path) or "."
+    for folder in (parent, os.path.dirname(os.path.abspath(parent))):
+        unit = next((f for f in formats.all_formats() if f.claims(folder)), None)
+        if unit is not None:
+            raise BertdataError(f"{path}: one file of the {unit.name} folder {folder}, which is checked as a "
+                                f"whole: bertdata inspect {folder}")
     with open(path, "rb") as f:
         head = f.read(len(PARQUET_MAGIC))
     if head == PARQUET_MAGIC:
-        raise BertdataError(f"{path}: a parquet file; LDDL parquet is checked by its folder (one phase, with its "
-                            ".num_samples.json): bertdata inspect FOLDER")
+        raise BertdataError(f"{path}: a parquet file outside the folder of any format; LDDL's and Hugging Face's "
+                            "parquet are checked by their folders (an LDDL phase with its .num_samples.json, a "
+                            "dataset with its README.md): bertdata inspect FOLDER")
     if head and os.path.splitext(path)[1] == PARQUET_EXTENSION:  # an empty one is said to be empty
         raise BertdataError(f"{path}: named as a parquet file but not one (it does not begin with "
                             f"{PARQUET_MAGIC.decode()}): broken, or another kind of file")
