@@ -110,12 +110,14 @@ def scaled_dump(factor: int) -> Path:
     return dump
 
 
-def timed_build(python: str, dump: Path, workers: int, out: Path, one_core: bool = False) -> dict:
+def timed_build(python: str, dump: Path, workers: int, out: Path, one_core: bool = False,
+                formats: tuple[str, ...] = ()) -> dict:
     """`one_core` pins the build to the first core it may use: one worker as it runs beside
-    others, with no core to spare for helper threads (it then decodes bz2 in line)."""
+    others, with no core to spare for helper threads (it then decodes bz2 in line). `formats`:
+    the build's --format (default: the build's, hdf5)."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [python, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", str(dump), "--vocab", str(VOCAB),
-           "--phase", "1", "--workers", str(workers), "--output", str(out)]
+           "--phase", "1", "--workers", str(workers), "--output", str(out), *(("--format", *formats) if formats else ())]
     start = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     # Run from the work folder: from the repository root `-m bertdata.cli` would import the
@@ -146,12 +148,13 @@ def timed_build(python: str, dump: Path, workers: int, out: Path, one_core: bool
     if proc.returncode:
         raise SystemExit(f"build failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.read()[-2000:]}")
     text = json.loads(next(out.glob("sharded_*/wikicorpus_en/manifest.json")).read_text())
-    hdf5 = json.loads(next(out.glob("hdf5_*/wikicorpus_en/manifest.json")).read_text())
+    hdf5 = next(out.glob("hdf5_*/wikicorpus_en/manifest.json"), None)
+    instances = json.loads(hdf5.read_text())["counts"]["instances"] if hdf5 else 0
     return {"seconds": seconds, "cpu": cpu, "bz2_mb": dump.stat().st_size / 1e6, "tree_mb": peak_tree / 2**20,
             "pss_mb": peak_pss / 2**20, "launcher_mb": peak_launcher / 2**20,
             "spill_mb": peak_spill / 1e6, "text_mb": text["counts"]["text_chars"] / 1e6,
-            "articles": text["counts"]["articles"], "instances": hdf5["counts"]["instances"],
-            "out_mb": (folder_bytes("sharded_*/*/*.txt", out) + folder_bytes("hdf5_*/*/*.hdf5", out)) / 1e6}
+            "articles": text["counts"]["articles"], "instances": instances,
+            "out_mb": sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 1e6}
 
 
 # Stages of a one-worker build as the functions that make them up, by (file, function): a
