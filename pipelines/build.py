@@ -27,19 +27,19 @@ from bertdata.text.shards import BOOKS_WIKI_DATASET
 from bertdata.manifest import MANIFEST, Run, tool_record
 from bertdata.text.sentences import choose_punkt
 from bertdata.instances.vocab import is_cased
-from bertdata.pipelines import fsio, progress
-from bertdata.pipelines.failures import user_error
+from bertdata.pipelines.runtime import fsio, progress
+from bertdata.pipelines.runtime.failures import user_error
 from bertdata.pipelines.inputs import Inputs, list_books, resolve_inputs, sentence_splitter
-from bertdata.pipelines.log import beam_output_to, note
+from bertdata.pipelines.runtime.log import beam_output_to, note
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.resume import BUILD_TOOL, StageManifest, read_manifest, refuse_another_build, \
     remove_leftovers, remove_temporaries, this_runs_text_manifest
 from bertdata.pipelines.plan import check_disk, local_dump
-from bertdata.pipelines.pool import WorkerDied, WorkerPool
-from bertdata.pipelines.runners import check_runner, make_pipeline, runner_workers
+from bertdata.pipelines.runtime.pool import WorkerDied, WorkerPool
+from bertdata.pipelines.runtime.runners import check_runner, make_pipeline, runner_workers
 from bertdata.pipelines.stage import BuildInputs
 from bertdata.pipelines.stages import InstancesStage, chain_stages, plan_stages, prepare_stages
-from bertdata.pipelines.stores import store_lock, store_of, use_stores
+from bertdata.pipelines.runtime.stores import store_lock, store_of, use_stores
 
 
 def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:

@@ -21,8 +21,8 @@ from bertdata.manifest import ShardFiles, file_sha256
 from bertdata.text.shards import TextShard, derive_seed
 from bertdata.instances.vocab import Vocab
 from bertdata.text.wikitext import RULES_VERSION
-from bertdata.pipelines import fsio
-from bertdata.pipelines.pool import working_on
+from bertdata.pipelines.runtime import fsio
+from bertdata.pipelines.runtime.pool import working_on
 from bertdata.pipelines.records import Counts, Spread, StepDoFn
 
 

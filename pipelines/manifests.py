@@ -14,7 +14,7 @@ from bertdata.fsutil import TEMP_PREFIX
 from bertdata.text.articles import quality
 from bertdata.manifest import MANIFEST, ShardFiles, Run, write_manifest
 from bertdata.text.shards import TextShard
-from bertdata.pipelines import fsio
+from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.records import StageRecords
 
 

@@ -19,7 +19,7 @@ from bertdata.estimate import (MARGIN, Estimate, dump_bytes_per_second, duration
 from bertdata import formats
 from bertdata.formats import PER_SHARD
 from bertdata.manifest import MANIFEST
-from bertdata.pipelines import fsio
+from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.formats import chosen_formats, stage_module
 from bertdata.pipelines.resume import read_manifest, text_stage_folders
 from bertdata.pipelines.stages import chosen_phases, shard_folder
@@ -79,7 +79,7 @@ def check_disk(cfg: BuildConfig, dump: str) -> None:
 
 def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
     """The plan of the build `cfg` describes, as lines; reads the output folder, writes nothing."""
-    from bertdata.pipelines.stores import use_stores
+    from bertdata.pipelines.runtime.stores import use_stores
 
     use_stores((cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books), cfg.runner.beam_args)
     t = cfg.text

@@ -19,7 +19,7 @@ import apache_beam as beam
 from bertdata.text.articles import merge_counts
 from bertdata.formats import lddl
 from bertdata.text.shards import TextShard
-from bertdata.pipelines import fsio
+from bertdata.pipelines.runtime import fsio
 
 
 @dataclass(frozen=True)

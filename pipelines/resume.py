@@ -20,8 +20,8 @@ from bertdata.fsutil import TEMP_PREFIX
 from bertdata.text.shards import text_folder, TextShard
 from bertdata.manifest import MANIFEST, RUN_KEY
 from bertdata.instances.vocab import Vocab
-from bertdata.pipelines import fsio
-from bertdata.pipelines.log import note
+from bertdata.pipelines.runtime import fsio
+from bertdata.pipelines.runtime.log import note
 from bertdata.pipelines.records import StageRecords, TextPlan
 
 # The text options' key for the cleaner's rules version: a new release's rules redo the text.

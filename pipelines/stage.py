@@ -23,7 +23,7 @@ from bertdata.instances.vocab import Vocab
 from bertdata.text.shards import WORK_FOLDER
 from bertdata.text.wikidump import Site
 from bertdata.text.wikitext import RULES_VERSION
-from bertdata.pipelines import fsio
+from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.records import StageRecords
 from bertdata.pipelines.resume import RULES, remove_leftovers

@@ -28,14 +28,14 @@ from bertdata.config import BuildConfig, InstanceConfig
 from bertdata.formats import PER_SHARD, PerShardFormat
 from bertdata.manifest import MANIFEST, ShardFiles
 from bertdata.text.shards import TextShard
-from bertdata.pipelines import fsio
+from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.formats import chosen_formats, stage_module
 from bertdata.pipelines.instances import PhaseOutput, ShardOutput, TextShardsToInstances
 from bertdata.pipelines.manifests import Provenance, write_shard_manifests, write_text_manifest
 from bertdata.pipelines.records import Gather, StageRecords
 from bertdata.pipelines.resume import (check_vocab_unchanged, remove_leftovers, remove_temporaries,
                                        reusable_text_stage, text_stage_folders)
-from bertdata.pipelines.runners import spare_cores
+from bertdata.pipelines.runtime.runners import spare_cores
 from bertdata.pipelines.stage import BuildInputs, Decision, Stage
 from bertdata.pipelines.text import DumpToTextShards
 from bertdata.pipelines.work import work_groups, work_items

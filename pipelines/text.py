@@ -23,8 +23,8 @@ from bertdata.text.shards import shard_stem, text_folder, assign, fewer_shards, 
 from bertdata.text.spill import Run, RunBuffer, merge_blocks, run_name
 from bertdata.text.wikidump import Page, iter_pages
 from bertdata.text.multistream import iter_pages_in_ranges
-from bertdata.pipelines import fsio, progress
-from bertdata.pipelines.pool import working_on
+from bertdata.pipelines.runtime import fsio, progress
+from bertdata.pipelines.runtime.pool import working_on
 from bertdata.pipelines.records import Counts, Gather, ShardJob, Spread, StepDoFn, TextPlan
 
 RUNS = "runs"

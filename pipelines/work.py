@@ -3,7 +3,7 @@ items and books into groups of equal weight (what one worker cleans and spills i
 
 from __future__ import annotations
 
-from bertdata.pipelines import fsio
+from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.text import WorkItem, open_raw
 
 # Each group makes at least one run file, and the local runner hands every worker the same

@@ -17,7 +17,7 @@ from bertdata.errors import BertdataError
 from bertdata.manifest import Run, tool_record
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.records import StageRecords, StepDoFn, TextPlan
-from bertdata.pipelines.runners import make_pipeline
+from bertdata.pipelines.runtime.runners import make_pipeline
 from bertdata.pipelines.stage import Decision, Stage
 from bertdata.pipelines.stages import PlannedStage, chain_stages
 
