@@ -2,7 +2,7 @@
 phase, with manifests.
 
 The launcher resolves the inputs (bertdata.pipelines.inputs), plans the stages and what a
-re-run reuses of them (bertdata.pipelines.stages), runs them as ONE Beam pipeline (one
+re-run reuses of them (bertdata.pipelines.chain), runs them as ONE Beam pipeline (one
 start-up) in which each stage ends by writing its manifests, then reads a summary back from
 them, which the command prints.
 """
@@ -38,7 +38,7 @@ from bertdata.pipelines.plan import check_disk, local_dump
 from bertdata.pipelines.runtime.pool import WorkerDied, WorkerPool
 from bertdata.pipelines.runtime.runners import check_runner, make_pipeline, runner_workers
 from bertdata.pipelines.stage import BuildInputs
-from bertdata.pipelines.stages import InstancesStage, chain_stages, plan_stages, prepare_stages
+from bertdata.pipelines.chain import InstancesStage, chain_stages, plan_stages, prepare_stages
 from bertdata.pipelines.runtime.stores import store_lock, store_of, use_stores
 
 

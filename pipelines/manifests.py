@@ -1,4 +1,4 @@
-"""Each stage's manifest writer (see bertdata.manifest), run by bertdata.pipelines.stages at the
+"""Each stage's manifest writer (see bertdata.manifest), run by bertdata.pipelines.chain at the
 stage's end, once every file of the stage is written: a folder with a manifest is finished."""
 
 from __future__ import annotations

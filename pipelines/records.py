@@ -4,7 +4,7 @@ DoFn base that passes on what a step does not take.
 The DaskRunner computes only the last transform's ancestors, drops tagged outputs and
 finish_bundle output, and collects no metrics, so what a later stage or a manifest needs
 travels down the one chain beside the shards; a stage's end gathers it all in one element
-(StageRecords), which bertdata.pipelines.stages hands to the next stage.
+(StageRecords), which bertdata.pipelines.chain hands to the next stage.
 """
 
 from __future__ import annotations

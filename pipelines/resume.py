@@ -1,5 +1,5 @@
 """The text stage's and the per-shard files' resume rules, which their stages
-(bertdata.pipelines.stages) decide with, and what every stage clears away.
+(bertdata.pipelines.chain) decide with, and what every stage clears away.
 
 A finished text stage is reused when its manifest records the same dump and text options;
 finished shard files are reused one by one (see bertdata.pipelines.instances). The manifests

@@ -1,4 +1,4 @@
-"""The stage contract (see bertdata.pipelines.stages, which plans and chains the stages): what a
+"""The stage contract (see bertdata.pipelines.chain, which plans and chains the stages): what a
 stage states and does, what a format's own stages are planned from (`BuildInputs`), and what a
 stage's start and end read of those (`EndInputs`).
 

@@ -1,4 +1,4 @@
-"""The stage contract (bertdata.pipelines.stage) and its runner (bertdata.pipelines.stages): the
+"""The stage contract (bertdata.pipelines.stage) and its runner (bertdata.pipelines.chain): the
 runner, not each stage, carries counts and other stages' records, writes every stage's manifests
 and hands on what later stages read; a stage's decision, and the whole plan, read the folders
 and write nothing, and a refusal names the folder."""
@@ -19,7 +19,7 @@ from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.records import StageRecords, StepDoFn, TextPlan
 from bertdata.pipelines.runtime.runners import make_pipeline
 from bertdata.pipelines.stage import Decision, Stage
-from bertdata.pipelines.stages import PlannedStage, chain_stages
+from bertdata.pipelines.chain import PlannedStage, chain_stages
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def test_the_runner_writes_each_stages_manifest_and_carries_counts_and_records(t
 
 
 def test_a_stage_whose_records_no_stage_before_it_hands_on_is_refused(tmp_path):
-    from bertdata.pipelines.stages import check_chain
+    from bertdata.pipelines.chain import check_chain
 
     toy, source = ToyStage(str(tmp_path / "toy")), SourceStage(str(tmp_path / "source"))
     with pytest.raises(ValueError, match="^the Toy stage reads Item, which no stage before it hands on$"):
@@ -207,7 +207,7 @@ def _inputs(output, **changes):
 
 def test_every_stage_is_decided_before_any_is_cleared(tmp_path):
     from bertdata.pipelines.lddl import folder as lddl_folder
-    from bertdata.pipelines.stages import plan_stages, prepare_stages
+    from bertdata.pipelines.chain import plan_stages, prepare_stages
 
     inputs = _inputs(tmp_path)
     phase1, phase2 = (Path(lddl_folder(inputs.cfg, p)) for p in inputs.cfg.phases)
@@ -234,7 +234,7 @@ def test_every_stage_is_decided_before_any_is_cleared(tmp_path):
 
 
 def test_another_vocab_where_ngc_looks_is_refused_by_planning(tmp_path):
-    from bertdata.pipelines.stages import plan_stages, prepare_stages
+    from bertdata.pipelines.chain import plan_stages, prepare_stages
 
     inputs = _inputs(tmp_path)
     (tmp_path / "vocab").mkdir()
@@ -253,7 +253,7 @@ def test_each_format_supplies_its_stages_and_dry_run_lines(tmp_path):
     from bertdata import formats
     from bertdata.pipelines.formats import stage_module
     from bertdata.pipelines.plan import dry_run
-    from bertdata.pipelines.stages import plan_stages
+    from bertdata.pipelines.chain import plan_stages
 
     inputs = _inputs(tmp_path, formats=("hdf5", "lddl", "megatron"))
     planned = plan_stages(inputs)

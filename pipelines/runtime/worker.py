@@ -62,7 +62,7 @@ PR_SET_PDEATHSIG = 1
 # each, as its first bundle starts. (Not the punkt model's data: the server starts before the
 # build knows its language.)
 PRELOAD = ("bertdata.pipelines.text", "bertdata.pipelines.instances", "bertdata.pipelines.manifests",
-           "bertdata.pipelines.stages", "bertdata.instances.create", "bertdata.text.sentences",
+           "bertdata.pipelines.chain", "bertdata.instances.create", "bertdata.text.sentences",
            "bertdata.text.fastpunkt", "nltk.tokenize.punkt")
 
 
