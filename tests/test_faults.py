@@ -113,7 +113,7 @@ def test_a_failed_runs_cleanup_removes_every_temporary_it_finds_and_says_so(tmp_
     """After a worker dies its files half-written in the stage folders go too (they stayed), and
     the line says what was removed."""
     from bertdata.fsutil import temp_basename
-    from bertdata.pipelines.build import clean_up_failed_run
+    from bertdata.pipelines.cleanup import clean_up_failed_run
 
     out = tmp_path / "out"
     work, text, phase = out / ".bertdata-work", out / "sharded" / "wikicorpus_en", out / "hdf5" / "wikicorpus_en"
