@@ -54,7 +54,7 @@ class _EndStage(fsio.FilesDoFn):
         gathered = replace(gathered, counts={**gathered.counts, **self.stage.counts(gathered)})
         self.stage.write_manifests(gathered, self.provenance)
         self.stage.clean_up()
-        yield StageRecords(gathered.plan, tuple(r for r in gathered.shards if not self.stage.ended(r)),
+        yield StageRecords(gathered.plan, tuple(r for r in gathered.records if not self.stage.ended(r)),
                            gathered.counts)
 
 

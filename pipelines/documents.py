@@ -177,7 +177,7 @@ class SplitStage(Stage):
         return {None: self.out}
 
     def start(self, handed: StageRecords) -> list:
-        return [*handed.records(), *plan_jobs(handed, self.out)]
+        return [*handed.elements(), *plan_jobs(handed, self.out)]
 
     def steps(self) -> beam.PTransform:
         return FinishSplits(self.out)

@@ -236,7 +236,7 @@ class LddlStage(Stage):
         return {self.cfg: self.phase}
 
     def start(self, handed: StageRecords) -> list:
-        return [*handed.records(), *plan_phase(handed, self.phase)]
+        return [*handed.elements(), *plan_phase(handed, self.phase)]
 
     def steps(self) -> beam.PTransform:
         return WriteLddlFiles(self.phase)

@@ -75,7 +75,7 @@ class Stage:
 
     def start(self, handed: StageRecords) -> list:
         """The elements the stage's steps begin from; what the stages before handed on is among them."""
-        return handed.records()
+        return handed.elements()
 
     def steps(self) -> beam.PTransform:
         raise NotImplementedError

@@ -210,7 +210,7 @@ class TextStage(Stage):
         reuse = reusable_text_stage(list(self.folders), i.dump_record, i.text_options, force)
         if reuse is not None:
             return Decision(False, f"text stage already complete in {reuse.plan.folder}: reusing "
-                                   f"{len(reuse.shards)} text shards", reuse)
+                                   f"{len(reuse.of_kind(TextShard))} text shards", reuse)
         books = f" + {len(i.books)} books" if i.books else ""
         return Decision(True, f"text stage: {i.dump_record['name']}{books} -> "
                               f"{fsio.join(i.cfg.output, 'sharded_*', i.dataset)}")
