@@ -510,8 +510,7 @@ def test_repeated_page_ids_keep_the_first_copy_whatever_the_workers(tmp_path):
 
 
 def test_work_groups_are_contiguous_in_dump_order_and_of_equal_weight():
-    from bertdata.pipelines.work import GROUPS_PER_WORKER, work_groups
-    from bertdata.pipelines.text import WorkItem
+    from bertdata.pipelines.work import GROUPS_PER_WORKER, WorkItem, work_groups
 
     sizes = [5, 7, 3, 9, 4, 4, 6, 8, 2, 5, 7, 3, 9, 4, 4, 6, 8, 2] * 8
     starts = [sum(sizes[:i]) for i in range(len(sizes))]

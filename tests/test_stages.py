@@ -137,6 +137,26 @@ def test_the_runner_writes_each_stages_manifest_and_carries_counts_and_records(t
     assert not (tmp_path / "unused").exists()  # a reused stage is not run again
 
 
+@dataclass
+class TidyStage(ToyStage):
+    """Notes, as it cleans up, whether its manifest was written first."""
+
+    name = "Tidy"
+
+    def clean_up(self) -> None:
+        (Path(self.folder) / "cleaned").write_text(str((Path(self.folder) / "manifest.json").exists()))
+
+
+def test_the_runner_cleans_up_after_a_stage_once_its_manifests_are_written(tmp_path):
+    handed = StageRecords(TextPlan("text-folder", 1, 1), (Item(1),), {})
+    planned = [PlannedStage(SourceStage(str(tmp_path / "unused")), Decision(False, "reused", handed)),
+               PlannedStage(TidyStage(str(tmp_path / "tidy")), Decision(True))]
+    pipeline = make_pipeline(RunnerConfig("in-memory", 1))
+    chain_stages(pipeline, planned, Provenance(tool_record("test"), Run(0.0, "in-memory", 1), {"name": "dump"}))
+    pipeline.run().wait_until_finish()
+    assert (tmp_path / "tidy" / "cleaned").read_text() == "True"
+
+
 def test_a_stage_whose_records_no_stage_before_it_hands_on_is_refused(tmp_path):
     from bertdata.pipelines.chain import check_chain
 
