@@ -27,7 +27,7 @@ $(VENV)/.installed-dev: pyproject.toml setup.py $(CSRC) | $(BIN)/python
 # Our modules' bytecode, which a regular install writes and an editable one leaves to the first
 # import: where PYTHONDONTWRITEBYTECODE is set (many containers and CI machines) none is ever
 # written, and every process (each command, the worker pool's server) compiles them again.
-PYSRC    := $(wildcard bertdata/*.py bertdata/*/*.py bertdata/*/*/*.py pipelines/*.py benchmark/*.py)
+PYSRC    := $(wildcard bertdata/*.py bertdata/*/*.py bertdata/*/*/*.py pipelines/*.py pipelines/*/*.py benchmark/*.py)
 COMPILED := $(VENV)/.compiled
 $(COMPILED): $(PYSRC) | $(BIN)/python
 	$(BIN)/python -m compileall -q bertdata pipelines benchmark

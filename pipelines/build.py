@@ -2,7 +2,7 @@
 phase, with manifests.
 
 The launcher resolves the inputs (bertdata.pipelines.inputs), plans the stages and what a
-re-run reuses of them (bertdata.pipelines.stages), runs them as ONE Beam pipeline (one
+re-run reuses of them (bertdata.pipelines.chain), runs them as ONE Beam pipeline (one
 start-up) in which each stage ends by writing its manifests, then reads a summary back from
 them, which the command prints.
 """
@@ -27,19 +27,21 @@ from bertdata.text.shards import BOOKS_WIKI_DATASET
 from bertdata.manifest import MANIFEST, Run, tool_record
 from bertdata.text.sentences import choose_punkt
 from bertdata.instances.vocab import is_cased
-from bertdata.pipelines import fsio, progress
-from bertdata.pipelines.failures import user_error
+from bertdata.pipelines.chain import chain_stages, plan_stages, prepare_stages
+from bertdata.pipelines.cleanup import clean_up_failed_run, remove_temporaries
 from bertdata.pipelines.inputs import Inputs, list_books, resolve_inputs, sentence_splitter
-from bertdata.pipelines.log import beam_output_to, note
+from bertdata.pipelines.instances import InstancesStage
 from bertdata.pipelines.manifests import Provenance
-from bertdata.pipelines.resume import BUILD_TOOL, StageManifest, read_manifest, refuse_another_build, \
-    remove_leftovers, remove_temporaries, this_runs_text_manifest
 from bertdata.pipelines.plan import check_disk, local_dump
-from bertdata.pipelines.pool import WorkerDied, WorkerPool
-from bertdata.pipelines.runners import check_runner, make_pipeline, runner_workers
+from bertdata.pipelines.resume import BUILD_TOOL, StageManifest, read_manifest, refuse_another_build, \
+    this_runs_text_manifest
+from bertdata.pipelines.runtime import fsio, progress
+from bertdata.pipelines.runtime.failures import user_error
+from bertdata.pipelines.runtime.log import beam_output_to, note
+from bertdata.pipelines.runtime.pool import WorkerDied, WorkerPool
+from bertdata.pipelines.runtime.runners import check_runner, make_pipeline, runner_workers
+from bertdata.pipelines.runtime.stores import store_lock, store_of, use_stores
 from bertdata.pipelines.stage import BuildInputs
-from bertdata.pipelines.stages import InstancesStage, chain_stages, plan_stages, prepare_stages
-from bertdata.pipelines.stores import store_lock, store_of, use_stores
 
 
 def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
@@ -183,28 +185,6 @@ def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manif
     finally:
         if log_path != shown:
             _upload_log(log_path, shown)
-
-
-def clean_up_failed_run(pool: WorkerPool | None, output: str, work_dir: str, folders: list[str]) -> str:
-    """End the run's workers, so that none writes after this, then remove the work folder and the
-    half-written files in `folders`; says what was removed (the lock and the worker pool's
-    folder go as the command ends)."""
-    if pool is not None:
-        pool.close()
-    removed = []
-    if not fsio.is_local(work_dir) or os.path.isdir(work_dir):
-        remove_temporaries(work_dir)
-        removed.append("its work folder")
-    half_written = remove_leftovers(folders)
-    if half_written:
-        removed.append(f"{len(half_written)} half-written file{'s' if len(half_written) > 1 else ''}")
-    if pool is not None:
-        removed.append("its worker pool")
-    if fsio.is_local(output) or store_of(output) is not None:
-        removed.append("its lock")
-    if not removed:
-        return "nothing to remove"
-    return (", ".join(removed[:-1]) + " and " if len(removed) > 1 else "") + removed[-1] + " removed"
 
 
 @contextlib.contextmanager

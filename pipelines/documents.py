@@ -25,10 +25,10 @@ from bertdata.fsutil import TEMP_PREFIX
 from bertdata.instances.vocab import Vocab
 from bertdata.manifest import MANIFEST
 from bertdata.text.shards import SPLITS, TextShard
-from bertdata.pipelines import fsio
 from bertdata.pipelines.manifests import WRITING, Provenance, recorded_manifest
-from bertdata.pipelines.pool import working_on
 from bertdata.pipelines.records import SplitDone, SplitJob, SplitPart, Spread, StageRecords, StepDoFn
+from bertdata.pipelines.runtime import fsio
+from bertdata.pipelines.runtime.pool import working_on
 from bertdata.pipelines.stage import BuildInputs, Decision, Stage
 
 
@@ -177,7 +177,7 @@ class SplitStage(Stage):
         return {None: self.out}
 
     def start(self, handed: StageRecords) -> list:
-        return [*handed.records(), *plan_jobs(handed, self.out)]
+        return [*handed.elements(), *plan_jobs(handed, self.out)]
 
     def steps(self) -> beam.PTransform:
         return FinishSplits(self.out)

@@ -19,8 +19,8 @@ from bertdata.text.languages import dump_language
 from bertdata.text.sentences import splitter_for
 from bertdata.instances.vocab import Vocab, load_vocab, resolve_vocab
 from bertdata.text.wikidump import Site
-from bertdata.pipelines import fsio
-from bertdata.pipelines.text import open_raw
+from bertdata.pipelines.runtime import fsio
+from bertdata.pipelines.work import open_raw
 
 _DUMP_DATE = re.compile(r"-(\d{8}|latest)-")
 

@@ -1,4 +1,4 @@
-"""Text shards -> instances of every phase from one tokenization, written as shard files (hdf5, or
+"""The instance stage: text shards -> instances of every phase from one tokenization, written as shard files (hdf5, or
 any `bertdata.formats.PerShardFormat`, as many as chosen) and/or handed to the sinks of the
 stages after (LDDL's runs per phase; per text shard, its documents: the part of each format cut
 per split), one element per text shard. Each shard is tokenized once for every tokenizer in use:
@@ -9,21 +9,25 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Protocol
 
 import apache_beam as beam
 import numpy as np
 
-from bertdata.config import InstanceConfig
+from bertdata.config import BuildConfig, InstanceConfig
 from bertdata.formats import PerShardFormat
 from bertdata.manifest import ShardFiles, file_sha256
 from bertdata.text.shards import TextShard, derive_seed
 from bertdata.instances.vocab import Vocab
 from bertdata.text.wikitext import RULES_VERSION
-from bertdata.pipelines import fsio
-from bertdata.pipelines.pool import working_on
-from bertdata.pipelines.records import Counts, Spread, StepDoFn
+from bertdata.pipelines.manifests import Provenance, write_shard_manifests
+from bertdata.pipelines.records import Counts, Spread, StageRecords, StepDoFn
+from bertdata.pipelines.resume import check_vocab_unchanged
+from bertdata.pipelines.runtime import fsio
+from bertdata.pipelines.runtime.pool import working_on
+from bertdata.pipelines.runtime.runners import spare_cores
+from bertdata.pipelines.stage import BuildInputs, Decision, Stage
 
 
 # What each shard file records about itself, and a re-run reads back instead of redoing it.
@@ -238,3 +242,60 @@ class TextShardsToInstances(beam.PTransform):
             | "MakeInstances" >> beam.ParDo(self.fn)
         )
 
+
+@dataclass
+class InstancesStage(Stage):
+    """Text shards -> instances of every phase from one tokenization: the files of every format
+    cut per text shard (`shards`: each phase's, one folder per format), and what the stages after
+    take of each shard (their sinks: LDDL runs, the parts of the formats cut per split). Its shard
+    files are reused one by one (`_ShardFiles`)."""
+
+    inputs: BuildInputs
+    shards: dict  # {InstanceConfig: (ShardOutput, ...)}, the per-shard folders of the chosen phases
+    phase_sinks: dict = field(default_factory=dict)  # {InstanceConfig: the sinks of the stages that run}
+    shard_sinks: tuple = ()  # the sinks of every text shard's documents
+    name = "Instances"
+    reads = (TextShard,)
+    ends = (TextShard, ShardFiles)  # its steps take the text shards
+
+    @property
+    def format(self) -> str | None:
+        return next((out.format.name for outs in self.shards.values() for out in outs), None)
+
+    @property
+    def makes(self) -> tuple[type, ...]:
+        sinks = [*self.shard_sinks, *(s for sinks in self.phase_sinks.values() for s in sinks)]
+        return (ShardFiles, *dict.fromkeys(sink.record for sink in sinks))
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return tuple(folder for _fmt, folder in self.folder_formats())
+
+    def folder_formats(self) -> list[tuple[str, str]]:
+        return [(out.format.name, out.folder) for outs in self.shards.values() for out in outs]
+
+    def decide(self, force: bool) -> Decision:
+        for outs in zip(*self.shards.values()):  # each format's folders, all phases at once
+            check_vocab_unchanged(outs[0].format, [out.folder for out in outs], self.inputs.vocab, force)
+        return Decision(bool(self.outputs) or bool(self.shard_sinks))
+
+    @property
+    def outputs(self) -> list[PhaseOutput]:
+        chosen = [p for p in self.inputs.cfg.phases if self.shards.get(p) or self.phase_sinks.get(p)]
+        return [PhaseOutput(p, self.shards.get(p, ()), self.phase_sinks.get(p, ())) for p in chosen]
+
+    def steps(self) -> beam.PTransform:
+        i = self.inputs
+        return TextShardsToInstances(i.vocab, self.outputs, i.text.lowercase, i.cfg.same_seed_per_shard,
+                                     i.cfg.force, self.shard_sinks, helper_threads=spare_cores(i.cfg.runner),
+                                     tokenizer_file=i.cfg.documents.tokenizer)
+
+    def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
+        for p, outs in self.shards.items():
+            for out in outs:
+                write_shard_manifests(stage, provenance, out.folder, self.inputs.instance_options(p), out.format)
+
+
+def shard_folder(cfg: BuildConfig, fmt: PerShardFormat, p: InstanceConfig, lowercase: bool, dataset: str) -> str:
+    """Where a phase's files cut per text shard go."""
+    return fsio.join(cfg.output, fmt.folder(p, lowercase), dataset)

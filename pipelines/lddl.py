@@ -29,10 +29,11 @@ from bertdata.text.articles import quality
 from bertdata.text.shards import TextShard
 from bertdata.errors import BertdataError
 from bertdata.manifest import MANIFEST
-from bertdata.pipelines import fsio
-from bertdata.pipelines.manifests import WRITING, Provenance, mark_and_clear, recorded_manifest
-from bertdata.pipelines.pool import working_on
+from bertdata.pipelines.cleanup import mark_and_clear
+from bertdata.pipelines.manifests import WRITING, Provenance, recorded_manifest
 from bertdata.pipelines.records import LddlFile, PhasePlan, PlannedFile, ShardRuns, Spread, StageRecords, StepDoFn
+from bertdata.pipelines.runtime import fsio
+from bertdata.pipelines.runtime.pool import working_on
 from bertdata.pipelines.stage import BuildInputs, Decision, Stage
 
 
@@ -235,7 +236,7 @@ class LddlStage(Stage):
         return {self.cfg: self.phase}
 
     def start(self, handed: StageRecords) -> list:
-        return [*handed.records(), *plan_phase(handed, self.phase)]
+        return [*handed.elements(), *plan_phase(handed, self.phase)]
 
     def steps(self) -> beam.PTransform:
         return WriteLddlFiles(self.phase)

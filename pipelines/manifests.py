@@ -1,21 +1,19 @@
-"""Each stage's manifest writer (see bertdata.manifest), run by bertdata.pipelines.stages at the
+"""Each stage's manifest writer (see bertdata.manifest), run by bertdata.pipelines.chain at the
 stage's end, once every file of the stage is written: a folder with a manifest is finished."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from bertdata.errors import BertdataError
 from bertdata.formats import PerShardFormat
-from bertdata.fsutil import TEMP_PREFIX
 from bertdata.text.articles import quality
 from bertdata.manifest import MANIFEST, ShardFiles, Run, write_manifest
 from bertdata.text.shards import TextShard
-from bertdata.pipelines import fsio
 from bertdata.pipelines.records import StageRecords
+from bertdata.pipelines.runtime import fsio
 
 
 # In a folder written across shards while a build writes it: the next build may then replace the
@@ -38,16 +36,6 @@ def recorded_manifest(folder: str, listed: dict[str, str], options: dict, force:
         raise BertdataError(f"{folder}: holds {made_otherwise} (see its {MANIFEST}); pass --force to replace them, "
                             "or choose another --output")
     return manifest
-
-
-def mark_and_clear(folder: str, ours: Callable[[str], bool]) -> None:
-    """Mark `folder` as being written, and remove the files named `ours`, its manifest and
-    temporaries: what an earlier build left (the stage's decision said they may go)."""
-    listed = fsio.listing(folder)
-    fsio.write_bytes(fsio.join(folder, WRITING), b"")
-    stale = [path for name, path in listed.items() if ours(name) or name == MANIFEST or name.startswith(TEMP_PREFIX)]
-    if stale:
-        fsio.delete(stale)
 
 
 @dataclass(frozen=True)

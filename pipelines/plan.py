@@ -1,6 +1,6 @@
 """Before a build: its disk check, and `build --dry-run`'s plan. Neither writes anything.
 
-The folders are the stages' (bertdata.pipelines.stages), where the build takes them from.
+The folders are the stages' (bertdata.pipelines.chain plans them), where the build takes them from.
 The disk check compares the free disk at the output with bertdata.estimate's figure for what
 the build writes and its temporaries; what the output folder already holds counts as room (a
 re-run reuses or replaces it). The plan says which stages a run would make or reuse, how many
@@ -19,10 +19,11 @@ from bertdata.estimate import (MARGIN, Estimate, dump_bytes_per_second, duration
 from bertdata import formats
 from bertdata.formats import PER_SHARD
 from bertdata.manifest import MANIFEST
-from bertdata.pipelines import fsio
+from bertdata.pipelines.chain import chosen_phases
 from bertdata.pipelines.formats import chosen_formats, stage_module
+from bertdata.pipelines.instances import shard_folder
 from bertdata.pipelines.resume import read_manifest, text_stage_folders
-from bertdata.pipelines.stages import chosen_phases, shard_folder
+from bertdata.pipelines.runtime import fsio
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def check_disk(cfg: BuildConfig, dump: str) -> None:
 
 def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
     """The plan of the build `cfg` describes, as lines; reads the output folder, writes nothing."""
-    from bertdata.pipelines.stores import use_stores
+    from bertdata.pipelines.runtime.stores import use_stores
 
     use_stores((cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books), cfg.runner.beam_args)
     t = cfg.text

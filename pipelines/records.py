@@ -4,7 +4,7 @@ DoFn base that passes on what a step does not take.
 The DaskRunner computes only the last transform's ancestors, drops tagged outputs and
 finish_bundle output, and collects no metrics, so what a later stage or a manifest needs
 travels down the one chain beside the shards; a stage's end gathers it all in one element
-(StageRecords), which bertdata.pipelines.stages hands to the next stage.
+(StageRecords), which bertdata.pipelines.chain hands to the next stage.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import apache_beam as beam
 from bertdata.text.articles import merge_counts
 from bertdata.formats import lddl
 from bertdata.text.shards import TextShard
-from bertdata.pipelines import fsio
+from bertdata.pipelines.runtime import fsio
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class StageRecords:
     LDDL runs, Megatron parts, ...), and the counts summed so far."""
 
     plan: TextPlan | None
-    shards: tuple
+    records: tuple
     counts: dict
 
     @classmethod
@@ -55,16 +55,16 @@ class StageRecords:
                    merge_counts(r.values for r in records if isinstance(r, Counts)))
 
     def of_kind(self, kinds: type | tuple[type, ...]) -> list:
-        return [r for r in self.shards if isinstance(r, kinds)]
+        return [r for r in self.records if isinstance(r, kinds)]
 
     def without(self, kinds: tuple[type, ...]) -> StageRecords:
-        return StageRecords(self.plan, tuple(r for r in self.shards if not isinstance(r, kinds)), self.counts)
+        return StageRecords(self.plan, tuple(r for r in self.records if not isinstance(r, kinds)), self.counts)
 
-    def records(self) -> list:
+    def elements(self) -> list:
         """The records again, one element each, for the next stage to spread over workers: the
         largest text shards first, so that the last to finish, on whichever worker, are small
         (and the local runner, which deals elements out in turn, gives workers near-equal work)."""
-        largest_first = sorted(self.shards, key=lambda r: -r.bytes if isinstance(r, TextShard) else 0)
+        largest_first = sorted(self.records, key=lambda r: -r.bytes if isinstance(r, TextShard) else 0)
         return [*([self.plan] if self.plan is not None else []), *largest_first, Counts(self.counts)]
 
 

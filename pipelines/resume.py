@@ -1,5 +1,5 @@
 """The text stage's and the per-shard files' resume rules, which their stages
-(bertdata.pipelines.stages) decide with, and what every stage clears away.
+(bertdata.pipelines.text, bertdata.pipelines.instances) decide with.
 
 A finished text stage is reused when its manifest records the same dump and text options;
 finished shard files are reused one by one (see bertdata.pipelines.instances). The manifests
@@ -16,13 +16,12 @@ from pathlib import Path
 from bertdata.config import TextConfig
 from bertdata.errors import BertdataError
 from bertdata.formats import PerShardFormat
-from bertdata.fsutil import TEMP_PREFIX
 from bertdata.text.shards import text_folder, TextShard
 from bertdata.manifest import MANIFEST, RUN_KEY
 from bertdata.instances.vocab import Vocab
-from bertdata.pipelines import fsio
-from bertdata.pipelines.log import note
 from bertdata.pipelines.records import StageRecords, TextPlan
+from bertdata.pipelines.runtime import fsio
+from bertdata.pipelines.runtime.log import note
 
 # The text options' key for the cleaner's rules version: a new release's rules redo the text.
 RULES = "cleaning_rules"
@@ -198,22 +197,3 @@ def check_vocab_unchanged(fmt: PerShardFormat, phase_dirs: list[str], vocab: Voc
                 raise BertdataError(
                     f"{path} was made with another vocab (sha256 {recorded[:12]}…, now {vocab.sha256[:12]}…); "
                     "pass --force to rebuild every shard with the new vocab")
-
-
-def remove_leftovers(folders: list[str], also: tuple[str, ...] = ()) -> list[str]:
-    """The temporary files a killed or failed run left in `folders`, and their files matching
-    `also` (what a stage made anew replaces); returns what it removed."""
-    # A text stage names a folder for every shard count it may halve to (28 by default), and
-    # each match is a glob through FileSystems: a local folder that does not exist is skipped.
-    folders = [f for f in folders if not fsio.is_local(f) or os.path.isdir(f)]
-    doomed = [path for folder in folders for pattern in (TEMP_PREFIX + "*", *also)
-              for path in fsio.match(fsio.join(folder, pattern))]
-    if doomed:
-        fsio.delete(doomed)
-    return doomed
-
-
-def remove_temporaries(work_dir: str) -> None:
-    """The work folder and all in it: every stage's run files and parts, and progress markers."""
-    fsio.remove_tree(work_dir)
-

@@ -1,4 +1,4 @@
-"""The stage contract (see bertdata.pipelines.stages, which plans and chains the stages): what a
+"""The stage contract (see bertdata.pipelines.chain, which plans and chains the stages): what a
 stage states and does, what a format's own stages are planned from (`BuildInputs`), and what a
 stage's start and end read of those (`EndInputs`).
 
@@ -6,7 +6,8 @@ A stage names the folders it writes and the format they hold (for the build's su
 `decide` says, before any work, whether this run reuses what is there, runs, or is refused (one
 line naming the folder), reading only; once every stage is decided, `place` puts what it needs
 in place whether it runs or is reused, and `clear` removes what a killed run of it left, if it
-runs; it gives the Beam steps that make its records, and writes its manifests. A stage that
+runs; it gives the Beam steps that make its records, writes its manifests, then cleans up
+what of its run no later stage reads (all removing is bertdata.pipelines.cleanup's). A stage that
 needs something of every text shard's instance work (runs per phase, a part per shard) says so
 in `sinks`, and the instance stage hands each text shard to them (bertdata.pipelines.instances).
 """
@@ -23,10 +24,11 @@ from bertdata.instances.vocab import Vocab
 from bertdata.text.shards import WORK_FOLDER
 from bertdata.text.wikidump import Site
 from bertdata.text.wikitext import RULES_VERSION
-from bertdata.pipelines import fsio
+from bertdata.pipelines.cleanup import remove_leftovers
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.records import StageRecords
-from bertdata.pipelines.resume import RULES, remove_leftovers
+from bertdata.pipelines.resume import RULES
+from bertdata.pipelines.runtime import fsio
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class Stage:
 
     def start(self, handed: StageRecords) -> list:
         """The elements the stage's steps begin from; what the stages before handed on is among them."""
-        return handed.records()
+        return handed.elements()
 
     def steps(self) -> beam.PTransform:
         raise NotImplementedError
@@ -84,6 +86,9 @@ class Stage:
 
     def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
         raise NotImplementedError
+
+    def clean_up(self) -> None:
+        """Once its manifests are written: remove the temporaries of its run that no later stage reads."""
 
     def ended(self, record) -> bool:
         return isinstance(record, self.ends)

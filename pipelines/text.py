@@ -1,4 +1,5 @@
-"""Dump (and books) -> clean sentence text shards, as composite transforms.
+"""The text stage: dump (and books) -> clean sentence text shards, as composite transforms, and
+the stage that runs them (its folders, reuse and manifest).
 
 Documents reach their shard through run files (bertdata.text.spill), not through the
 runner's shuffle: Beam's local runner keeps shuffled data in the launcher's memory,
@@ -10,6 +11,7 @@ one linear chain (see bertdata.pipelines.records for why).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,38 +21,25 @@ import apache_beam as beam
 from bertdata.text.articles import count_dict, merge_counts, page_document, sentence_counts
 from bertdata.text.books import book_document
 from bertdata.config import TextConfig
-from bertdata.text.shards import shard_stem, text_folder, assign, fewer_shards, render_shard
+from bertdata.text.shards import TextShard, shard_stem, text_folder, assign, fewer_shards, render_shard
 from bertdata.text.spill import Run, RunBuffer, merge_blocks, run_name
 from bertdata.text.wikidump import Page, iter_pages
 from bertdata.text.multistream import iter_pages_in_ranges
-from bertdata.pipelines import fsio, progress
-from bertdata.pipelines.pool import working_on
-from bertdata.pipelines.records import Counts, Gather, ShardJob, Spread, StepDoFn, TextPlan
+from bertdata.manifest import MANIFEST
+from bertdata.pipelines.cleanup import remove_leftovers, remove_temporaries
+from bertdata.pipelines.manifests import Provenance, write_text_manifest
+from bertdata.pipelines.records import Counts, Gather, ShardJob, Spread, StageRecords, StepDoFn, TextPlan
+from bertdata.pipelines.resume import reusable_text_stage, text_stage_folders
+from bertdata.pipelines.runtime import fsio, progress
+from bertdata.pipelines.runtime.pool import working_on
+from bertdata.pipelines.runtime.runners import spare_cores
+from bertdata.pipelines.stage import BuildInputs, Decision, Stage
+from bertdata.pipelines.work import WorkItem, open_raw, work_groups, work_items
 
 RUNS = "runs"
 # Counts of pages skipped for their namespace, by number: "skipped_namespace" says how many,
 # these say which, so the summary can name them as the dump does.
 NAMESPACE_PREFIX = "outside_namespace_"
-
-
-@dataclass(frozen=True)
-class WorkItem:
-    """What one worker reads in one piece: a byte range of a multistream dump (the whole
-    dump when `start` is None), or one book file."""
-
-    kind: str  # "dump" or "book"
-    path: str
-    start: int | None = None
-    end: int | None = None
-
-    @property
-    def marker(self) -> tuple | None:
-        """The progress marker of a dump range, None for anything else."""
-        return (self.start, self.end) if self.kind == "dump" and self.start is not None else None
-
-
-def open_raw(path: str):
-    return fsio.open_file(path)
 
 
 def runs_folder(work_dir: str) -> str:
@@ -201,3 +190,50 @@ class DumpToTextShards(beam.PTransform):
             | "SpreadShards" >> Spread()
             | "WriteTextShards" >> beam.ParDo(_WriteTextShard(self.dataset))
         )
+
+
+@dataclass
+class TextStage(Stage):
+    """Dump (and books) -> text shards; its folder is one of `folders`, chosen as it runs."""
+
+    inputs: BuildInputs
+    name = "Text"
+    makes = (TextShard,)
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        i = self.inputs
+        return tuple(text_stage_folders(i.cfg.output, i.text, i.dataset))
+
+    def decide(self, force: bool) -> Decision:
+        i = self.inputs
+        reuse = reusable_text_stage(list(self.folders), i.dump_record, i.text_options, force)
+        if reuse is not None:
+            return Decision(False, f"text stage already complete in {reuse.plan.folder}: reusing "
+                                   f"{len(reuse.of_kind(TextShard))} text shards", reuse)
+        books = f" + {len(i.books)} books" if i.books else ""
+        return Decision(True, f"text stage: {i.dump_record['name']}{books} -> "
+                              f"{fsio.join(i.cfg.output, 'sharded_*', i.dataset)}")
+
+    def clear(self) -> None:
+        # A dump or option change could leave old shards this run would not write.
+        remove_leftovers(list(self.folders), also=("*.txt", MANIFEST))
+
+    @functools.cached_property
+    def items(self) -> list:
+        return work_items(self.inputs.dump, self.inputs.index, self.inputs.cfg.runner.workers)
+
+    def steps(self) -> beam.PTransform:
+        i = self.inputs
+        workers = i.cfg.runner.workers
+        return DumpToTextShards(work_groups(self.items, i.books, workers), i.text, i.cfg.output, i.dataset,
+                                i.work_dir, i.splitter, i.site.markup, prefetch=spare_cores(i.cfg.runner))
+
+    def counts(self, stage: StageRecords) -> dict:
+        return {"text_shards": len(stage.of_kind(TextShard))}
+
+    def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
+        write_text_manifest(stage, provenance, self.inputs.text_options)
+
+    def clean_up(self) -> None:
+        remove_temporaries(self.inputs.work_dir)  # the runs' disk is free before instances start

@@ -3,8 +3,30 @@ items and books into groups of equal weight (what one worker cleans and spills i
 
 from __future__ import annotations
 
-from bertdata.pipelines import fsio
-from bertdata.pipelines.text import WorkItem, open_raw
+from dataclasses import dataclass
+
+from bertdata.pipelines.runtime import fsio
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """What one worker reads in one piece: a byte range of a multistream dump (the whole
+    dump when `start` is None), or one book file."""
+
+    kind: str  # "dump" or "book"
+    path: str
+    start: int | None = None
+    end: int | None = None
+
+    @property
+    def marker(self) -> tuple | None:
+        """The progress marker of a dump range, None for anything else."""
+        return (self.start, self.end) if self.kind == "dump" and self.start is not None else None
+
+
+def open_raw(path: str):
+    return fsio.open_file(path)
+
 
 # Each group makes at least one run file, and the local runner hands every worker the same
 # number of groups, fixed in advance, so groups must be of equal weight and several per

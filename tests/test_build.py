@@ -459,7 +459,7 @@ def test_output_that_cannot_be_a_folder_fails_before_any_work(tmp_path):
 
 
 def test_full_disk_inside_a_worker_reads_as_one_line():
-    from bertdata.pipelines.failures import user_error
+    from bertdata.pipelines.runtime.failures import user_error
 
     remote = RuntimeError("Traceback (most recent call last):\n  File \"x.py\", line 1\n"
                           "OSError: [Errno 28] No space left on device: '/data/x.hdf5' [while running 'HDF5/Make']")
@@ -510,8 +510,7 @@ def test_repeated_page_ids_keep_the_first_copy_whatever_the_workers(tmp_path):
 
 
 def test_work_groups_are_contiguous_in_dump_order_and_of_equal_weight():
-    from bertdata.pipelines.work import GROUPS_PER_WORKER, work_groups
-    from bertdata.pipelines.text import WorkItem
+    from bertdata.pipelines.work import GROUPS_PER_WORKER, WorkItem, work_groups
 
     sizes = [5, 7, 3, 9, 4, 4, 6, 8, 2, 5, 7, 3, 9, 4, 4, 6, 8, 2] * 8
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
@@ -610,7 +609,7 @@ def test_unknown_runner_and_beam_options_are_refused_in_one_line(tmp_path):
 def test_beam_options_of_stores_and_dask_are_known():
     from bertdata.config import RunnerConfig
     from bertdata.errors import BertdataError
-    from bertdata.pipelines.runners import check_runner
+    from bertdata.pipelines.runtime.runners import check_runner
 
     known = ("--s3_endpoint_url=http://127.0.0.1:9", "--s3_region_name", "eu", "--dask_client_address=tcp://h:8786",
              "--dask_npartitions=4", "--no_pipeline_type_check", "--experiments=a", "--temp_location=/tmp")
@@ -645,7 +644,8 @@ def test_workers_do_not_outlive_a_launcher_killed_outright(tmp_path):
 
     def pool() -> list:
         # The pool's server, the two workers it forks and the stubs Beam starts to reach them.
-        return [p for p in launcher.children(recursive=True) if "bertdata.pipelines.worker" in " ".join(p.cmdline())]
+        return [p for p in launcher.children(recursive=True)
+                if "bertdata.pipelines.runtime.worker" in " ".join(p.cmdline())]
 
     def forked(processes: list) -> list:
         # Those started by another of them: the workers the server forks, each starting at 0 s
@@ -709,7 +709,7 @@ def test_a_dead_worker_stops_the_build_in_one_line_and_a_rerun_resumes(fragment_
         victim = None
         while victim is None and proc.poll() is None:
             assert time.time() < deadline, f"no worker got to {task}"
-            # What each forked worker notes it is on, in the pool's folder (bertdata.pipelines.pool).
+            # What each forked worker notes it is on, in the pool's folder (bertdata.pipelines.runtime.pool).
             for note in short_tmpdir.glob("bertdata-workers-*/task-*"):
                 try:
                     if note.suffix != ".new" and note.read_text().startswith(task):

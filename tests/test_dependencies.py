@@ -119,6 +119,18 @@ def test_sources_keep_the_dependency_rule(folder):
     assert not found, "the dependency rule is broken:\n" + "\n".join(found)
 
 
+def test_the_runtime_imports_no_stage():
+    """pipelines/runtime runs the stages and is none of them: none of its modules imports a stage's
+    module at module level (the pool's server loads them inside a function, before it forks)."""
+    stages = tuple(f"bertdata.pipelines.{p.stem}" for p in sorted((ROOT / "pipelines").glob("*.py"))
+                   if p.stem != "__init__")
+    files = sources("pipelines/runtime")
+    assert files and "bertdata.pipelines.text" in stages
+    found = [v for f, package in files
+             for v in violations(f.read_text(encoding="utf-8"), str(f.relative_to(ROOT)), package, stages, True)]
+    assert not found, "the runtime imports a stage:\n" + "\n".join(found)
+
+
 def test_the_rule_covers_the_core_subpackages():
     checked = {f.relative_to(ROOT).as_posix() for f, _ in sources("bertdata")}
     assert {"bertdata/formats/hdf5.py", "bertdata/formats/lddl/writer.py", "bertdata/instances/create.py",

@@ -82,7 +82,7 @@ def _kill_the_first_forked_worker(proc: subprocess.Popen, signum: int) -> tuple[
 def test_a_worker_killed_at_its_very_start_ends_the_build_at_once(tmp_path, short_tmpdir, signame):
     """The first worker the pool forks is killed within a millisecond or so of its fork, before it
     has even connected to the runner: the build used to hang for good (the runner waited for a
-    worker that connected after it had begun to close; see bertdata.pipelines.runners)."""
+    worker that connected after it had begun to close; see bertdata.pipelines.runtime.runners)."""
     out = tmp_path / "out"
     for _ in range(3):  # the victim may have been one of the server's own short-lived subprocesses
         shutil.rmtree(out, ignore_errors=True)
@@ -113,7 +113,7 @@ def test_a_failed_runs_cleanup_removes_every_temporary_it_finds_and_says_so(tmp_
     """After a worker dies its files half-written in the stage folders go too (they stayed), and
     the line says what was removed."""
     from bertdata.fsutil import temp_basename
-    from bertdata.pipelines.build import clean_up_failed_run
+    from bertdata.pipelines.cleanup import clean_up_failed_run
 
     out = tmp_path / "out"
     work, text, phase = out / ".bertdata-work", out / "sharded" / "wikicorpus_en", out / "hdf5" / "wikicorpus_en"
@@ -136,7 +136,7 @@ def test_a_worker_that_connects_after_the_runner_began_to_close_is_told_to_stop(
     later got a control stream that never ended, and the runner waited for it forever."""
     from apache_beam.runners.portability.fn_api_runner import worker_handlers
 
-    from bertdata.pipelines.runners import tell_late_workers_to_stop
+    from bertdata.pipelines.runtime.runners import tell_late_workers_to_stop
 
     tell_late_workers_to_stop()
     done = worker_handlers.BeamFnControlServicer._DONE_MARKER

@@ -321,7 +321,7 @@ def test_a_build_of_a_dump_with_a_latin1_byte_is_one_line_naming_the_page(tmp_pa
 def test_a_threads_traceback_goes_to_the_build_log_never_to_the_terminal(tmp_path, capfd):
     """Beam's "Exception in thread run_worker ... RuntimeError", as a killed worker's channel
     breaks, came after the build's stderr was the terminal again."""
-    from bertdata.pipelines.log import beam_output_to
+    from bertdata.pipelines.runtime.log import beam_output_to
 
     log = tmp_path / "build.log"
     saved = threading.excepthook

@@ -68,7 +68,7 @@ def test_numbers_past_any_sane_size_are_refused_naming_the_bound_and_why():
 
 
 def test_workers_past_the_cores_are_capped_with_a_note(capsys, monkeypatch):
-    from bertdata.pipelines import pool
+    from bertdata.pipelines.runtime import pool
 
     monkeypatch.setattr(pool, "cores", lambda: 2)
     cfg = config_from_args(parse("build", "--wiki-only", "--workers", "64"))

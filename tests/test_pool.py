@@ -1,4 +1,4 @@
-"""The local worker pool (bertdata.pipelines.pool): its server, the attach command, cleanup.
+"""The local worker pool (bertdata.pipelines.runtime.pool): its server, the attach command, cleanup.
 
 Builds through the pool (every `--workers 2` CLI build in the suite) check the bytes; these
 check what a build does not show: statuses, streams, and what is left when things end."""
@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from bertdata.config import RunnerConfig
-from bertdata.pipelines.pool import WorkerPool, worker_pool
+from bertdata.pipelines.runtime.pool import WorkerPool, worker_pool
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the pool forks its workers on Linux only")
 
@@ -48,7 +48,7 @@ def test_the_server_ends_and_removes_its_socket_when_the_pool_closes():
 
 
 def test_the_server_ends_and_cleans_up_when_its_launcher_is_killed_outright():
-    script = ("import time; from bertdata.pipelines.pool import WorkerPool; p = WorkerPool(); "
+    script = ("import time; from bertdata.pipelines.runtime.pool import WorkerPool; p = WorkerPool(); "
               "print(p.server.pid, p.folder, flush=True); time.sleep(120)")
     launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     pid, folder = launcher.stdout.readline().split()
@@ -102,7 +102,7 @@ def test_no_pool_where_its_socket_cannot_be_made(tmp_path, monkeypatch):
     deep = tmp_path / ("d" * 100)
     deep.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(deep))
-    monkeypatch.setattr("bertdata.pipelines.pool.SHORT_TMP", str(deep))  # too long as well
+    monkeypatch.setattr("bertdata.pipelines.runtime.pool.SHORT_TMP", str(deep))  # too long as well
     with worker_pool(RunnerConfig("local", 2)) as pool:
         assert pool is None
     assert not any(deep.iterdir())
@@ -111,7 +111,7 @@ def test_no_pool_where_its_socket_cannot_be_made(tmp_path, monkeypatch):
 def test_the_pool_starts_before_beam_is_loaded():
     """The build command starts the server first so that its imports overlap the launcher's:
     importing the pool must not load Beam itself."""
-    code = "import sys, bertdata.pipelines.pool, bertdata.commands.build; print('apache_beam' in sys.modules)"
+    code = "import sys, bertdata.pipelines.runtime.pool, bertdata.commands.build; print('apache_beam' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
 
@@ -128,7 +128,7 @@ def test_the_server_reports_a_worker_that_ends_abnormally(tmp_path):
 def test_a_reported_death_interrupts_the_main_thread_at_once():
     import threading
 
-    from bertdata.pipelines.pool import WorkerDeath, WorkerDied
+    from bertdata.pipelines.runtime.pool import WorkerDeath, WorkerDied
 
     pool = WorkerPool()
     try:
@@ -160,7 +160,7 @@ def test_a_killed_server_is_reported_and_a_closed_one_is_not():
 
 
 def test_a_workers_note_of_what_it_is_on_is_read_once(tmp_path):
-    from bertdata.pipelines import pool as pool_module
+    from bertdata.pipelines.runtime import pool as pool_module
 
     pool_module.task_file = str(tmp_path / f"{pool_module.TASK_PREFIX}77")
     try:
@@ -221,7 +221,7 @@ def test_the_server_loads_every_module_a_builds_steps_need(tmp_path, monkeypatch
     assert len(steps) > 10
     (tmp_path / "steps.pickle").write_bytes(pickle.dumps(steps))
     code = ("import pickle, sys\n"
-            "from bertdata.pipelines import worker\n"
+            "from bertdata.pipelines.runtime import worker\n"
             "from apache_beam.internal import pickler\n"
             "worker.preload()\n"
             "before = set(sys.modules)\n"
@@ -238,12 +238,12 @@ def test_the_server_loads_every_module_a_builds_steps_need(tmp_path, monkeypatch
 def test_bundles_run_with_the_prompt_state_sampler(cfg, tmp_path):
     """Beam's sampler sleeps up to 200 ms, and each bundle's end waits for it: every stage of a
     build ended up to 0.2 s after its last element. Bundles in the launcher's process and in
-    the pool's workers run with the prompt one (bertdata.pipelines.sampling)."""
+    the pool's workers run with the prompt one (bertdata.pipelines.runtime.sampling)."""
     import apache_beam as beam
     from apache_beam.runners.worker import statesampler
 
-    from bertdata.pipelines.runners import make_pipeline
-    from bertdata.pipelines.sampling import SAMPLING_MS
+    from bertdata.pipelines.runtime.runners import make_pipeline
+    from bertdata.pipelines.runtime.sampling import SAMPLING_MS
 
     def note_period(element: int, folder: str) -> None:
         with open(os.path.join(folder, f"{os.getpid()}-{element}"), "w") as f:
@@ -281,7 +281,7 @@ def test_the_launcher_plans_a_build_without_nltk_and_the_server_has_it_loaded(tm
                           timeout=120, check=True, cwd=tmp_path)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
     server = ("import sys\n"
-              "from bertdata.pipelines import worker\n"
+              "from bertdata.pipelines.runtime import worker\n"
               "worker.preload()\n"
               "before = set(sys.modules)\n"
               "from bertdata.text.sentences import SentenceSplitter\n"

@@ -301,7 +301,7 @@ def test_cli_errors_exit_2(inputs, tmp_path, capsys, argv, message):
 
 
 def test_workers_past_the_cores_are_capped_with_a_note(inputs, tmp_path, capsys, monkeypatch):
-    from bertdata.pipelines import pool
+    from bertdata.pipelines.runtime import pool
 
     monkeypatch.setattr(pool, "cores", lambda: 1)
     assert main(["shard", str(inputs[0].parent), "--output", str(tmp_path / "out"), "--parts", "2",

@@ -1,4 +1,4 @@
-"""The stage contract (bertdata.pipelines.stage) and its runner (bertdata.pipelines.stages): the
+"""The stage contract (bertdata.pipelines.stage) and its runner (bertdata.pipelines.chain): the
 runner, not each stage, carries counts and other stages' records, writes every stage's manifests
 and hands on what later stages read; a stage's decision, and the whole plan, read the folders
 and write nothing, and a refusal names the folder."""
@@ -17,9 +17,9 @@ from bertdata.errors import BertdataError
 from bertdata.manifest import Run, tool_record
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.records import StageRecords, StepDoFn, TextPlan
-from bertdata.pipelines.runners import make_pipeline
+from bertdata.pipelines.runtime.runners import make_pipeline
 from bertdata.pipelines.stage import Decision, Stage
-from bertdata.pipelines.stages import PlannedStage, chain_stages
+from bertdata.pipelines.chain import PlannedStage, chain_stages
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,28 @@ def test_the_runner_writes_each_stages_manifest_and_carries_counts_and_records(t
     assert not (tmp_path / "unused").exists()  # a reused stage is not run again
 
 
+@dataclass
+class TidyStage(ToyStage):
+    """Notes, as it cleans up, whether its manifest was written first."""
+
+    name = "Tidy"
+
+    def clean_up(self) -> None:
+        (Path(self.folder) / "cleaned").write_text(str((Path(self.folder) / "manifest.json").exists()))
+
+
+def test_the_runner_cleans_up_after_a_stage_once_its_manifests_are_written(tmp_path):
+    handed = StageRecords(TextPlan("text-folder", 1, 1), (Item(1),), {})
+    planned = [PlannedStage(SourceStage(str(tmp_path / "unused")), Decision(False, "reused", handed)),
+               PlannedStage(TidyStage(str(tmp_path / "tidy")), Decision(True))]
+    pipeline = make_pipeline(RunnerConfig("in-memory", 1))
+    chain_stages(pipeline, planned, Provenance(tool_record("test"), Run(0.0, "in-memory", 1), {"name": "dump"}))
+    pipeline.run().wait_until_finish()
+    assert (tmp_path / "tidy" / "cleaned").read_text() == "True"
+
+
 def test_a_stage_whose_records_no_stage_before_it_hands_on_is_refused(tmp_path):
-    from bertdata.pipelines.stages import check_chain
+    from bertdata.pipelines.chain import check_chain
 
     toy, source = ToyStage(str(tmp_path / "toy")), SourceStage(str(tmp_path / "source"))
     with pytest.raises(ValueError, match="^the Toy stage reads Item, which no stage before it hands on$"):
@@ -207,7 +227,7 @@ def _inputs(output, **changes):
 
 def test_every_stage_is_decided_before_any_is_cleared(tmp_path):
     from bertdata.pipelines.lddl import folder as lddl_folder
-    from bertdata.pipelines.stages import plan_stages, prepare_stages
+    from bertdata.pipelines.chain import plan_stages, prepare_stages
 
     inputs = _inputs(tmp_path)
     phase1, phase2 = (Path(lddl_folder(inputs.cfg, p)) for p in inputs.cfg.phases)
@@ -234,7 +254,7 @@ def test_every_stage_is_decided_before_any_is_cleared(tmp_path):
 
 
 def test_another_vocab_where_ngc_looks_is_refused_by_planning(tmp_path):
-    from bertdata.pipelines.stages import plan_stages, prepare_stages
+    from bertdata.pipelines.chain import plan_stages, prepare_stages
 
     inputs = _inputs(tmp_path)
     (tmp_path / "vocab").mkdir()
@@ -253,7 +273,7 @@ def test_each_format_supplies_its_stages_and_dry_run_lines(tmp_path):
     from bertdata import formats
     from bertdata.pipelines.formats import stage_module
     from bertdata.pipelines.plan import dry_run
-    from bertdata.pipelines.stages import plan_stages
+    from bertdata.pipelines.chain import plan_stages
 
     inputs = _inputs(tmp_path, formats=("hdf5", "lddl", "megatron"))
     planned = plan_stages(inputs)

@@ -223,8 +223,8 @@ def config_from_args(args: argparse.Namespace):
         raise BertdataError(f"--workers must be at least 1 (got {args.workers}); leave it out for one per core")
     workers = args.workers
     if workers is not None and args.runner == "local":
-        from bertdata.pipelines.log import note
-        from bertdata.pipelines.pool import cores
+        from bertdata.pipelines.runtime.log import note
+        from bertdata.pipelines.runtime.pool import cores
 
         if workers > cores():
             note(f"--workers {workers} is more than the {cores()} cores this process may use: running "
@@ -269,12 +269,12 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if args.dry_run:
         from bertdata.pipelines.plan import dry_run
-        from bertdata.pipelines.runners import check_runner, runner_workers
+        from bertdata.pipelines.runtime.runners import check_runner, runner_workers
 
         check_runner(cfg.runner)
         print("\n".join(dry_run(cfg, runner_workers(cfg.runner))))
         return 0
-    from bertdata.pipelines.pool import worker_pool
+    from bertdata.pipelines.runtime.pool import worker_pool
 
     # The pool's server imports Beam and our modules on another core while this process does.
     with stopped_by_signals(signal.SIGINT, *STOP_SIGNALS) as on_stop, worker_pool(cfg.runner) as pool:

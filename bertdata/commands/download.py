@@ -70,7 +70,7 @@ def run(args) -> int:
     with stopped_by_signals(*STOP_SIGNALS):
         if "://" in args.output:
             from bertdata.pipelines.inputs import download
-            from bertdata.pipelines.stores import use_stores
+            from bertdata.pipelines.runtime.stores import use_stores
 
             use_stores([args.output])
             record = download(spec, args.output, force=args.force)

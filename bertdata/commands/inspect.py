@@ -66,8 +66,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if not any("://" in p for p in [*args.paths, args.vocab or ""]):
         return _inspect(args)
-    from bertdata.pipelines import fsio
-    from bertdata.pipelines.stores import use_stores
+    from bertdata.pipelines.runtime import fsio
+    from bertdata.pipelines.runtime.stores import use_stores
 
     # Shards on an object store are read from a local copy, made for this run.
     use_stores([*args.paths, args.vocab])

@@ -104,7 +104,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from bertdata.pipelines.pool import cores
+    from bertdata.pipelines.runtime.pool import cores
     from bertdata.reshard.repartition import repartition
 
     workers = args.workers
@@ -121,8 +121,8 @@ def run(args: argparse.Namespace) -> int:
     if any("://" in p for p in [*config.inputs, config.output, config.vocab or ""]):
         from dataclasses import replace
 
-        from bertdata.pipelines import fsio
-        from bertdata.pipelines.stores import use_stores
+        from bertdata.pipelines.runtime import fsio
+        from bertdata.pipelines.runtime.stores import use_stores
 
         # Parts are made locally from local copies of the inputs, then copied onto the store.
         use_stores([*config.inputs, config.output, config.vocab])

@@ -1,6 +1,6 @@
 """Local worker processes: Beam's SDK harness, run plainly or forked from the pool's server.
 
-`python -m bertdata.pipelines.worker` is a plain worker. `--serve FD REPORTS` is the pool's
+`python -m bertdata.pipelines.runtime.worker` is a plain worker. `--serve FD REPORTS` is the pool's
 server (see pool.py): it imports what workers need, then forks one worker per request
 arriving on the listening socket FD, until its stdin closes; it reaps its workers and writes a
 line to the pipe REPORTS for each that ends abnormally. When its stdin closes (the build has
@@ -37,7 +37,7 @@ if __name__ == "__main__" and sys.argv[1:2] == ["--serve"]:
     # stops the build and ends the server), which reached it blocked until now (see pool.py). Its
     # forked workers get back what the launcher had: a build started with Ctrl-C ignored (`&` in
     # a shell) goes on.
-    from bertdata.pipelines.pool import SERVER_IGNORES
+    from bertdata.pipelines.runtime.pool import SERVER_IGNORES
 
     LAUNCHER_SIGINT = signal.getsignal(signal.SIGINT)
     for _signum in SERVER_IGNORES:
@@ -50,9 +50,9 @@ logging.getLogger().setLevel(logging.ERROR)
 
 from apache_beam.runners.worker import sdk_worker_main  # noqa: E402
 
-from bertdata.pipelines import pool
-from bertdata.pipelines.attach import ATTACHED
-from bertdata.pipelines.sampling import prompt_bundle_ends
+from bertdata.pipelines.runtime import pool
+from bertdata.pipelines.runtime.attach import ATTACHED
+from bertdata.pipelines.runtime.sampling import prompt_bundle_ends
 
 # Linux's prctl option: a signal for this process when its parent ends (the pool is Linux-only).
 PR_SET_PDEATHSIG = 1
@@ -62,7 +62,7 @@ PR_SET_PDEATHSIG = 1
 # each, as its first bundle starts. (Not the punkt model's data: the server starts before the
 # build knows its language.)
 PRELOAD = ("bertdata.pipelines.text", "bertdata.pipelines.instances", "bertdata.pipelines.manifests",
-           "bertdata.pipelines.stages", "bertdata.instances.create", "bertdata.text.sentences",
+           "bertdata.pipelines.chain", "bertdata.instances.create", "bertdata.text.sentences",
            "bertdata.text.fastpunkt", "nltk.tokenize.punkt")
 
 

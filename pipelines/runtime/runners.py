@@ -16,7 +16,7 @@ from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
 from bertdata.config import RunnerConfig
 from bertdata.errors import BertdataError
-from bertdata.pipelines.pool import LOCAL_RUNNERS, WorkerPool, cores, plain_worker_command, worker_count
+from bertdata.pipelines.runtime.pool import LOCAL_RUNNERS, WorkerPool, cores, plain_worker_command, worker_count
 
 
 def spare_cores(cfg: RunnerConfig) -> bool:
@@ -71,7 +71,7 @@ def make_pipeline(cfg: RunnerConfig, pool: WorkerPool | None = None) -> beam.Pip
 
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-        from bertdata.pipelines.sampling import prompt_bundle_ends
+        from bertdata.pipelines.runtime.sampling import prompt_bundle_ends
 
         prompt_bundle_ends()  # for the bundles run in this process
         workers = worker_count(cfg)
@@ -79,7 +79,7 @@ def make_pipeline(cfg: RunnerConfig, pool: WorkerPool | None = None) -> beam.Pip
             tell_late_workers_to_stop()
         # One worker runs in this process (in-memory: several would run on threads): it gains
         # nothing from a subprocess but its start-up and the gRPC hops. Several run as processes
-        # of our worker command (bertdata.pipelines.worker, or the pool's), which is what
+        # of our worker command (bertdata.pipelines.runtime.worker, or the pool's), which is what
         # direct_running_mode=multi_processing does with Beam's, a mode that would replace ours.
         # (The runner's warning that in_memory wants one worker is below the CLI's log level.)
         command = pool.command if pool else plain_worker_command()

@@ -21,7 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bertdata.fsutil import temp_basename
-from bertdata.pipelines.pool import working_on
+from bertdata.pipelines.runtime.pool import working_on
 
 
 # The Beam options this process's FileSystems was configured with.
@@ -30,7 +30,7 @@ _threads = threading.local()
 
 
 def configure(beam_args: Sequence[str]) -> None:
-    """Give this process's FileSystems the Beam options `beam_args` (see bertdata.pipelines.stores)."""
+    """Give this process's FileSystems the Beam options `beam_args` (see bertdata.pipelines.runtime.stores)."""
     global _options
     _options = tuple(beam_args)
     FileSystems.set_options(PipelineOptions(list(_options)))

@@ -2,7 +2,7 @@
 
 A worker started the plain way is a new interpreter that imports Beam and our modules
 (about 0.7 s of CPU) after the runner asks for it, while the launcher waits. The pool's
-server (`python -m bertdata.pipelines.worker --serve`) does those imports once, on a
+server (`python -m bertdata.pipelines.runtime.worker --serve`) does those imports once, on a
 spare core while the launcher does its own, then forks a worker per request: a worker is
 ready in milliseconds, and its imported pages are shared.
 
@@ -74,7 +74,7 @@ def worker_count(cfg: RunnerConfig) -> int:
 
 # A plain worker. `-m` puts the current folder first on sys.path, so a build started inside a
 # bertdata checkout would run that checkout's code in its workers: -P (Python 3.11+) leaves it out.
-WORKER = (sys.executable, *(("-P",) if sys.version_info >= (3, 11) else ()), "-m", "bertdata.pipelines.worker")
+WORKER = (sys.executable, *(("-P",) if sys.version_info >= (3, 11) else ()), "-m", "bertdata.pipelines.runtime.worker")
 
 
 def plain_worker_command() -> str:

@@ -3,7 +3,7 @@
 Their options come from the Beam options after `--` and, where those are silent, from the
 standard environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...; STORAGE_EMULATOR_HOST for
 GCS). The launcher sets them on FileSystems and hands them to every worker inside the DoFns
-(`bertdata.pipelines.fsio.FilesDoFn`): a cluster worker gets none of the launcher's settings.
+(`bertdata.pipelines.runtime.fsio.FilesDoFn`): a cluster worker gets none of the launcher's settings.
 Before any work, each store is asked once, with short timeouts, whether its bucket is there
 and these credentials may use it, so that a typo costs one line instead of a retry loop.
 The output lock is a conditional create (S3 `If-None-Match: *`, GCS `ifGenerationMatch=0`):
@@ -177,7 +177,7 @@ class _GCS:
     """The same calls on google-cloud-storage."""
 
     def __init__(self, options):
-        from bertdata.pipelines.fsio import gcs_client
+        from bertdata.pipelines.runtime.fsio import gcs_client
 
         self.client = gcs_client(options)
 
@@ -239,7 +239,7 @@ def _client(path: str, options):
 def use_stores(paths: Sequence[str | None], beam_args: Sequence[str] = ()) -> tuple[str, ...]:
     """Set up this process's FileSystems for `paths` (options from `beam_args` and the
     environment) and check their stores; the Beam options, for the workers."""
-    from bertdata.pipelines import fsio
+    from bertdata.pipelines.runtime import fsio
 
     args = store_args(paths, beam_args)
     fsio.configure(args)

@@ -11,7 +11,7 @@ import threading
 
 from tqdm import tqdm
 
-from bertdata.pipelines import fsio
+from bertdata.pipelines.runtime import fsio
 
 MARKERS = "progress"
 POLL_SECONDS = 1.0
