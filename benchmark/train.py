@@ -333,8 +333,10 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
     ddp = None
     net: torch.nn.Module = model
     if plan.world > 1:
+        # DDP copies each all-reduced bucket into the .grad it finds: LAMB's views of its own buffer
+        # (as bucket views, the .grad would be DDP's, and LAMB would copy it back every step).
         ddp = DistributedDataParallel(model, device_ids=[plan.device] if plan.device.type == "cuda" else None,
-                                      gradient_as_bucket_view=True)
+                                      gradient_as_bucket_view=False)
         net = ddp
     if cfg.compile:
         # DDP first, then compile: dynamo splits the graph at DDP's bucket boundaries so

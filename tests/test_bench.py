@@ -228,6 +228,37 @@ def test_lamb_matches_a_per_parameter_reference():
     assert not torch.equal(params[0].detach(), init[0])
 
 
+def test_lamb_keeps_gradients_in_one_buffer_and_steps_bert_as_the_reference_does():
+    """Backward accumulates into views of the optimizer's one flat buffer, which no step copies or
+    replaces; two micro-batches per step, three steps, equal the per-parameter reference."""
+    torch.manual_seed(0)
+    model = BertForPretraining(PRESETS["tiny"])
+    opt = build_optimizer("lamb", model, 1e-2, torch.device("cpu"))
+    params = list(model.parameters())
+    init = [p.detach().clone() for p in params]
+    [flat] = opt._grads
+    where = [p.grad.data_ptr() for p in params]
+    assert all(p.grad.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr() for p in params)
+    gen = torch.Generator().manual_seed(1)
+    seen = []
+    for _ in range(3):
+        for _ in range(2):
+            ids = torch.randint(0, PRESETS["tiny"].vocab_size, (4, 32), generator=gen)
+            labels = torch.full((4, 32), -1)
+            labels[:, [3, 7]] = ids[:, [3, 7]]
+            batch = Padded(ids, torch.zeros_like(ids), torch.ones_like(ids), labels, torch.tensor([0, 1, 0, 1]))
+            (model(batch, max_predictions=5) / 2).backward()
+        seen.append([p.grad.clone() for p in params])
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        assert [p.grad.data_ptr() for p in params] == where and not flat.any()
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = [not (names[id(p)].endswith("bias") or "norm" in names[id(p)]) for p in params]
+    expected = reference_lamb(init, seen, lr=1e-2, wd_flags=decayed)
+    for p, want in zip(params, expected):
+        torch.testing.assert_close(p.detach().double(), want, rtol=1e-5, atol=1e-6)
+
+
 def test_no_decay_groups_hold_biases_and_layernorms():
     model = BertForPretraining(PRESETS["tiny"])
     decay, plain = param_groups(model, 0.01)
