@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch", reason="the bench extra (torch) is not inst
 
 from bertdata.benchmark import report  # noqa: E402
 from bertdata.benchmark.data import (  # noqa: E402
-    ShardStream, Unit, divide, figures, mlm_labels, rank_units, survey, to_batch, to_packed,
+    ShardStream, Unit, bucket_size, divide, figures, mlm_labels, rank_units, survey, to_batch, to_packed,
 )
 from bertdata.benchmark.lamb import Lamb, build_optimizer, param_groups  # noqa: E402
 from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, Padded, training_flops  # noqa: E402
@@ -810,3 +810,39 @@ def test_parity_check_passes_and_fails_where_one_small_parameter_is_wrong(tmp_pa
     monkeypatch.setattr(parity, "forward", no_dropout_when_packed)
     failures = parity.check(str(phases[0]), torch.device("cpu"), cfg, "fp32", False, 8)
     assert any("spread" in line for line in failures), failures
+
+
+# ---------------------------------------------------------------- token buckets (CUDA graphs), on CPU
+
+@needs_test_data
+@pytest.mark.parametrize("shard", [PARITY_128, PARITY_512], ids=["phase1", "phase2"])
+def test_a_buckets_dummy_rows_change_neither_the_loss_nor_the_gradients(shard):
+    rows = load_rows(shard, 12)
+    width, preds = rows["input_ids"].shape[1], rows["masked_lm_positions"].shape[1]
+    plain, bucketed = to_packed(rows), to_packed(rows, buckets=3)
+    tokens, extra = bucket_size(12, width, 3, len(plain.input_ids))
+    assert len(bucketed.input_ids) == tokens > len(plain.input_ids)
+    assert len(bucketed.cu_seqlens) == 12 + extra + 1 and len(bucketed.mlm_labels) == 12 * preds
+    lengths = (bucketed.cu_seqlens[1:] - bucketed.cu_seqlens[:-1]).tolist()
+    assert lengths[:12] == (plain.cu_seqlens[1:] - plain.cu_seqlens[:-1]).tolist()
+    assert all(0 <= n <= width for n in lengths[12:]) and lengths[-1] == 0  # dummies, then rows of no tokens
+    assert figures(bucketed, width) == figures(plain, width)
+    cfg = BertConfig(hidden=64, layers=2, heads=4, intermediate=256, dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(0)
+    model = BertForPretraining(cfg)
+    want_loss, want = loss_and_grads(model, plain, max_predictions=preds, width=width)
+    loss, grads = loss_and_grads(model, bucketed, max_predictions=preds, width=width)
+    assert loss == pytest.approx(want_loss, rel=1e-6)
+    for name, g in want.items():
+        assert float((grads[name] - g).norm()) <= 1e-5 * float(g.norm()) + 1e-12, name
+
+
+@needs_test_data
+def test_a_run_with_token_buckets_sees_that_many_shapes_at_most(tmp_path):
+    data = training_dir(tmp_path, PARITY_128)
+    cfg = tiny_cfg(data, batch_size=4, steps=6, warmup_steps=1)
+    assert run(cfg)["batch_shapes"] > 2  # every batch another token count
+    record = run(dataclasses.replace(cfg, token_buckets=2))
+    assert record["batch_shapes"] <= 2 and record["token_buckets"] == 2
+    with pytest.raises(BertdataError, match="--token-buckets rounds packed batches up"):
+        dataclasses.replace(cfg, token_buckets=2, padded=True)

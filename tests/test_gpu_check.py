@@ -69,7 +69,9 @@ def test_the_gpu_check_runs_from_a_bare_checkout_without_a_registry(tmp_path):
     assert [(r["precision"], r["seq_len"], r["layout"], r["accumulation"]) for r in records[1:]] == [
         ("bf16", 128, "packed", 1), ("bf16", 512, "packed", 1), ("bf16", 128, "packed", 2),
         ("bf16", 512, "packed", 2), ("bf16", 128, "padded", 1), ("amp", 128, "packed", 1), ("tf32", 128, "packed", 1)]
-    assert all(0 < r["real_tokens_per_second"] < r["tokens_per_second"] for r in records)
+    # A smoke batch of full rows has no padding (the synthetic shards' rows are 90% full).
+    assert all(0 < r["real_tokens_per_second"] <= r["tokens_per_second"] for r in records)
+    assert any(r["real_tokens_per_second"] < r["tokens_per_second"] for r in records)
     # Every run states its time against its limit; on a quiet 2-core machine each uses a third at most.
     spent = re.findall(r"run (\w+) took (\d+) s wall, ([\d.]+) s user \+ ([\d.]+) s system CPU, of its limit (\d+) s",
                        log)
