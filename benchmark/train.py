@@ -358,13 +358,12 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
         ddp = DistributedDataParallel(model, device_ids=[plan.device] if plan.device.type == "cuda" else None,
                                       gradient_as_bucket_view=False)
         net = ddp
-    graphs = cfg.compile and cfg.token_buckets is not None
+    graphs = cfg.compile and cfg.token_buckets is not None and plan.device.type == "cuda"
     if cfg.compile:
         # DDP first, then compile: dynamo splits the graph at DDP's bucket boundaries so
-        # all-reduce still overlaps the backward pass. With token buckets, one static graph per
-        # bucket, each replayed as a CUDA graph on CUDA (reduce-overhead).
-        net = torch.compile(net, dynamic=False if graphs else None,
-                            mode="reduce-overhead" if graphs and plan.device.type == "cuda" else None)
+        # all-reduce still overlaps the backward pass. With token buckets on CUDA, the one graph
+        # (dynamic in the token count) is recorded as a CUDA graph once per bucket, then replayed.
+        net = torch.compile(net, mode="reduce-overhead" if graphs else None)
     optimizer = build_optimizer(cfg.optimizer, model, cfg.lr, plan.device, compile=cfg.compile)
     # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range.
     scaler = torch.amp.GradScaler(plan.device.type, enabled=autocast_dtype is torch.float16)
@@ -390,7 +389,7 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
             with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
                 with torch.autocast(plan.device.type, dtype=autocast_dtype or torch.float32,
                                     enabled=autocast_dtype is not None):
-                    loss = forward(net, batch, plan.max_predictions, plan.seq_len, cfg.compile and not graphs)
+                    loss = forward(net, batch, plan.max_predictions, plan.seq_len, cfg.compile)
                 scaler.scale(loss / plan.accumulation).backward()
             loss_sum += loss.detach()
         scaler.step(optimizer)
@@ -399,14 +398,9 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
         return wait, StepResult.of(loss_sum / plan.accumulation, counts, plan.model)
 
     label = f"BERT-{cfg.model} {plan.precision} bs{cfg.batch_size}"
-    # Graphs per bucket: as many recompiles as buckets, none made dynamic.
-    limits = dict(recompile_limit=max(torch._dynamo.config.recompile_limit, (cfg.token_buckets or 0) + 1),
-                  automatic_dynamic_shapes=False) if graphs else {}
-    with torch._dynamo.config.patch(**limits):
-        times, waits, outputs, warmup = _time_steps(plan, cfg, label, step,
-                                                    lambda: warm(optimizer, drawn, cfg.workers))
-        if cfg.profile:
-            profile_steps(plan, step, cfg.profile)
+    times, waits, outputs, warmup = _time_steps(plan, cfg, label, step, lambda: warm(optimizer, drawn, cfg.workers))
+    if cfg.profile:
+        profile_steps(plan, step, cfg.profile)
     losses = [float(out.loss) for out in outputs]
     timed = outputs[warmup:]
     tokens = (sum(out.tokens for out in timed), sum(out.real_tokens for out in timed))
@@ -429,10 +423,9 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
 
 
 def forward(net: torch.nn.Module, batch: Padded | Packed, max_predictions: int, width: int,
-            dynamic: bool) -> torch.Tensor:
-    """The step's loss as the timed run computes it (also the GPU check's parity); `dynamic`: a
-    compiled step without token buckets."""
-    if isinstance(batch, Packed) and dynamic:
+            compiled: bool) -> torch.Tensor:
+    """The step's loss as the timed run computes it (also the GPU check's parity)."""
+    if isinstance(batch, Packed) and compiled:
         # Every batch holds another number of real and masked tokens: one graph for all of them
         # from the first call on, rather than one per count, or one for the first and a second
         # once dynamo sees the count change.
