@@ -50,7 +50,7 @@ class Lamb(torch.optim.Optimizer):
         `p.grad = ...`, DDP's bucket views) put another tensor there: its values are copied in."""
         for stacks in self._stacks:
             for s in stacks:
-                for p, row in zip(s.params, s.grad):
+                for p, row in zip(s.params, s.grad_rows):
                     if p.grad is not row:
                         if p.grad is None:
                             row.zero_()
@@ -91,7 +91,8 @@ class Stack(NamedTuple):
     params: list[torch.Tensor]  # each a view of its row of `data`
     data: torch.Tensor  # [len(params), *shape]
     moments: dict[str, torch.Tensor]  # exp_avg and exp_avg_sq, alike, from the first step on
-    grad: torch.Tensor  # like `data`, a view of the optimizer's gradient buffer; each p.grad a row
+    grad: torch.Tensor  # like `data`, a view of the optimizer's gradient buffer
+    grad_rows: list[torch.Tensor]  # each parameter's .grad: its row of `grad`, the same tensor every step
 
 
 def stack_by_shape(params: list[torch.Tensor]) -> list[Stack]:
@@ -104,7 +105,7 @@ def stack_by_shape(params: list[torch.Tensor]) -> list[Stack]:
         data = torch.stack([p.detach() for p in group])
         for p, row in zip(group, data):
             p.data = row
-        stacks.append(Stack(group, data, {}, data))  # `grad` set by gradient_buffers
+        stacks.append(Stack(group, data, {}, data, []))  # the gradients set by gradient_buffers
     return stacks
 
 
@@ -124,9 +125,10 @@ def gradient_buffers(groups: list[list[Stack]]) -> tuple[list[torch.Tensor], lis
             key = (s.data.dtype, s.data.device)
             grad = flats[key][used[key]:used[key] + s.data.numel()].view_as(s.data)
             used[key] += s.data.numel()
-            for p, row in zip(s.params, grad):
+            rows = list(grad)
+            for p, row in zip(s.params, rows):
                 p.grad = row
-            viewed[-1].append(s._replace(grad=grad))
+            viewed[-1].append(s._replace(grad=grad, grad_rows=rows))
     return list(flats.values()), viewed
 
 
