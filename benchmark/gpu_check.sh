@@ -42,12 +42,12 @@ DEADLINE=${DEADLINE:-540}
 GLOBAL128=${GLOBAL128:-8192}  # NGC's phase-1 LAMB batch (65,536) per GPU of 8; accumulation 32 at batch 256
 GLOBAL512=${GLOBAL512:-4096}  # phase 2's (32,768) per GPU of 8; accumulation 64 at batch 64
 if [ "${QUICK:-0}" = 1 ]; then
-    # The smoke test: the same runs, each at a third of its limit at most. One loader worker (each
-    # one reads a whole file, and warm-up waits for a batch from every one), a quarter of the batch
-    # at seq 512 (the same tokens), two micro-batches per global batch; the parity in fp32, as 16
-    # bits are emulated on a CPU (BERT-tiny bf16 takes 12x fp32's time).
-    STEPS=(--steps 2 --warmup-steps 1); COMPILE=(); BATCH512=$(( (BATCH + 3) / 4 )); WORKERS=1
-    GLOBAL128=$((2 * BATCH)); GLOBAL512=$((2 * BATCH512)); PARITY=(--precision fp32 --rows 8)
+    # The smoke test: the same runs, each at a third of its limit at most. One timed step, one
+    # loader worker (each one reads a whole file, and warm-up waits for a batch from every one), a
+    # quarter of the batch at seq 512 (the same tokens), two micro-batches per global batch; the
+    # parity in fp32 on 4 rows, as 16 bits are emulated on a CPU (BERT-tiny bf16 takes 12x fp32's time).
+    STEPS=(--steps 1 --warmup-steps 1); COMPILE=(); BATCH512=$(( (BATCH + 3) / 4 )); WORKERS=1
+    GLOBAL128=$((2 * BATCH)); GLOBAL512=$((2 * BATCH512)); PARITY=(--precision fp32 --rows 4)
 else
     STEPS=(); COMPILE=(--compile); WORKERS=4
     PARITY=(--precision bf16 --compile --layers "${PARITY_LAYERS:-2}")
@@ -168,9 +168,9 @@ bench bf16_compiled data128 150 --precision bf16 --batch-size "$BATCH" "${COMPIL
 bench bf16_compiled_512 data512 120 --precision bf16 --batch-size "$BATCH512" "${COMPILE[@]}" --steps 30 \
     --warmup-steps 6
 # NGC's tables run a global batch by accumulation: the same step, the optimizer once per GLOBAL sequences.
-bench bf16_compiled_global data128 90 --precision bf16 --batch-size "$BATCH" --global-batch "$GLOBAL128" \
+bench bf16_compiled_global data128 120 --precision bf16 --batch-size "$BATCH" --global-batch "$GLOBAL128" \
     "${COMPILE[@]}" --steps 4 --warmup-steps 1
-bench bf16_compiled_512_global data512 90 --precision bf16 --batch-size "$BATCH512" --global-batch "$GLOBAL512" \
+bench bf16_compiled_512_global data512 120 --precision bf16 --batch-size "$BATCH512" --global-batch "$GLOBAL512" \
     "${COMPILE[@]}" --steps 3 --warmup-steps 1
 # CUDA graphs: the packed batches rounded up to 4 token counts, one graph recorded for each.
 bench bf16_compiled_graphs data128 150 --precision bf16 --batch-size "$BATCH" --token-buckets 4 "${COMPILE[@]}" \
