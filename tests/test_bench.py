@@ -405,7 +405,8 @@ def test_matrix_runs_every_cell_and_tabulates_them(tmp_path, capsys):
     assert all(math.isfinite(r["final_loss"]) for r in records)
     table = capsys.readouterr().out
     assert "| 1 | 158.6 | 639.2 | 873.7 | 1542.3 |" in table
-    assert table.count("(this run)") == 4
+    assert next(line for line in table.splitlines() if line.startswith("| GPUs")).count("(this run)") == 4
+    assert table.count("global batch 2 (1 micro-batch of 2 per GPU)") == 2
 
 
 @pytest.mark.slow
@@ -537,7 +538,8 @@ def test_report_mfu_and_table_for_a_gpu_record():
     assert report.peak_tflops("Tesla V100-SXM2-16GB", "bf16") is None
     table = report.markdown_table([record])
     assert "| 8 | 1232.1 | 5055.6 | 6846.0 | 12075.6 | 1000.0 |" in table
-    assert "0.08x A100 AMP bs128" in table
+    assert ("global batch 67584 (66 micro-batches of 128 per GPU); MFU 50.0% on real tokens; 0.20x V100 AMP bs96, "
+            "0.08x A100 AMP bs128 at 8 GPU(s)") in table
 
 
 # ---------------------------------------------------------------- hostile and careless input
