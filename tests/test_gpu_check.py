@@ -47,6 +47,7 @@ def checkout_copy(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the script's own time-out below; a quiet 2-core machine needs a few minutes
 def test_the_gpu_check_runs_from_a_bare_checkout_without_a_registry(tmp_path):
     if not (ROOT / ".git").exists():
         pytest.skip("needs a git checkout")
