@@ -208,21 +208,51 @@ def to_batch(rows: dict[str, np.ndarray]) -> Padded:
         rows["input_ids"], rows["segment_ids"], rows["input_mask"], labels, rows["next_sentence_labels"])))
 
 
-def to_packed(rows: dict[str, np.ndarray]) -> Packed:
+def to_packed(rows: dict[str, np.ndarray], buckets: int | None = None) -> Packed:
     """The batch's real tokens end to end (input_mask is 1s then 0s: checked as each file is
-    read), with where each came from and where its masked tokens went."""
+    read), with where each came from and where its masked tokens went.
+
+    With `buckets`, every batch of these rows' count and width takes one of that many shapes
+    (see `bucket_size`), so that a compiled step sees no more, and on CUDA replays one graph per
+    shape: the token count is rounded up with dummy rows of at most `width` tokens ([PAD], no
+    label, never a row of the NSP loss), the row count made fixed with rows of no tokens, and the
+    masked tokens padded to every row's max predictions with the ignored label -1."""
     mask = rows["input_mask"] != 0
-    width = mask.shape[1]
+    n, width = mask.shape
+    lengths = mask.sum(axis=1)
     index = np.flatnonzero(mask)
-    cu_seqlens = np.zeros(len(mask) + 1, np.int32)
-    np.cumsum(mask.sum(axis=1), out=cu_seqlens[1:])
     positions = rows["masked_lm_positions"]
     row, slot = np.nonzero(np.cumprod(positions != 0, axis=1))  # each row's list ends at its first 0
+    labels = rows["masked_lm_ids"][row, slot]
+    ids, segments = (rows[k].reshape(-1)[index] for k in ("input_ids", "segment_ids"))
+    if buckets:
+        tokens, extra_rows = bucket_size(n, width, buckets, len(index))
+        gap = tokens - len(index)
+        dummy = np.zeros(extra_rows, lengths.dtype)
+        dummy[:gap // width] = width
+        dummy[gap // width:gap // width + 1] = gap % width
+        lengths = np.concatenate([lengths, dummy])
+        index = np.concatenate([index, n * width + np.flatnonzero(np.arange(width) < dummy[:, None])])
+        ids, segments = (np.concatenate([a, np.zeros(gap, a.dtype)]) for a in (ids, segments))
+        room = n * positions.shape[1] - len(row)  # every masked slot of the batch, used or not
+        row, slot = (np.concatenate([a, np.zeros(room, a.dtype)]) for a in (row, slot))
+        labels = np.concatenate([labels, np.full(room, -1, labels.dtype)])
+    cu_seqlens = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=cu_seqlens[1:])
     as_long = functools.partial(np.ascontiguousarray, dtype=np.int64)
     return Packed(*(torch.from_numpy(a) for a in (
-        as_long(rows["input_ids"].reshape(-1)[index]), as_long(rows["segment_ids"].reshape(-1)[index]),
-        as_long(index % width), cu_seqlens, as_long(index), as_long(cu_seqlens[row] + positions[row, slot]),
-        as_long(rows["masked_lm_ids"][row, slot]), as_long(rows["next_sentence_labels"].reshape(-1)))))
+        as_long(ids), as_long(segments), as_long(index % width), cu_seqlens, as_long(index),
+        as_long(cu_seqlens[row] + positions[row, slot]), as_long(labels),
+        as_long(rows["next_sentence_labels"].reshape(-1)))))
+
+
+def bucket_size(rows: int, width: int, buckets: int, tokens: int) -> tuple[int, int]:
+    """(the token count `tokens` is rounded up to, rows added) for a batch of `rows` rows of at most
+    `width` tokens: a multiple of rows x width / `buckets` (rounded up to 8), so at most `buckets`
+    counts; as many rows added to every batch as the dummy tokens can need."""
+    step = -(-rows * width // buckets)
+    step = -(-step // 8) * 8
+    return -(-tokens // step) * step, -(-step // width)
 
 
 class Figures(NamedTuple):
@@ -240,9 +270,9 @@ class Figures(NamedTuple):
 def figures(batch: Padded | Packed, width: int) -> Figures:
     """`width`: the length a packed batch's rows had padded (the shards' sequence length); a padded
     batch carries its own."""
-    if isinstance(batch, Packed):
-        lengths = (batch.cu_seqlens[1:] - batch.cu_seqlens[:-1]).long()
-        masked = len(batch.mlm_labels)
+    if isinstance(batch, Packed):  # its real rows: the first, one per NSP label (see to_packed's buckets)
+        lengths = (batch.cu_seqlens[1:] - batch.cu_seqlens[:-1]).long()[:len(batch.nsp_labels)]
+        masked = int((batch.mlm_labels != -1).sum())
     else:
         width = batch.input_ids.shape[1]
         lengths = batch.input_mask.sum(dim=1)
@@ -279,9 +309,11 @@ class ShardStream(IterableDataset):
     pass, split among loader workers; with several bins each batch comes from one bin."""
 
     def __init__(self, groups: list[list[Unit]], batch_size: int, seed: int, infos: list[ShardInfo],
-                 reading: Reading, rank: int = 0, vocab_size: int | None = None, packed: bool = False):
+                 reading: Reading, rank: int = 0, vocab_size: int | None = None, packed: bool = False,
+                 token_buckets: int | None = None):
         self.groups = groups
         self.packed = packed
+        self.token_buckets = token_buckets
         self.batch_size = batch_size
         self.seed = (seed, rank)
         self.vocab_size = vocab_size
@@ -319,7 +351,7 @@ class ShardStream(IterableDataset):
             if self.reading.masking == "dynamic":
                 rows = mask_dynamic(rows, self.reading, rows["masked_lm_positions"].shape[1], mask_rng)
             if self.packed:
-                yield to_packed(rows)
+                yield to_packed(rows, self.token_buckets)
                 continue
             if self.reading.pad_to_longest:
                 rows = crop(rows)
@@ -327,10 +359,12 @@ class ShardStream(IterableDataset):
 
 
 def build_loader(infos: list[ShardInfo], reading: Reading, batch_size: int, rank: int, world: int, workers: int,
-                 seed: int, pin_memory: bool, vocab_size: int | None = None, packed: bool = False) -> DataLoader:
-    """Batches for `rank` from `infos` (see `survey`), padded or `packed`; with `vocab_size`,
-    every file's rows are checked when first read."""
-    stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, infos, reading, rank, vocab_size, packed)
+                 seed: int, pin_memory: bool, vocab_size: int | None = None, packed: bool = False,
+                 token_buckets: int | None = None) -> DataLoader:
+    """Batches for `rank` from `infos` (see `survey`), padded or `packed` (in `token_buckets` shapes
+    at most, see `to_packed`); with `vocab_size`, every file's rows are checked when first read."""
+    stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, infos, reading, rank, vocab_size, packed,
+                         token_buckets)
     # Workers build whole batches (no per-sample collate); batch_size=None passes them through.
     return DataLoader(stream, batch_size=None, num_workers=workers, pin_memory=pin_memory,
                       persistent_workers=workers > 0, prefetch_factor=4 if workers else None)

@@ -15,12 +15,13 @@
 # 4. times the input pipeline alone, then BERT-base on one GPU, real tokens only unless named:
 #    bf16 compiled seq 128 batch 256 (target: >= 7,000 sequences/s, 45% MFU on real tokens) with a
 #    profile of its kernels, bf16 compiled seq 512 batch 64 (target: >= 42% MFU), both again with a
-#    global batch by accumulation as NGC's tables run, bf16 compiled with padding, AMP and TF32 compiled;
+#    global batch by accumulation as NGC's tables run, with CUDA graphs over 4 token buckets, bf16
+#    compiled with padding, AMP and TF32 compiled;
 # 5. prints the host's ceiling for the build's worker curve (scripts/host_ceiling.py: what its cores give
 #    independent CPU-bound processes, and how many physical cores they are);
 # 6. writes each run's JSON, the profile, a markdown table beside the NGC figures and the log under $OUT.
 # Exit status 1 if the parity check fails, a bf16 row misses its target or any run fails. Runs that
-# would end past DEADLINE seconds (default 500) are cut short, so the whole check fits a 10-minute slot.
+# would end past DEADLINE seconds (default 540) are cut short, so the whole check fits a 10-minute slot.
 # Smoke test of the same path without a GPU: DEVICE=cpu MODEL=tiny BATCH=8 QUICK=1 TARGET_SEQS=0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,16 +38,16 @@ BATCH=${BATCH:-256}
 BATCH512=${BATCH512:-64}
 DEVICE=${DEVICE:-cuda}
 MODEL=${MODEL:-base}
-DEADLINE=${DEADLINE:-500}
+DEADLINE=${DEADLINE:-540}
 GLOBAL128=${GLOBAL128:-8192}  # NGC's phase-1 LAMB batch (65,536) per GPU of 8; accumulation 32 at batch 256
 GLOBAL512=${GLOBAL512:-4096}  # phase 2's (32,768) per GPU of 8; accumulation 64 at batch 64
 if [ "${QUICK:-0}" = 1 ]; then
-    # The smoke test: the same runs, each at a third of its limit at most. One loader worker (each
-    # one reads a whole file, and warm-up waits for a batch from every one), a quarter of the batch
-    # at seq 512 (the same tokens), two micro-batches per global batch; the parity in fp32, as 16
-    # bits are emulated on a CPU (BERT-tiny bf16 takes 12x fp32's time).
-    STEPS=(--steps 2 --warmup-steps 1); COMPILE=(); BATCH512=$(( (BATCH + 3) / 4 )); WORKERS=1
-    GLOBAL128=$((2 * BATCH)); GLOBAL512=$((2 * BATCH512)); PARITY=(--precision fp32 --rows 8)
+    # The smoke test: the same runs, each at a third of its limit at most. One timed step, one
+    # loader worker (each one reads a whole file, and warm-up waits for a batch from every one), a
+    # quarter of the batch at seq 512 (the same tokens), two micro-batches per global batch; the
+    # parity in fp32 on 4 rows, as 16 bits are emulated on a CPU (BERT-tiny bf16 takes 12x fp32's time).
+    STEPS=(--steps 1 --warmup-steps 1); COMPILE=(); BATCH512=$(( (BATCH + 3) / 4 )); WORKERS=1
+    GLOBAL128=$((2 * BATCH)); GLOBAL512=$((2 * BATCH512)); PARITY=(--precision fp32 --rows 4)
 else
     STEPS=(); COMPILE=(--compile); WORKERS=4
     PARITY=(--precision bf16 --compile --layers "${PARITY_LAYERS:-2}")
@@ -142,7 +143,7 @@ fi
 # on the device in bf16 compiled as the timed runs are, with BERT-base's width and PARITY_LAYERS of its
 # layers (every layer runs the same code; all 12 would take minutes to compile four times).
 say "parity on $DEVICE: the packed step's loss and gradients against the padded step's, per parameter"
-if ! timed parity 150 "$PY" -m bertdata.benchmark.parity --data "$DATA/data128" --data "$DATA/data512" \
+if ! timed parity 240 "$PY" -m bertdata.benchmark.parity --data "$DATA/data128" --data "$DATA/data512" \
         --device "$DEVICE" --model "$MODEL" "${PARITY[@]}"; then
     say "parity FAILED"
     status=1
@@ -167,10 +168,13 @@ bench bf16_compiled data128 150 --precision bf16 --batch-size "$BATCH" "${COMPIL
 bench bf16_compiled_512 data512 120 --precision bf16 --batch-size "$BATCH512" "${COMPILE[@]}" --steps 30 \
     --warmup-steps 6
 # NGC's tables run a global batch by accumulation: the same step, the optimizer once per GLOBAL sequences.
-bench bf16_compiled_global data128 90 --precision bf16 --batch-size "$BATCH" --global-batch "$GLOBAL128" \
+bench bf16_compiled_global data128 120 --precision bf16 --batch-size "$BATCH" --global-batch "$GLOBAL128" \
     "${COMPILE[@]}" --steps 4 --warmup-steps 1
-bench bf16_compiled_512_global data512 90 --precision bf16 --batch-size "$BATCH512" --global-batch "$GLOBAL512" \
+bench bf16_compiled_512_global data512 120 --precision bf16 --batch-size "$BATCH512" --global-batch "$GLOBAL512" \
     "${COMPILE[@]}" --steps 3 --warmup-steps 1
+# CUDA graphs: the packed batches rounded up to 4 token counts, one graph recorded for each.
+bench bf16_compiled_graphs data128 150 --precision bf16 --batch-size "$BATCH" --token-buckets 4 "${COMPILE[@]}" \
+    --steps 40 --warmup-steps 8
 bench bf16_compiled_padded data128 120 --precision bf16 --batch-size "$BATCH" "${COMPILE[@]}" --padded \
     --steps 30 --warmup-steps 8
 bench amp_tf32_compiled data128 200 --matrix --precision amp,tf32 --batch-size "$BATCH" "${COMPILE[@]}" \
@@ -186,7 +190,7 @@ from bertdata.benchmark import report
 out, target, target512 = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 records = []
 for name in ("loader", "bf16_compiled", "bf16_compiled_512", "bf16_compiled_global", "bf16_compiled_512_global",
-             "bf16_compiled_padded", "amp_tf32_compiled"):
+             "bf16_compiled_graphs", "bf16_compiled_padded", "amp_tf32_compiled"):
     path = out / f"{name}.json"
     if path.exists():
         records += json.loads(path.read_text())

@@ -149,7 +149,10 @@ def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     # fp32 and CPU: flash attention has no kernel for them, so the rows go back to [B, L] here.
     rows, (_, heads, dim) = cu_seqlens.shape[0] - 1, q.shape
     lengths = cu_seqlens[1:] - cu_seqlens[:-1]
-    keep = (torch.arange(width, device=q.device) < lengths[:, None])[:, None, None, :]
+    # Key 0 kept in every row: a bucket's rows of no tokens (see data.to_packed) would otherwise
+    # have no key at all, and a softmax over none is NaN, in the backward too. No token reads them.
+    cols = torch.arange(width, device=q.device)
+    keep = ((cols < lengths[:, None]) | (cols == 0))[:, None, None, :]
 
     def padded(x: torch.Tensor) -> torch.Tensor:
         out = x.new_zeros(rows * width, heads, dim).index_copy(0, index, x)
@@ -277,7 +280,9 @@ class BertForPretraining(nn.Module):
         x = self.word_embeddings(batch.input_ids) + self.position_embeddings(batch.positions) \
             + self.token_type_embeddings(batch.segment_ids)
         x = self._layers(x, batch, width)
-        return self._loss(x[batch.cu_seqlens[:-1]], x[batch.mlm_index], batch.mlm_labels, batch.nsp_labels)
+        # NSP from the real rows' first tokens: rows past them are a bucket's dummies (see data.to_packed).
+        first = x[batch.cu_seqlens[:len(batch.nsp_labels)]]
+        return self._loss(first, x[batch.mlm_index], batch.mlm_labels, batch.nsp_labels)
 
     def _loss(self, first: torch.Tensor, picked: torch.Tensor, labels: torch.Tensor,
               nsp_labels: torch.Tensor) -> torch.Tensor:

@@ -138,9 +138,13 @@ def markdown_table(records: list[dict]) -> str:
                 if r["world"] in PUBLISHED and PUBLISHED[r["world"]][i]]
         comparable = r["mode"] == "train" and r["device_type"] == "cuda" and r["model"] == "base" \
             and r["seq_len"] == 128
+        said = [f"seq {r['seq_len']}, global batch {r['global_batch']} ({r['accumulation']} micro-batch"
+                f"{'es' if r['accumulation'] > 1 else ''} of {r['batch_size']} per GPU)"]
+        if r.get("mfu"):
+            said.append(f"MFU {r['mfu']:.1%} on real tokens")
         if comparable and refs:
-            vs = ", ".join(f"{r['sequences_per_second'] / v:.2f}x {c}" for c, v in refs)
-            notes.append(f"- {label}: {vs} at {r['world']} GPU(s)")
+            said.append(", ".join(f"{r['sequences_per_second'] / v:.2f}x {c}" for c, v in refs) + f" at {r['world']} GPU(s)")
+        notes.append(f"- {label}: " + "; ".join(said))
     seq_note = "" if all(r["seq_len"] == 128 and r["model"] == "base" for r in records) else \
         " Runs of another model or sequence length are not comparable with the published figures."
     if any(r.get("mfu") for r in records):

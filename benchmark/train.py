@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -32,7 +33,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from bertdata.benchmark import report
-from bertdata.benchmark.data import build_loader, figures, next_batch, rank_units, survey
+from bertdata.benchmark.data import Figures, build_loader, figures, next_batch, rank_units, survey
 from bertdata.benchmark.lamb import build_optimizer
 from bertdata.benchmark.model import BertConfig, BertForPretraining, Packed, Padded, training_bytes, training_flops
 from bertdata.formats import Reading, ShardInfo
@@ -297,7 +298,7 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
 def loader_of(cfg: BenchConfig, plan: Plan):
     return build_loader(plan.shards, plan.reading, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
                         pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size,
-                        packed=not cfg.padded)
+                        packed=not cfg.padded, token_buckets=cfg.token_buckets)
 
 
 def measure_loader(cfg: BenchConfig, plan: Plan) -> dict:
@@ -323,6 +324,25 @@ def measure_loader(cfg: BenchConfig, plan: Plan) -> dict:
     return report.summarize(_raw_record(cfg, plan, "loader", times, waits, warmup, tokens))
 
 
+class StepResult(NamedTuple):
+    """One optimizer step: its mean loss (a device tensor, read after the run) and, counted on the
+    host, what its micro-batches held and the FLOPs they needed."""
+
+    loss: torch.Tensor
+    masked: int
+    tokens: int  # with padding
+    real_tokens: int
+    flops: float  # on real tokens
+    flops_with_padding: float
+
+    @classmethod
+    def of(cls, loss: torch.Tensor, counts: list[Figures], model: BertConfig) -> StepResult:
+        return cls(loss, sum(c.masked for c in counts), sum(c.tokens for c in counts),
+                   sum(c.real_tokens for c in counts),
+                   sum(training_flops(model, c.real_tokens, c.real_pairs, c.masked) for c in counts),
+                   sum(training_flops(model, c.tokens, c.pairs, c.masked) for c in counts))
+
+
 def train(cfg: BenchConfig, plan: Plan) -> dict:
     set_matmul_precision(plan.precision)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
@@ -333,35 +353,39 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
     ddp = None
     net: torch.nn.Module = model
     if plan.world > 1:
+        # DDP copies each all-reduced bucket into the .grad it finds: LAMB's views of its own buffer
+        # (as bucket views, the .grad would be DDP's, and LAMB would copy it back every step).
         ddp = DistributedDataParallel(model, device_ids=[plan.device] if plan.device.type == "cuda" else None,
-                                      gradient_as_bucket_view=True)
+                                      gradient_as_bucket_view=False)
         net = ddp
+    graphs = cfg.compile and cfg.token_buckets is not None and plan.device.type == "cuda"
     if cfg.compile:
         # DDP first, then compile: dynamo splits the graph at DDP's bucket boundaries so
-        # all-reduce still overlaps the backward pass.
-        net = torch.compile(net)
+        # all-reduce still overlaps the backward pass. With token buckets on CUDA, the one graph
+        # (dynamic in the token count) is recorded as a CUDA graph once per bucket, then replayed.
+        net = torch.compile(net, mode="reduce-overhead" if graphs else None)
     optimizer = build_optimizer(cfg.optimizer, model, cfg.lr, plan.device, compile=cfg.compile)
     # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range.
     scaler = torch.amp.GradScaler(plan.device.type, enabled=autocast_dtype is torch.float16)
     batches = iter(loader_of(cfg, plan))
     drawn = 0
+    shapes: set[tuple] = set()
 
-    def step():
+    def step() -> tuple[float, StepResult]:
         nonlocal drawn
-        wait, masked, padded, real, flops, flops_padded = 0.0, 0, 0, 0, 0.0, 0.0
+        wait, counts = 0.0, []
         loss_sum = torch.zeros((), device=plan.device)
         for micro in range(plan.accumulation):
             start = time.perf_counter()
             batch = next_batch(batches)
             wait += time.perf_counter() - start
             drawn += 1
-            # On the host copy: no device sync. Batches differ in real tokens, so FLOPs are per batch.
-            counts = figures(batch, plan.seq_len)
-            masked, padded, real = masked + counts.masked, padded + counts.tokens, real + counts.real_tokens
-            flops += training_flops(plan.model, counts.real_tokens, counts.real_pairs, counts.masked)
-            flops_padded += training_flops(plan.model, counts.tokens, counts.pairs, counts.masked)
+            counts.append(figures(batch, plan.seq_len))  # on the host copy: no device sync
+            shapes.add(tuple(tuple(t.shape) for t in batch))
             batch = to_device(batch, plan.device)
             last = micro == plan.accumulation - 1
+            if graphs:
+                torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are read
             with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
                 with torch.autocast(plan.device.type, dtype=autocast_dtype or torch.float32,
                                     enabled=autocast_dtype is not None):
@@ -371,27 +395,27 @@ def train(cfg: BenchConfig, plan: Plan) -> dict:
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
-        return wait, (loss_sum / plan.accumulation, masked, (padded, real), (flops, flops_padded))
+        return wait, StepResult.of(loss_sum / plan.accumulation, counts, plan.model)
 
     label = f"BERT-{cfg.model} {plan.precision} bs{cfg.batch_size}"
     times, waits, outputs, warmup = _time_steps(plan, cfg, label, step, lambda: warm(optimizer, drawn, cfg.workers))
     if cfg.profile:
         profile_steps(plan, step, cfg.profile)
-    losses = [float(out[0]) for out in outputs]
+    losses = [float(out.loss) for out in outputs]
     timed = outputs[warmup:]
-    tokens = (sum(out[2][0] for out in timed), sum(out[2][1] for out in timed))
+    tokens = (sum(out.tokens for out in timed), sum(out.real_tokens for out in timed))
     raw = _raw_record(cfg, plan, "train", times, waits, warmup, tokens)
     digests = [params_digest(model)]
     if dist.is_initialized():
         digests = [None] * plan.world
         dist.all_gather_object(digests, params_digest(model))
     total_masked, flops, flops_padded = all_reduce(
-        [sum(out[1] for out in timed), sum(out[3][0] for out in timed), sum(out[3][1] for out in timed)],
-        dist.ReduceOp.SUM, plan.device)
+        [sum(out.masked for out in timed), sum(out.flops for out in timed),
+         sum(out.flops_with_padding for out in timed)], dist.ReduceOp.SUM, plan.device)
     raw.update(
         params=sum(p.numel() for p in model.parameters()),
         flops=flops, flops_with_padding=flops_padded,
-        masked_tokens=int(total_masked),
+        masked_tokens=int(total_masked), batch_shapes=len(shapes), token_buckets=cfg.token_buckets,
         losses=losses, final_loss=losses[-1],
         param_sha256=digests, replicas_identical=len(set(digests)) == 1,
     )

@@ -324,6 +324,7 @@ class BenchConfig:
     gpus: int = 1
     compile: bool = False
     padded: bool = False  # compute the pad positions too, as the shards lay rows out; default: real tokens only
+    token_buckets: int | None = None  # packed batches rounded up to one of N token counts (CUDA graphs)
     profile: str | None = None  # a file for torch.profiler's table of a few steps after the timed ones
     device: str | None = None  # None: cuda if available
     loader_only: bool = False
@@ -336,7 +337,8 @@ class BenchConfig:
 
     def __post_init__(self) -> None:
         positive = {"--batch-size": self.batch_size, "--steps": self.steps, "--gpus": self.gpus,
-                    "--global-batch": self.global_batch, "--accumulation": self.accumulation}
+                    "--global-batch": self.global_batch, "--accumulation": self.accumulation,
+                    "--token-buckets": self.token_buckets}
         for flag, value in positive.items():
             if value is not None and value < 1:
                 raise BertdataError(f"{flag} must be at least 1 (got {value})")
@@ -345,6 +347,8 @@ class BenchConfig:
                 raise BertdataError(f"{flag} must be >= 0 (got {value})")
         if self.global_batch is not None and self.accumulation is not None:
             raise BertdataError("give --global-batch or --accumulation, not both")
+        if self.token_buckets is not None and self.padded:
+            raise BertdataError("--token-buckets rounds packed batches up; a --padded batch has one shape already")
         if self.precision is not None and self.precision not in PRECISIONS:
             raise BertdataError(f"--precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
         if self.optimizer not in OPTIMIZERS:

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch", reason="the bench extra (torch) is not inst
 
 from bertdata.benchmark import report  # noqa: E402
 from bertdata.benchmark.data import (  # noqa: E402
-    ShardStream, Unit, divide, figures, mlm_labels, rank_units, survey, to_batch, to_packed,
+    ShardStream, Unit, bucket_size, divide, figures, mlm_labels, rank_units, survey, to_batch, to_packed,
 )
 from bertdata.benchmark.lamb import Lamb, build_optimizer, param_groups  # noqa: E402
 from bertdata.benchmark.model import PRESETS, BertConfig, BertForPretraining, Padded, training_flops  # noqa: E402
@@ -228,6 +228,37 @@ def test_lamb_matches_a_per_parameter_reference():
     assert not torch.equal(params[0].detach(), init[0])
 
 
+def test_lamb_keeps_gradients_in_one_buffer_and_steps_bert_as_the_reference_does():
+    """Backward accumulates into views of the optimizer's one flat buffer, which no step copies or
+    replaces; two micro-batches per step, three steps, equal the per-parameter reference."""
+    torch.manual_seed(0)
+    model = BertForPretraining(PRESETS["tiny"])
+    opt = build_optimizer("lamb", model, 1e-2, torch.device("cpu"))
+    params = list(model.parameters())
+    init = [p.detach().clone() for p in params]
+    [flat] = opt._grads
+    grads = [p.grad for p in params]
+    assert all(p.grad.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr() for p in params)
+    gen = torch.Generator().manual_seed(1)
+    seen = []
+    for _ in range(3):
+        for _ in range(2):
+            ids = torch.randint(0, PRESETS["tiny"].vocab_size, (4, 32), generator=gen)
+            labels = torch.full((4, 32), -1)
+            labels[:, [3, 7]] = ids[:, [3, 7]]
+            batch = Padded(ids, torch.zeros_like(ids), torch.ones_like(ids), labels, torch.tensor([0, 1, 0, 1]))
+            (model(batch, max_predictions=5) / 2).backward()
+        seen.append([p.grad.clone() for p in params])
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        assert all(p.grad is g for p, g in zip(params, grads)) and not flat.any()  # never replaced or copied
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = [not (names[id(p)].endswith("bias") or "norm" in names[id(p)]) for p in params]
+    expected = reference_lamb(init, seen, lr=1e-2, wd_flags=decayed)
+    for p, want in zip(params, expected):
+        torch.testing.assert_close(p.detach().double(), want, rtol=1e-5, atol=1e-6)
+
+
 def test_no_decay_groups_hold_biases_and_layernorms():
     model = BertForPretraining(PRESETS["tiny"])
     decay, plain = param_groups(model, 0.01)
@@ -374,7 +405,8 @@ def test_matrix_runs_every_cell_and_tabulates_them(tmp_path, capsys):
     assert all(math.isfinite(r["final_loss"]) for r in records)
     table = capsys.readouterr().out
     assert "| 1 | 158.6 | 639.2 | 873.7 | 1542.3 |" in table
-    assert table.count("(this run)") == 4
+    assert next(line for line in table.splitlines() if line.startswith("| GPUs")).count("(this run)") == 4
+    assert table.count("global batch 2 (1 micro-batch of 2 per GPU)") == 2
 
 
 @pytest.mark.slow
@@ -506,7 +538,8 @@ def test_report_mfu_and_table_for_a_gpu_record():
     assert report.peak_tflops("Tesla V100-SXM2-16GB", "bf16") is None
     table = report.markdown_table([record])
     assert "| 8 | 1232.1 | 5055.6 | 6846.0 | 12075.6 | 1000.0 |" in table
-    assert "0.08x A100 AMP bs128" in table
+    assert ("global batch 67584 (66 micro-batches of 128 per GPU); MFU 50.0% on real tokens; 0.20x V100 AMP bs96, "
+            "0.08x A100 AMP bs128 at 8 GPU(s)") in table
 
 
 # ---------------------------------------------------------------- hostile and careless input
@@ -779,3 +812,39 @@ def test_parity_check_passes_and_fails_where_one_small_parameter_is_wrong(tmp_pa
     monkeypatch.setattr(parity, "forward", no_dropout_when_packed)
     failures = parity.check(str(phases[0]), torch.device("cpu"), cfg, "fp32", False, 8)
     assert any("spread" in line for line in failures), failures
+
+
+# ---------------------------------------------------------------- token buckets (CUDA graphs), on CPU
+
+@needs_test_data
+@pytest.mark.parametrize("shard", [PARITY_128, PARITY_512], ids=["phase1", "phase2"])
+def test_a_buckets_dummy_rows_change_neither_the_loss_nor_the_gradients(shard):
+    rows = load_rows(shard, 12)
+    width, preds = rows["input_ids"].shape[1], rows["masked_lm_positions"].shape[1]
+    plain, bucketed = to_packed(rows), to_packed(rows, buckets=3)
+    tokens, extra = bucket_size(12, width, 3, len(plain.input_ids))
+    assert len(bucketed.input_ids) == tokens > len(plain.input_ids)
+    assert len(bucketed.cu_seqlens) == 12 + extra + 1 and len(bucketed.mlm_labels) == 12 * preds
+    lengths = (bucketed.cu_seqlens[1:] - bucketed.cu_seqlens[:-1]).tolist()
+    assert lengths[:12] == (plain.cu_seqlens[1:] - plain.cu_seqlens[:-1]).tolist()
+    assert all(0 <= n <= width for n in lengths[12:]) and lengths[-1] == 0  # dummies, then rows of no tokens
+    assert figures(bucketed, width) == figures(plain, width)
+    cfg = BertConfig(hidden=64, layers=2, heads=4, intermediate=256, dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(0)
+    model = BertForPretraining(cfg)
+    want_loss, want = loss_and_grads(model, plain, max_predictions=preds, width=width)
+    loss, grads = loss_and_grads(model, bucketed, max_predictions=preds, width=width)
+    assert loss == pytest.approx(want_loss, rel=1e-6)
+    for name, g in want.items():
+        assert float((grads[name] - g).norm()) <= 1e-5 * float(g.norm()) + 1e-12, name
+
+
+@needs_test_data
+def test_a_run_with_token_buckets_sees_that_many_shapes_at_most(tmp_path):
+    data = training_dir(tmp_path, PARITY_128)
+    cfg = tiny_cfg(data, batch_size=4, steps=6, warmup_steps=1)
+    assert run(cfg)["batch_shapes"] > 2  # every batch another token count
+    record = run(dataclasses.replace(cfg, token_buckets=2))
+    assert record["batch_shapes"] <= 2 and record["token_buckets"] == 2
+    with pytest.raises(BertdataError, match="--token-buckets rounds packed batches up"):
+        dataclasses.replace(cfg, token_buckets=2, padded=True)

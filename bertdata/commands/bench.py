@@ -113,6 +113,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     flag("compile", "torch.compile the model's step and LAMB's update")
     flag("padded", "run every row at the shards' full length, pad positions included (for comparison); by "
                    "default only the real tokens run, packed end to end")
+    flag("token_buckets", "round each packed batch's token count up to one of N sizes (dummy rows no loss "
+                          "reads), so that --compile sees N shapes at most and on CUDA replays a CUDA graph per size "
+                          "(torch.compile's reduce-overhead mode)", "off: one dynamic shape", type=int, metavar="N")
     flag("profile", "after the timed steps, run a few more under torch.profiler and write the kernels that took "
                     "the time to FILE (and a Chrome trace to FILE.trace.json)", metavar="FILE")
     flag("device", "where to train", "cuda if available", choices=("cuda", "cpu"))
