@@ -34,11 +34,13 @@ def remove_temporaries(work_dir: str) -> None:
 
 
 def mark_and_clear(folder: str, ours: Callable[[str], bool]) -> None:
-    """Mark `folder` as being written, and remove the files named `ours`, its manifest and
-    temporaries: what an earlier build left (the stage's decision said they may go)."""
-    listed = fsio.listing(folder)
+    """Mark `folder` as being written, and remove the files `ours` says are its format's (by their
+    path relative to it: a format may write subfolders), its manifest and temporaries: what an
+    earlier build left (the stage's decision said they may go)."""
+    listed = fsio.tree(folder)
     fsio.write_bytes(fsio.join(folder, WRITING), b"")
-    stale = [path for name, path in listed.items() if ours(name) or name == MANIFEST or name.startswith(TEMP_PREFIX)]
+    stale = [path for name, path in listed.items()
+             if ours(name) or name == MANIFEST or fsio.split(path)[1].startswith(TEMP_PREFIX)]
     if stale:
         fsio.delete(stale)
 

@@ -21,10 +21,10 @@ import apache_beam as beam
 from bertdata.config import BuildConfig, InstanceConfig
 from bertdata.errors import BertdataError
 from bertdata.formats import DocumentTokenizer, SplitFormat, SplitSettings
-from bertdata.fsutil import TEMP_PREFIX
 from bertdata.instances.vocab import Vocab
 from bertdata.manifest import MANIFEST
 from bertdata.text.shards import SPLITS, TextShard
+from bertdata.pipelines.cleanup import mark_and_clear
 from bertdata.pipelines.manifests import WRITING, Provenance, recorded_manifest
 from bertdata.pipelines.records import SplitDone, SplitJob, SplitPart, Spread, StageRecords, StepDoFn
 from bertdata.pipelines.runtime import fsio
@@ -164,10 +164,7 @@ class SplitStage(Stage):
     def clear(self) -> None:
         """Mark the folder as being written, and clear what an earlier build of ours (or, with
         --force, anyone) left there: `decide` said it may."""
-        fsio.write_bytes(fsio.join(self.out.folder, WRITING), b"")
-        stale = [*self.out.files().values(), *(path for name, path in fsio.listing(self.out.folder).items()
-                                              if name == MANIFEST or name.startswith(TEMP_PREFIX))]
-        fsio.delete(stale)
+        mark_and_clear(self.out.folder, self.out.format.ours)
 
     def ended(self, record) -> bool:
         # Its own records only: the stages of the other formats cut per split read theirs after it.
