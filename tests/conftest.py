@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import testcache
+from servers import tree_digest
 from testcache import TABLE_FRAGMENT, WIKI_FRAGMENT  # noqa: F401 (for the tests)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,6 +204,18 @@ def _make_tokenizer(kind: str):
         raise ValueError(f"no tokenizer kind {kind!r}; one of {TOKENIZER_KINDS}")
     return tokenizer
 
+# The build that the object-store tests (s3://, gs://) repeat on their store, and its bytes on local disk.
+STORE_BUILD = ("--phase", "1", "--format", "both", "megatron", "--training-shards", "4", "--test-shards", "1")
+
+
+@pytest.fixture(scope="module")
+def local_build(tmp_path_factory):
+    need(WIKI_FRAGMENT)
+    out = tmp_path_factory.mktemp("local") / "out"
+    run_cli("build", "--wiki-only", "--dump", WIKI_FRAGMENT, "--vocab", VOCAB, "--output", out, *STORE_BUILD,
+            "--workers", "2")
+    return tree_digest(out)
+
 # --- test tiers: `make test-unit` runs what is not marked integration (nor slow) -----------------
 
 # Modules whose every test runs the build end to end, in this process or another, or starts
@@ -261,3 +274,4 @@ def pytest_ignore_collect(collection_path, config):
     if "not integration" in (config.option.markexpr or "") and collection_path.stem in INTEGRATION_MODULES:
         return True
     return None
+

@@ -103,7 +103,7 @@ def test_the_layer_check_sees_an_import_running_up():
 
 
 def test_no_core_import_runs_up_the_layers():
-    from test_dependencies import import_graph, module_names
+    from codebase import import_graph, module_names
 
     modules = module_names()
     core = [m for m in modules if m.startswith("bertdata.") and m.split(".")[1] not in ("pipelines", "benchmark")]

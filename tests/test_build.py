@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, SAMPLE_SHARDS, TABLE_FRAGMENT, WIKI_FRAGMENT, signals_default, need, run_cli
-from servers import digest
+from servers import tree_digest
 from shards import STORED, filters
 
 PHASE1 = "hdf5_lower_case_1_seq_len_128_max_pred_20_masked_lm_prob_0.15_random_seed_12345_dupe_factor_5"
@@ -20,12 +20,6 @@ PHASE2 = "hdf5_lower_case_1_seq_len_512_max_pred_80_masked_lm_prob_0.15_random_s
 TEXT = "sharded_training_shards_8_test_shards_2_fraction_0.1"
 MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|''|<ref|\{\||\|\}|\|-|thumb\||px\||Category:|&nbsp;"
                     r"|</?[a-zA-Z][a-zA-Z0-9]*[\s/>]|&[a-zA-Z]+;|&#\d+;")
-
-
-def tree_digest(root: Path) -> dict[str, str]:
-    """sha256 of every data file under root (manifests without their run record; no log)."""
-    return digest((str(path.relative_to(root)), path.read_bytes()) for path in sorted(root.rglob("*"))
-                  if path.is_file())
 
 
 def build(out: Path, *extra: str, check: bool = True):

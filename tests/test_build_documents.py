@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLE_SHARDS, run_cli, trained_tokenizer
-from test_mds import STREAMING_CHECK, run_in_venv
+from readers import STREAMING_CHECK, run_in_venv
 
 pytestmark = pytest.mark.slow
 

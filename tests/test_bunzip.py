@@ -10,27 +10,7 @@ import pytest
 from bertdata.text import _bunzip
 from bertdata.text.multistream import stream_ranges
 from bertdata.text.wikidump import sample_paths
-
-
-def decode_all(data: bytes, sizes: list[int] | None = None) -> bytes:
-    bit = level = crc = 0
-    parts = []
-    while True:
-        out, bit, level, crc, _ = _bunzip.decode(data, bit, level, crc)
-        if not out and not level and bit == len(data) * 8:
-            return b"".join(parts)
-        parts.append(out)
-        if sizes is not None:
-            sizes.append(len(out))
-
-
-def runs(rng: random.Random, size: int) -> bytes:
-    """Text full of runs of every length around the first run-length stage's 4 and 4 + 255."""
-    out = bytearray()
-    while len(out) < size:
-        out += bytes([rng.randrange(256)]) * rng.choice([1, 2, 3, 4, 5, 6, 258, 259, 260, 261, 1000])
-        out += bytes(rng.randrange(97, 123) for _ in range(rng.randrange(0, 20)))
-    return bytes(out[:size])
+from text_inputs import decode_all, runs
 
 
 CASES = {

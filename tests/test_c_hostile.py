@@ -16,8 +16,8 @@ from bertdata.formats import _chunks, _zrle
 from bertdata.instances import _engine, _rows, _wordpiece, kernel
 from bertdata.text import _bunzip, _markup, _pages, _prose, _scan, _spans, _tags
 from bertdata.text.wikidump import EXPORT_ROOT
-from test_kernel import assemble_arrays, generate_kwargs
-from test_pages import _read
+from kernel_calls import assemble_arrays, generate_kwargs
+from page_inputs import read_pages
 
 MODULES = (_chunks, _zrle, _engine, _rows, _wordpiece, _bunzip, _markup, _pages, _prose, _scan, _spans, _tags)
 
@@ -106,7 +106,7 @@ def test_a_long_field_a_later_one_replaces_is_refused_as_expat_refuses_it(first)
     data = _dump(_page(before=first + "\n"))
     rng = random.Random(0)
     splits = [[], [len(data) // 2], sorted(rng.sample(range(1, len(data)), 20)), list(range(1, len(data), 97))]
-    results = {repr(_read(data, cuts, fast, None)) for cuts in splits for fast in (True, False)}
+    results = {repr(read_pages(data, cuts, fast, None)) for cuts in splits for fast in (True, False)}
     assert len(results) == 1, results  # the same error at the same line and column, however split
     assert "longer than 4,096 characters at line 3" in results.pop()
 

@@ -7,8 +7,7 @@ import os
 import pytest
 
 from conftest import run_cli
-from servers import dask_cluster, stop_all
-from test_build import tree_digest
+from servers import dask_cluster, stop_all, tree_digest
 
 pytestmark = pytest.mark.slow
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from codebase import PACKAGES, import_graph, imported_modules, module_names
 from conftest import ROOT
 
 HEAVY = ("apache_beam", "torch", "bertdata.pipelines", "bertdata.benchmark")
@@ -27,18 +28,6 @@ RULES = {
     "pipelines": ("bertdata.pipelines", ("torch", "bertdata.benchmark"), False),
     "benchmark": ("bertdata.benchmark", ("apache_beam", "bertdata.pipelines"), False),
 }
-
-
-def imported_modules(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
-    """Every module an import statement in `package` may load: `from bertdata import
-    pipelines` loads bertdata.pipelines, `from ..pipelines import x` is resolved too."""
-    if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names]
-    base = node.module or ""
-    if node.level:
-        parts = package.split(".")
-        base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
-    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
 
 
 def violations(source: str, path: str, package: str, forbidden: tuple[str, ...], lazy_ok: bool) -> list[str]:
@@ -90,10 +79,6 @@ def test_checker_catches_each_kind_of_import():
                       ("bertdata.benchmark",), False) == []
 
 
-# The three source folders and the packages they install as.
-PACKAGES = {"bertdata": "bertdata", "pipelines": "bertdata.pipelines", "benchmark": "bertdata.benchmark"}
-
-
 def sources(folder: str) -> list[tuple[Path, str]]:
     """Each Python source below `folder` (subpackages too, not the bundled sample) and the
     package its relative imports start from."""
@@ -124,52 +109,6 @@ def test_the_rule_covers_the_core_subpackages():
     assert {"bertdata/formats/hdf5.py", "bertdata/formats/lddl/writer.py", "bertdata/instances/create.py",
             "bertdata/reshard/shuffle.py", "bertdata/commands/build.py"} <= checked
     assert dict(sources("bertdata"))[ROOT / "bertdata/formats/lddl/writer.py"] == "bertdata.formats.lddl"
-
-
-def module_names() -> dict[str, Path | None]:
-    """Every module of the three folders by its installed name: its source, or None for a
-    compiled extension (a leaf of the graph)."""
-    modules: dict[str, Path | None] = {}
-    for top, package in PACKAGES.items():
-        for path in sorted((ROOT / top).rglob("*")):
-            rel = path.relative_to(ROOT / top)
-            if "sample" in rel.parts or "__pycache__" in rel.parts or path.suffix not in (".py", ".c"):
-                continue
-            parts = list(rel.with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            name = ".".join([package, *parts])
-            if path.suffix == ".py":
-                modules[name] = path
-            else:
-                modules.setdefault(name, None)
-    return modules
-
-
-def import_graph(modules: dict[str, Path | None]) -> dict[str, set[str]]:
-    """Module -> the modules among `modules` it imports, at module level, inside functions or
-    under TYPE_CHECKING alike (any of them closes a circle once the code runs or is checked).
-    `from a import b` is an edge to a.b where that is a module, else to a; importing a.b also
-    runs a's __init__, but that edge is left out: a package's __init__ importing its own
-    modules is how packages are made, not a circle."""
-    def known(name: str) -> str | None:
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph: dict[str, set[str]] = {name: set() for name in modules}
-    for name, path in modules.items():
-        if path is None:
-            continue
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                continue
-            loaded = imported_modules(node, package)
-            if isinstance(node, ast.ImportFrom):  # [base, base.name...]: a name that is no module means base
-                loaded = [m for m in loaded[1:] if m in modules] or loaded[:1]
-            graph[name] |= {target for m in loaded if (target := known(m)) not in (None, name)}
-    return graph
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:

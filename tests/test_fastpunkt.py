@@ -14,17 +14,13 @@ from bertdata.text.articles import article_texts
 from bertdata.config import BuildConfig
 from bertdata.errors import BertdataError
 from bertdata.text.fastpunkt import FastPunkt
-from bertdata.text.sentences import PUNKT_MODELS, SentenceSplitter, punkt_parameters, train_punkt
+from bertdata.text.sentences import PUNKT_MODELS, SentenceSplitter, train_punkt
 from bertdata.text.wikidump import iter_pages
-from conftest import WIKI_FRAGMENT, need
+from conftest import ROOT, WIKI_FRAGMENT, need
+from text_inputs import SOUP, SPACES, pair
 
-TEXTS = Path(__file__).parent / "punkt_texts"
+TEXTS = ROOT / "tests" / "punkt_texts"
 LANGUAGE_TEXTS = sorted(TEXTS.glob("*.txt"))
-
-
-def pair(model: str) -> tuple[PunktSentenceTokenizer, FastPunkt]:
-    params = punkt_parameters(model)
-    return PunktSentenceTokenizer(params), FastPunkt(params)
 
 
 def test_texts_of_five_languages_and_more_are_there():
@@ -77,19 +73,6 @@ def test_every_model_on_every_language():
 def test_tricky_english(text: str):
     nltk, fast = pair("english")
     assert fast.tokenize(text) == nltk.tokenize(text)
-
-
-# Words that exercise punkt's rules: abbreviations of several models, initials, ordinals,
-# ellipses, quotes and brackets around marks, sentence starters, collocations, numbers.
-SOUP = ("Dr.", "dr.", "U.S.", "Inc.", "e.g.", "i.e.", "etc.", "St.", "Mr.", "No.", "Fig.", "z.", "B.", "u.",
-        "ä.", "Nr.", "bzw.", "ca.", "г.", "т.", "е.", "ок.", "av.", "J.-C.", "p.", "ex.", "Sr.", "EE.", "UU.", "np.", "r.",
-        "J.", "S.", "a.", "x.", "1990.", "3.", "12.", "5.50.", "1,000.", "-3.", "...", "..", ". . .", "....", "--",
-        "The", "the", "However", "however", "He", "he", "It", "in", "and", "Bach", "bach", "Smith", "Der", "die",
-        "Und", "Après", "après", "Москва", "москва", "Il", "il", "Él", "él", "word", "Word", "WORD", "x", "1990",
-        "(", ")", '"', "'", "[", "]", "{", "}", "«", "»", "„", "“", ",", ";", ":", "?", "!", "?!", ".", "-", "&",
-        "#", "*", "@", "`", "(The", "cats)", '"Stop."', "(really.)", "word.)", 'word."', "word.'", "end.]", "x.,",
-        "a.b", "well-known", "co.-op.", "Ltd.", "vs.", "Jan.", "Feb.", "jan.", "mt.", "Mt.", "Prof.", "prof.")
-SPACES = (" ", " ", " ", " ", "  ", "\u00a0", "\t", " \n", "\n\n", "")
 
 
 def soup(rng: random.Random) -> str:

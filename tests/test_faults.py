@@ -17,38 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLE_SHARDS, SAMPLE_VOCAB, run_cli
-
-
-def leftovers(out: Path) -> list[Path]:
-    """What a stopped build must not leave: its lock, its work folder, temporary files."""
-    from bertdata.fsutil import LOCK_NAME, TEMP_PREFIX
-    from bertdata.text.shards import WORK_FOLDER
-
-    return [p for p in out.rglob("*") if p.name in (LOCK_NAME, WORK_FOLDER) or p.name.startswith(TEMP_PREFIX)]
-
-
-def _children(pid: int) -> list[int]:
-    """The children of every thread of `pid` (Beam starts workers from threads of its own)."""
-    found = []
-    try:
-        threads = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for tid in threads:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                found += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return found
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
+from processes import child_pids, cmdline, leftovers
 
 
 def _stops_default() -> None:
@@ -65,12 +34,12 @@ def _kill_the_first_forked_worker(proc: subprocess.Popen, signum: int) -> tuple[
     server = None
     while True:
         assert proc.poll() is None and time.time() < deadline, "the build ended before its pool forked a worker"
-        children = _children(proc.pid)
+        children = child_pids(proc.pid)
         if server is None:
-            server = next((c for c in children if "--serve" in _cmdline(c)), None)
-        elif any("attach.py" in _cmdline(p) for c in children for p in (c, *_children(c))):  # under Beam's sh -c
+            server = next((c for c in children if "--serve" in cmdline(c)), None)
+        elif any("attach.py" in cmdline(p) for c in children for p in (c, *child_pids(c))):  # under Beam's sh -c
             # A forked worker runs the server's command line.
-            victim = next((c for c in _children(server) if "--serve" in _cmdline(c)), None)
+            victim = next((c for c in child_pids(server) if "--serve" in cmdline(c)), None)
             if victim is not None:
                 os.kill(victim, signum)
                 return victim, time.time()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLE_SHARDS, SAMPLE_VOCAB, SHARD_A, VOCAB, run_cli
-from test_faults import _children, _cmdline, leftovers
+from processes import child_pids, cmdline, leftovers
 
 LINUX_PROC = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc and /sys")
 
@@ -42,7 +42,7 @@ def _build(out: Path, *args: str, tmpdir: Path, ctrl_c: str = "default", **popen
 
 def _wait_for_the_pools_server(proc: subprocess.Popen) -> None:
     deadline = time.time() + 120
-    while not any("--serve" in _cmdline(c) for c in _children(proc.pid)):
+    while not any("--serve" in cmdline(c) for c in child_pids(proc.pid)):
         assert proc.poll() is None and time.time() < deadline, "the build ended before its pool's server started"
         time.sleep(0.001)
 
@@ -352,8 +352,8 @@ def test_a_worker_killed_mid_build_is_one_line_and_no_traceback(tmp_path, short_
         while not list(out.glob(".bertdata-work/runs/*.run")):
             assert proc.poll() is None and time.time() < deadline, "the build ended before its text stage"
             time.sleep(0.005)
-        server = next(c for c in _children(proc.pid) if "--serve" in _cmdline(c))
-        victim = _children(server)[0]
+        server = next(c for c in child_pids(proc.pid) if "--serve" in cmdline(c))
+        victim = child_pids(server)[0]
         os.kill(victim, signal.SIGKILL)
         _, stderr = proc.communicate(timeout=120)
     finally:

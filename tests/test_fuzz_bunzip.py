@@ -18,7 +18,7 @@ from functools import cache
 from hypothesis import strategies as st
 
 from fuzzing import fuzz
-from test_bunzip import decode_all, runs
+from text_inputs import decode_all, runs
 from bertdata.text.multistream import stream_ranges
 from bertdata.text.wikidump import sample_paths
 

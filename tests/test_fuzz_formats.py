@@ -12,7 +12,7 @@ import pytest
 from hypothesis import strategies as st
 
 from fuzzing import fuzz
-from test_hdf5io import numpy_shuffled_chunks
+from shards import numpy_shuffled_chunks
 from bertdata.formats._chunks import shuffle_chunks
 from bertdata.formats._zrle import zlib_rle
 

@@ -14,8 +14,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from fuzzing import fuzz
-from test_kernel import assemble_arrays, empty_table, fill_arrays, generate_kwargs
-from test_tokenize import WHITE_SPACE, _python_lines
+from kernel_calls import WHITE_SPACE, assemble_arrays, empty_table, fill_arrays, generate_kwargs, python_lines
 from bertdata.instances import _engine, _rows, _wordpiece, kernel
 
 REFUSALS = (TypeError, ValueError, OverflowError, IndexError, MemoryError)
@@ -129,7 +128,7 @@ def check_text_lines(data: bytes) -> None:
     except UnicodeDecodeError:
         assert _wordpiece.text_lines(data) is None
         return
-    assert _wordpiece.text_lines(data) == _python_lines(text)
+    assert _wordpiece.text_lines(data) == python_lines(text)
 
 
 def test_text_lines_strip_as_python_does():

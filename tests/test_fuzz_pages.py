@@ -11,7 +11,8 @@ from functools import cache
 from hypothesis import strategies as st
 
 from fuzzing import fuzz
-from test_pages import PIECES, SAMPLE_DUMP, WIKI_FRAGMENT, _bytes, _excerpt, _pages_region, _read
+from conftest import WIKI_FRAGMENT
+from page_inputs import PIECES, SAMPLE_DUMP, as_bytes, excerpt, pages_region, read_pages
 
 
 @cache
@@ -22,18 +23,18 @@ def _documents() -> list[bytes]:
 def check_pages(case: list) -> None:
     """case: (xml, cuts, other cuts, max_chars): read fast and by expat alone, each cut both ways."""
     data, cuts, other, max_chars = case
-    expected = _read(data, cuts, False, max_chars)
+    expected = read_pages(data, cuts, False, max_chars)
     for fast, at in ((True, cuts), (False, other), (True, other)):
-        assert _read(data, at, fast, max_chars) == expected, (fast, at)
+        assert read_pages(data, at, fast, max_chars) == expected, (fast, at)
 
 
 @st.composite
 def mutated_dumps(draw) -> list:
     docs = _documents()
     rng = random.Random(draw(st.integers(0, 2**32)))
-    data = bytearray(_excerpt(rng, docs[draw(st.integers(0, len(docs) - 1))], draw(st.integers(1, 4))))
-    start, end = _pages_region(bytes(data))
-    piece = st.one_of(st.sampled_from(PIECES).map(_bytes), st.binary(max_size=6),
+    data = bytearray(excerpt(rng, docs[draw(st.integers(0, len(docs) - 1))], draw(st.integers(1, 4))))
+    start, end = pages_region(bytes(data))
+    piece = st.one_of(st.sampled_from(PIECES).map(as_bytes), st.binary(max_size=6),
                       st.text(max_size=4).map(lambda t: t.encode("utf-8", "surrogatepass")))
     for kind, where, value in draw(st.lists(st.tuples(st.integers(0, 2), st.floats(0, 1), piece), max_size=4)):
         at = min(start + int(where * (end - start)), len(data) - 1)

@@ -2,7 +2,7 @@
 
 The cleaner's passes (_markup, _tags, _prose, _spans) and the splitter's tidying (_scan) each
 have a test that draws tens of thousands of strings from an alphabet of their markup and
-compares the C with the Python it replaced (test_wikitext.py, test_sentences.py); here those
+compares the C with the Python it replaced (text_references.py); here those
 tests run again on fresh seeds, so their references are used as they stand, never copied. The
 splitter's punkt (_scan, _punkt.h) is compared with NLTK on generated text, and the whole
 cleaner takes arbitrary text (the sanitizers are its oracle: a page is cleaned, or refused with
@@ -17,21 +17,14 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import strategies as st
 
-import test_sentences
-import test_wikitext
+import text_references
 from fuzzing import fuzz
-from test_fastpunkt import SOUP, SPACES, pair
+from text_inputs import SOUP, SPACES, pair
 from bertdata.text.skipped import SkippedPage
 from bertdata.text.wikitext import clean
 
 # The differential tests of the C passes: each seeds one random.Random and compares on its draws.
-REFERENCE_TESTS = {
-    **{name: getattr(test_wikitext, name) for name in dir(test_wikitext)
-       if name.startswith("test_") and ("python" in name or "regex" in name or name in
-                                        ("test_tidied_prose_is_the_passes_it_replaced", "test_contains_is_in"))},
-    "test_tidied_sentences_are_the_python_steps_they_replaced":
-        test_sentences.test_tidied_sentences_are_the_python_steps_they_replaced,
-}
+REFERENCE_TESTS = {name: getattr(text_references, name) for name in dir(text_references) if name.startswith("test_")}
 
 
 @contextlib.contextmanager

@@ -15,9 +15,8 @@ import pytest
 pytest.importorskip("google.cloud.storage", reason="needs Beam's gcp extra: `make test` runs this in .venv-gcs")
 pytest.importorskip("gcp_storage_emulator", reason="needs gcp-storage-emulator: `make test` runs this in .venv-gcs")
 
-from conftest import VOCAB, WIKI_FRAGMENT, need, run_cli  # noqa: E402
+from conftest import STORE_BUILD, VOCAB, WIKI_FRAGMENT, need, run_cli  # noqa: E402
 from servers import digest, free_port  # noqa: E402
-from test_object_store import SHARDS, local_build  # noqa: E402,F401  (a fixture)
 
 pytestmark = pytest.mark.slow
 BUCKET = "wiki"
@@ -68,7 +67,7 @@ def dump(gcs):
 
 def command(dump: str, prefix: str) -> list[str]:
     return ["build", "--wiki-only", "--dump", dump, "--vocab", str(VOCAB), "--output", f"gs://{BUCKET}/{prefix}",
-            *SHARDS, "--workers", "2"]
+            *STORE_BUILD, "--workers", "2"]
 
 
 def test_a_build_on_gcs_gives_the_local_bytes(gcs, dump, local_build, tmp_path):

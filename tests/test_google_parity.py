@@ -19,7 +19,7 @@ from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.vocab import load_vocab
 from conftest import CASED_VOCAB, DATA, SAMPLE_VOCAB, SHARD_A, VOCAB, WIKI_FRAGMENT, need, run_cli
 from google_bert import instances
-from test_parity import assert_identical
+from shards import assert_identical
 
 pytestmark = pytest.mark.slow
 

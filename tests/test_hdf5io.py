@@ -17,7 +17,7 @@ from bertdata.formats.hdf5io import (DTYPES, FIELDS, WRITE_ORDER, ShardWriter, c
                              write_shard)
 from bertdata.formats._chunks import shuffle_chunks
 from bertdata.formats._zrle import zlib_rle
-from shards import STORED, filters, reference_rows
+from shards import STORED, filters, numpy_shuffled_chunks, reference_rows
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 773, 1546, 5000])
@@ -118,16 +118,6 @@ def test_a_compression_error_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(MemoryError, match="no room"):
         write_shard(tmp_path / "s.hdf5", reference_rows(5000))
     assert list(tmp_path.iterdir()) == []
-
-
-def numpy_shuffled_chunks(values: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    """The chunk layout by numpy's pad and byte transpose: what HDF5's shuffle filter stores."""
-    values = values.reshape(len(values), -1)
-    n_i, n_j = -(-len(values) // rows), -(-values.shape[1] // cols)
-    padded = np.zeros((n_i * rows, n_j * cols), values.dtype)
-    padded[:len(values), :values.shape[1]] = values
-    size = values.dtype.itemsize
-    return padded.view(np.uint8).reshape(n_i, rows, n_j, cols, size).transpose(0, 2, 4, 1, 3).reshape(-1)
 
 
 @pytest.mark.parametrize("dtype", ["i1", "i2", "i4", "i8", "u2"])

@@ -13,43 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kernel_calls import (CLS, MASK, PRED, SEP, SEQ, assemble_arrays, empty_table, fill_arrays, generate_kwargs,
+                          small_documents, small_params)
 from bertdata.instances import _engine, _rows, _wordpiece
 from bertdata.formats import _chunks, _zrle
 from bertdata.text import _bunzip, _markup, _prose, _scan, _tags
 
 from bertdata.instances import kernel
-from bertdata.instances.documents import Documents
-
-# --- a small valid run of _engine.generate, for the negative tests to break one thing at a time ------
-
-SEQ, PRED, VOCAB_SIZE, CLS, SEP, MASK = 32, 5, 300, 101, 102, 103
-
-
-def small_documents(seed: int = 0, num_docs: int = 8) -> Documents:
-    rng = random.Random(seed)
-    lengths = [[rng.randint(1, 12) for _ in range(rng.randint(1, 6))] for _ in range(num_docs)]
-    sentence_lengths = [n for doc in lengths for n in doc]
-    tokens = np.array([rng.randint(104, VOCAB_SIZE - 1) for _ in range(sum(sentence_lengths))], dtype=np.uint16)
-    return Documents(paths=("memory",), tokens=tokens,
-                     sentence_offsets=np.concatenate(([0], np.cumsum(sentence_lengths))).astype(np.int64),
-                     doc_offsets=np.concatenate(([0], np.cumsum([len(d) for d in lengths]))).astype(np.int64))
-
-
-def small_params(**changes) -> kernel.Params:
-    fields = dict(max_seq_length=SEQ, max_predictions_per_seq=PRED, short_seq_prob=0.3, dupe_factor=2,
-                  num_to_predict=np.array([min(PRED, max(1, round(n * 0.15))) for n in range(SEQ + 1)], np.int64),
-                  vocab_words=np.arange(VOCAB_SIZE, dtype=np.int64), word_continues=np.zeros(VOCAB_SIZE, np.bool_),
-                  cls_id=CLS, sep_id=SEP, mask_id=MASK)
-    return kernel.Params(**{**fields, **changes})
-
-
-def generate_kwargs(rows: int = 100) -> dict:
-    docs, params = small_documents(), small_params()
-    kwargs = {"state": kernel._state(random.Random(1)), "tokens": docs.tokens,
-              "sentence_offsets": docs.sentence_offsets, "doc_offsets": docs.doc_offsets}
-    kwargs.update({name: getattr(params, name) for name in params.__dataclass_fields__})
-    kwargs.update(kernel._outputs(rows, docs.tokens.dtype, params))
-    return kwargs
 
 
 def test_a_valid_call_writes_rows_and_advances_the_state():
@@ -176,14 +146,6 @@ def test_shuffle_and_replay_refuse_malformed_input():
     assert np.array_equal(state, kernel._state(random.Random(2)))
 
 
-def fill_arrays():
-    tokens = np.array([500, 600, 700, 800, 900], np.int32)
-    spans = np.array([[0, 2, 2, 5]], np.int64)
-    positions = np.array([[1, 4, 0]], np.uint16)
-    shown = np.array([[MASK, 40000, 0]], np.int32)
-    return tokens, spans, positions, shown
-
-
 def test_fill_input_ids_writes_a_row_and_refuses_what_does_not_fit():
     tokens, spans, positions, shown = fill_arrays()
     out = np.zeros((1, 8), np.int32)
@@ -222,11 +184,6 @@ def test_fill_input_ids_writes_a_row_and_refuses_what_does_not_fit():
 
 
 # --- the piece table ---------------------------------------------------------------------------------
-
-def empty_table(slots: int = 8, room: int = 4, key_bytes: int = 64) -> dict:
-    return {"slots": np.full(slots, -1, np.int32), "hashes": np.zeros(room, np.uint64),
-            "key_offsets": np.zeros(room, np.int32), "key_lengths": np.zeros(room, np.int32),
-            "keys": np.zeros(key_bytes, np.uint8), "meta": np.zeros(3, np.int64)}
 
 
 def scan(text: bytes, table: dict) -> int:
@@ -277,14 +234,6 @@ def test_rehash_refuses_counts_past_int32_and_full_slots():
     slots = np.full(4, -1, np.int32)
     _wordpiece.rehash(slots, np.array([1, 1], np.uint64), 2)
     assert slots.tolist() == [-1, 0, 1, -1]
-
-
-def assemble_arrays(whole_offsets):
-    return {"line_words": np.zeros(1, np.int32), "whole_line": np.ones(1, np.bool_),
-            "value_offsets": np.zeros(1, np.int32), "value_lengths": np.zeros(1, np.int32),
-            "values": np.zeros(4, np.uint16), "whole_ids": np.arange(4, dtype=np.uint16),
-            "whole_offsets": np.array(whole_offsets, np.int64), "out": np.zeros(4, np.uint16),
-            "lengths": np.zeros(1, np.int32)}
 
 
 def test_assemble_refuses_lines_past_int32_and_entries_outside_the_table():

@@ -9,7 +9,7 @@ import numpy as np
 
 from bertdata import __version__
 from bertdata.manifest import MANIFEST, Run, library_versions, tool_record, write_manifest
-from test_repartition import random_shard, shard
+from shards import random_shard, shard
 
 
 def test_a_manifest_gets_its_tool_and_run_records_and_replaces_the_old_one_whole(tmp_path):

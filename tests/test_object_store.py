@@ -14,14 +14,11 @@ import time
 
 import pytest
 
-from conftest import VOCAB, WIKI_FRAGMENT, need, run_cli
+from conftest import STORE_BUILD, VOCAB, WIKI_FRAGMENT, need, run_cli
+from mirror import server  # noqa: F401  (the mirror on 127.0.0.1, a fixture)
 from servers import BUCKET, S3Server, clear, dask_cluster, free_port, keys, put_file, stop_all, store_digest
-from test_build import tree_digest
-from test_download import server  # noqa: F401  (the mirror on 127.0.0.1, a fixture)
 
 pytestmark = pytest.mark.slow
-
-SHARDS = ("--phase", "1", "--format", "both", "megatron", "--training-shards", "4", "--test-shards", "1")
 
 
 @pytest.fixture(scope="module")
@@ -43,19 +40,10 @@ def inputs(s3):
     return dump, vocab
 
 
-@pytest.fixture(scope="module")
-def local_build(tmp_path_factory):
-    need(WIKI_FRAGMENT)
-    out = tmp_path_factory.mktemp("local") / "out"
-    run_cli("build", "--wiki-only", "--dump", WIKI_FRAGMENT, "--vocab", VOCAB, "--output", out, *SHARDS,
-            "--workers", "2")
-    return tree_digest(out)
-
-
 def build_on_store(store: S3Server, dump: str, vocab: str, output: str, *extra: str, check: bool = True,
                    env: dict | None = None, cwd=None):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # only the store's settings
-    return run_cli("build", "--wiki-only", "--dump", dump, "--vocab", vocab, "--output", output, *SHARDS, *extra,
+    return run_cli("build", "--wiki-only", "--dump", dump, "--vocab", vocab, "--output", output, *STORE_BUILD, *extra,
                    check=check, env={**clean, **(store.env if env is None else env)}, cwd=cwd)
 
 
@@ -76,7 +64,7 @@ def test_store_options_after_the_double_dash_work_without_any_environment(s3, in
     dump, vocab = inputs
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     run_cli("build", "--wiki-only", "--dump", dump, "--vocab", vocab, "--output", f"s3://{BUCKET}/options",
-            *SHARDS, "--workers", "2", "--", f"--s3_endpoint_url={store.endpoint}", "--s3_access_key_id=testing",
+            *STORE_BUILD, "--workers", "2", "--", f"--s3_endpoint_url={store.endpoint}", "--s3_access_key_id=testing",
             "--s3_secret_access_key=testing", "--s3_region_name=us-east-1", env=env, cwd=tmp_path)
     assert store_digest(client, "options") == local_build
 
@@ -113,7 +101,7 @@ def test_a_killed_build_resumes_on_the_store_and_leaves_nothing_behind(s3, input
     dump, vocab = inputs
     output = f"s3://{BUCKET}/killed"
     proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", "build", "--wiki-only", "--dump", dump, "--vocab",
-                             vocab, "--output", output, *SHARDS, "--workers", "2"], cwd=tmp_path,
+                             vocab, "--output", output, *STORE_BUILD, "--workers", "2"], cwd=tmp_path,
                             env={**os.environ, **store.env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 300
@@ -226,8 +214,8 @@ def test_inspect_and_shard_read_and_write_the_store(s3, inputs, local_build, tmp
 
 
 def test_download_to_the_store_verifies_and_keeps_what_is_there(s3, server, tmp_path):
-    """`bertdata download --output s3://...` from a mirror on 127.0.0.1 (tests/test_download's)."""
-    from test_download import fake_run
+    """`bertdata download --output s3://...` from a mirror on 127.0.0.1 (tests/mirror.py)."""
+    from mirror import fake_run
 
     store, client = s3
     files = fake_run(server, "enwiki", "20240101")

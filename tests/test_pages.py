@@ -4,53 +4,16 @@ the same line and column, for real dumps and for thousands of damaged ones, fed 
 from __future__ import annotations
 
 import bz2
-import itertools
 import random
-import re
 
 import pytest
 
 from bertdata.errors import BertdataError
-from bertdata.text import multistream, wikidump
+from bertdata.text import multistream
 from bertdata.text._pages import scan
 from bertdata.text.wikidump import EXPORT_ROOT, DumpParser
 from conftest import WIKI_FRAGMENT, need
-
-SAMPLE_DUMP = wikidump.sample_paths()[0]
-
-# Inserted into real pages: what the reader must take as expat does, or leave to it.
-PIECES = [
-    "<", ">", "&", "'", '"', "]", "]]", "]]>", "]>", "\t", "\n", " ", "\r", "\r\n", "\x00", "\x01", "\x0b", "\x7f",
-    "&amp;", "&lt;", "&gt;", "&quot;", "&apos;", "&amp", "&nbsp;", "&foo;", "&#65;", "&#x41;", "&#X41;", "&#0;",
-    "&#9;", "&#13;", "&#xD;", "&#xD800;", "&#xFFFE;", "&#xFFFD;", "&#x10FFFF;", "&#x110000;", "&#99999999;",
-    "&#0000065;", "&#;", "&#x;", "&#65", "é", "\u20ac", "\U0001f600",
-    b"\xff", b"\xc3", b"\xc0\x80", b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xef\xbf\xbe", b"\xef\xbf\xbf",
-    b"\xf4\x90\x80\x80", b"\xf0\x9f\x98", "<!--c-->", "<!-- c", "<![CDATA[x<y]]>", "<?pi x?>", "<!DOCTYPE x>",
-    "</page>", "<page>", "</page>\n<page>", "</page><page>", "</text>", "<text>", "<text/>", "<title>T</title>",
-    "<title/>", "<title>" + "t" * 5000 + "</title>", "<id>12</id>", "<id>x</id>", "<id>-1</id>", "<ns>1</ns>",
-    "<ns/>", "<redirect title='R &amp; S'/>", "<redirect/>", "<redirect title='a\tb\nc'/>", '<redirect title="<"/>',
-    "<x a='1' a='2'/>", "<x a='1'b='2'/>", "<x a = '1' />", "<x a=1/>", "<x a='&#10;'/>", "<é/>", "<x:y/>", "<x/>",
-    "</x>", "<x>", "< x/>", "</ x>", "<x></x >", "<1x/>", "<siteinfo>", "<namespaces/>", "<mediawiki>",
-    "</mediawiki>", "<revision><id>9</id><text>second</text></revision>", "<revision><text>" + "z" * 300 +
-    "</text></revision>", "<contributor><id>3</id></contributor>", "<text><b>bold</b></text>",
-]
-
-
-def _bytes(piece: str | bytes) -> bytes:
-    return piece if isinstance(piece, bytes) else piece.encode()
-
-
-def _read(data: bytes, cuts: list[int], fast: bool, max_chars: int | None) -> list | str:
-    parser = DumpParser("dump.xml", max_text_chars=max_chars, fast=fast)
-    pages = []
-    try:
-        for a, b in zip([0, *cuts], [*cuts, len(data)]):
-            parser.feed(data[a:b])
-            pages += parser.drain()
-        parser.feed(b"", final=True)
-    except BertdataError as err:
-        return [*pages, *parser.drain(), str(err)]  # the pages read before the error too
-    return pages + parser.drain()
+from page_inputs import PIECES, SAMPLE_DUMP, as_bytes, excerpt, pages_region, read_pages
 
 
 def _read_range(data: bytes, cuts: list[int], fast: bool, monkeypatch) -> list:
@@ -86,21 +49,17 @@ def test_real_dumps_are_read_fast_to_their_end(documents):
         parser.feed(b"", final=True)
         assert parser.fed == data.index(b"  <page>") + data.count(b"\n", data.index(b"  <page>")) - 1 + \
             len(b"</mediawiki>\n")
-        assert parser.drain() == _read(data, [], fast=False, max_chars=None)
-
-
-def _pages_region(data: bytes) -> tuple[int, int]:
-    return data.index(b"<page>"), data.rindex(b"</page>") + len(b"</page>")
+        assert parser.drain() == read_pages(data, [], fast=False, max_chars=None)
 
 
 def _damaged(rng: random.Random, data: bytes) -> bytes:
-    start, end = _pages_region(data)
+    start, end = pages_region(data)
     out = bytearray(data)
     for _ in range(rng.choice((1, 1, 2, 3))):
         at = rng.randrange(start, min(end, len(out)))
         what = rng.random()
         if what < 0.75:
-            out[at:at] = _bytes(rng.choice(PIECES))
+            out[at:at] = as_bytes(rng.choice(PIECES))
         elif what < 0.9:
             del out[at:at + rng.randrange(1, 40)]
         else:
@@ -108,30 +67,22 @@ def _damaged(rng: random.Random, data: bytes) -> bytes:
     return bytes(out)
 
 
-def _excerpt(rng: random.Random, data: bytes, pages: int) -> bytes:
-    """The document's head, a few of its pages in a row (of its first 60), and its end."""
-    starts = [m.start() for m in itertools.islice(re.finditer(b"  <page>", data), 61)]
-    first = rng.randrange(len(starts) - pages)
-    tail = data.rindex(b"</mediawiki>")
-    return data[:starts[0]] + data[starts[first]:starts[first + pages]] + data[tail:]
-
-
 @pytest.mark.slow  # 1,500 damaged excerpts, each read twice
 def test_damaged_dumps_read_as_expat_reads_them(documents):
     rng = random.Random(20261203)
     for round_ in range(1500):
-        data = _damaged(rng, _excerpt(rng, rng.choice(documents), rng.randrange(1, 5)))
+        data = _damaged(rng, excerpt(rng, rng.choice(documents), rng.randrange(1, 5)))
         cuts = sorted(rng.sample(range(1, len(data)), rng.randrange(0, 6)))
         max_chars = rng.choice((None, None, 40, 2000))
-        fast, slow = _read(data, cuts, True, max_chars), _read(data, cuts, False, max_chars)
+        fast, slow = read_pages(data, cuts, True, max_chars), read_pages(data, cuts, False, max_chars)
         assert fast == slow, f"round {round_}: {data!r}"
 
 
 def test_damaged_ranges_read_as_expat_reads_them(documents, monkeypatch):
     rng = random.Random(7)
     for round_ in range(600):
-        doc = _excerpt(rng, rng.choice(documents), rng.randrange(1, 5))
-        start, end = _pages_region(doc)
+        doc = excerpt(rng, rng.choice(documents), rng.randrange(1, 5))
+        start, end = pages_region(doc)
         data = _damaged(rng, doc[start - 2:end + 1])
         cuts = sorted(rng.sample(range(1, len(data)), rng.randrange(0, 4)))
         fast, slow = _read_range(data, cuts, True, monkeypatch), _read_range(data, cuts, False, monkeypatch)
@@ -148,11 +99,11 @@ def test_errors_after_fast_pages_name_expats_line_and_column(documents):
     data = documents[0]
     bad = data.rindex(b"</page>")
     broken = data[:bad] + b"&nbsp;" + data[bad:]
-    message = _read(broken, [len(broken) // 2], fast=True, max_chars=None)[-1]
+    message = read_pages(broken, [len(broken) // 2], fast=True, max_chars=None)[-1]
     line = broken[:bad].count(b"\n") + 1
     column = bad - broken.rindex(b"\n", 0, bad)
     assert f"line {line}, column {column}" in message
-    assert message == _read(broken, [], fast=False, max_chars=None)[-1]
+    assert message == read_pages(broken, [], fast=False, max_chars=None)[-1]
 
 
 def test_scan_gives_each_pages_fields_and_where_it_ends():
@@ -176,6 +127,6 @@ def test_a_declared_encoding_is_expats_to_read_however_the_head_is_cut(first):
     page = "  <page>\n    <title>Caf\u00c3\u00a9</title>\n    <ns>0</ns>\n    <id>1</id>\n  </page>\n"
     for head in ('<?xml version="1.0" encoding="ISO-8859-1"?>\n', '<?xml version="1.0"?>\n', ""):
         data = (head + EXPORT_ROOT + "\n" + page * 3 + "</mediawiki>\n").encode("latin-1")
-        fast = _read(data, [first], fast=True, max_chars=None)
-        assert fast == _read(data, [], fast=False, max_chars=None)
+        fast = read_pages(data, [first], fast=True, max_chars=None)
+        assert fast == read_pages(data, [], fast=False, max_chars=None)
         assert fast[0].title == ("Caf\u00c3\u00a9" if "ISO" in head else "Caf\u00e9")

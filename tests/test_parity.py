@@ -9,13 +9,14 @@ import pytest
 
 from bertdata import cli
 from bertdata.config import InstanceConfig
-from bertdata.formats.hdf5io import DTYPES, FIELDS, read_shard, shard_attrs
+from bertdata.formats.hdf5io import read_shard, shard_attrs
 from bertdata.instances.create import create_instances
 from bertdata.instances.documents import read_documents
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.vocab import load_vocab
 
 from conftest import PARITY, SHARD_A, VOCAB, need
+from shards import assert_identical
 
 VECTORS = {
     "A_s12345_128_20_p15_d5.hdf5": InstanceConfig(max_seq_length=128, max_predictions_per_seq=20,
@@ -23,15 +24,6 @@ VECTORS = {
     "A_s12345_512_80_p15_d2.hdf5": InstanceConfig(max_seq_length=512, max_predictions_per_seq=80,
                                                   masked_lm_prob=0.15, dupe_factor=2, random_seed=12345),
 }
-
-
-def assert_identical(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
-    assert set(got) >= set(FIELDS)
-    for name in FIELDS:
-        assert got[name].dtype == expected[name].dtype == DTYPES[name], name
-        assert got[name].shape == expected[name].shape, name
-        mismatched = np.flatnonzero((got[name] != expected[name]).reshape(len(got[name]), -1).any(1))
-        assert not len(mismatched), f"{name}: {len(mismatched)} rows differ, first row {mismatched[:1]}"
 
 
 @pytest.mark.parametrize("vector", sorted(VECTORS))

@@ -22,24 +22,12 @@ from bertdata.reshard import repartition as rp
 from bertdata.reshard.publish import OWNER, TEMP_PREFIX
 from bertdata.reshard.workers import Terminated
 from bertdata.cli import main
-from bertdata.config import ShardConfig
 from bertdata.fsutil import this_process
 from bertdata.errors import BertdataError
 from bertdata.instances.schema import record_dtype
 from bertdata.formats.hdf5io import DTYPES, FIELDS, file_attrs, shard_info, write_shard
 from conftest import PARITY_128, PARITY_512, signals_default, needs_test_data
-from shards import STORED, filters, hostile_files, valid_rows
-
-
-GEN_ATTRS = {"seed": 7, "max_seq_length": 16, "max_predictions_per_seq": 4, "masked_lm_prob": 0.15,
-             "vocab_sha256": "ab" * 32, "lower_case": True}
-
-
-def random_shard(path: Path, n: int, rng: np.random.Generator, seq: int = 16, preds: int = 4,
-                 attrs: dict | None = None) -> Path:
-    write_shard(path, valid_rows(n, rng, seq, preds),
-                {**GEN_ATTRS, "max_seq_length": seq, "max_predictions_per_seq": preds, **(attrs or {})})
-    return path
+from shards import GEN_ATTRS, STORED, filters, hostile_files, random_shard, shard, valid_rows
 
 
 def read_all(path: Path) -> dict[str, np.ndarray]:
@@ -59,11 +47,6 @@ def multiset(paths) -> Counter:
     for path in paths:
         counts.update(row_hashes(path))
     return counts
-
-
-def shard(*inputs, output, parts, **options) -> rp.ShardResult:
-    return rp.repartition(ShardConfig(inputs=tuple(str(i) for i in inputs), output=str(output),
-                                      parts=parts, **options))
 
 
 def file_bytes(paths) -> list[bytes]:

@@ -8,6 +8,9 @@ import pytest
 
 from bertdata.text.sentences import SentenceSplitter, english_parameters, split_article
 from conftest import SHARD_A
+from text_references import (  # noqa: F401 (collected here; test_fuzz_text reruns them)
+    test_tidied_sentences_are_the_python_steps_they_replaced,
+)
 
 
 @pytest.fixture(scope="module")
@@ -160,28 +163,3 @@ def test_language_splitter_pickles_as_a_recipe() -> None:
     assert pickle.loads(blob).split(text) == splitter.split(text)
 
 
-def test_tidied_sentences_are_the_python_steps_they_replaced():
-    """`_scan.tidy_sentences` against the per-sentence Python that `split_article` ran before it."""
-    import random
-    import re
-
-    from bertdata.text._scan import tidy_sentences
-
-    has_word = re.compile(r"\w")
-
-    def before(pieces: list[str]) -> list[str]:
-        sentences: list[str] = []
-        for sentence in pieces:
-            sentence = " ".join(sentence.split())
-            if has_word.search(sentence):
-                sentences.append(sentence)
-            elif sentence and sentences:
-                sentences[-1] += sentence
-        return sentences
-
-    alphabet = [" ", "  ", "\t", "\n", "\u00a0", "\u2003", "\u3000", "\x1c", "\x85", "\u200b", ".", '"', ")", "_", "a",
-                "é", "Ж", "中", "٣", "²", "😀", "\u0301", "-", "!"]
-    rng = random.Random(5)
-    for _ in range(20_000):
-        pieces = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(0, 5))]
-        assert tidy_sentences(pieces) == before(pieces), repr(pieces)

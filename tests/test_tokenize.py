@@ -16,6 +16,7 @@ from bertdata.instances import vocab as vocab_module
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.vocab import load_vocab
 from conftest import SAMPLE_VOCAB, SHARD_A, VOCAB, needs_test_data
+from kernel_calls import WHITE_SPACE, python_lines
 
 NEVER_SPLIT = ("[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]")
 
@@ -328,16 +329,6 @@ def test_ten_megabyte_line_of_commas_in_bounded_memory(tmp_path):
     assert grown_mb < 400, f"{grown_mb} MB more to tokenize a 4 MB line"
 
 
-WHITE_SPACE = [chr(c) for c in range(0x110000) if chr(c).isspace() and chr(c) != "\n"]
-
-
-def _python_lines(text: str) -> tuple[bytes, bytes, bytes]:
-    stripped = [line.strip() for line in text.split("\n")]
-    kept = [line.encode("utf-8") for line in stripped if line]
-    starts = np.cumsum([0] + [len(k) + 1 for k in kept[:-1]]).astype(np.int64) if kept else np.empty(0, np.int64)
-    return b"\n".join(kept), starts.tobytes(), bytes(not line for line in stripped)
-
-
 def test_text_lines_strip_as_str_strip_does():
     """A text shard's lines stripped in UTF-8 (`_wordpiece.text_lines`) as `str.strip` strips them,
     every white space character of str.isspace included, or None where the bytes are not UTF-8."""
@@ -347,10 +338,10 @@ def test_text_lines_strip_as_str_strip_does():
     alphabet = ["a", "é", "中", "🙂", "\n", "\n", " "] + WHITE_SPACE
     for _ in range(4000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 20)))
-        assert text_lines(text.encode("utf-8")) == _python_lines(text), repr(text)
+        assert text_lines(text.encode("utf-8")) == python_lines(text), repr(text)
     for space in WHITE_SPACE:  # each alone, at either end, between words
         for text in (space, f"{space}x{space}", f"x{space}y\n{space}\n{space}{space}z"):
-            assert text_lines(text.encode("utf-8")) == _python_lines(text), repr(text)
+            assert text_lines(text.encode("utf-8")) == python_lines(text), repr(text)
     for bad in (b"\xff", b"a\xc3", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80", b"\xe0\x80\xaf", b"x\n\x80"):
         assert text_lines(bad) is None, bad
 
