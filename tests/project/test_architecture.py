@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
 FOLDERS = ("bertdata", "pipelines", "benchmark")
 SOURCES = (".py", ".c", ".h")
 # The longest a core module should grow before it is split by job.

@@ -1,5 +1,5 @@
 """The masking rule's one home (bertdata.instances.masking): its sequential form is what the
-compiled kernel replays (tests/test_instances.py holds the kernel equal to a port of the reference
+compiled kernel replays (tests/instances/test_instances.py holds the kernel equal to a port of the reference
 that masks through `mask_sequence`); here its batch form, which the bench and the shard checks
 use, is held equal to the sequential one."""
 

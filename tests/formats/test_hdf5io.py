@@ -6,7 +6,6 @@ import hashlib
 import subprocess
 import sys
 import zlib
-from pathlib import Path
 
 import deflate
 import h5py
@@ -17,6 +16,7 @@ from bertdata.formats.hdf5io import (DTYPES, FIELDS, WRITE_ORDER, ShardWriter, c
                              write_shard)
 from bertdata.formats._chunks import shuffle_chunks
 from bertdata.formats._zrle import zlib_rle
+from conftest import ROOT
 from shards import STORED, filters, numpy_shuffled_chunks, reference_rows
 
 
@@ -191,7 +191,7 @@ def test_zlib_rle_writes_the_same_bytes_in_another_process():
             "from bertdata.formats._zrle import zlib_rle; d = reference_rows(2000)['input_ids']; "
             "print(hashlib.sha256(b''.join(zlib_rle(d[i:i + 100]) for i in range(0, 2000, 100))).hexdigest())")
     other = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
-                           cwd=Path(__file__).parents[1])
+                           cwd=ROOT)
     assert other.stdout.strip() == digest
 
 
