@@ -101,7 +101,7 @@ def concatenated(parts: list[Documents]) -> Documents:
 def test_merge_is_the_pair_of_all_documents(tmp_path, monkeypatch, buffer):
     """Merged parts are the bytes one pair of all their documents has; a buffer of 8 bytes
     cuts every section of every file into many reads."""
-    monkeypatch.setattr(megatron, "BUFFER", buffer)
+    monkeypatch.setattr(megatron.codec, "BUFFER", buffer)
     parts = [documents(seed, docs=seed) for seed in (3, 1, 4, 2)]
     for i, docs in enumerate(parts):
         write(tmp_path / f"part{i}", docs)
