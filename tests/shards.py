@@ -9,7 +9,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from bertdata.config import ShardConfig
+from bertdata.config import ReshardConfig
 from bertdata.formats.hdf5io import DTYPES, FIELDS, LAYOUT, write_shard
 from bertdata.reshard import repartition as rp
 
@@ -122,6 +122,6 @@ def random_shard(path: Path, n: int, rng: np.random.Generator, seq: int = 16, pr
     return path
 
 
-def shard(*inputs, output, parts, **options) -> rp.ShardResult:
-    return rp.repartition(ShardConfig(inputs=tuple(str(i) for i in inputs), output=str(output),
+def reshard(*inputs, output, parts, **options) -> rp.ReshardResult:
+    return rp.repartition(ReshardConfig(inputs=tuple(str(i) for i in inputs), output=str(output),
                                       parts=parts, **options))

@@ -341,7 +341,7 @@ def test_compiled_step_and_lamb_equal_eager_ones_with_one_graph_for_every_batch(
 
 def compiled_batches(cfg: BenchConfig) -> list:
     plan = make_plan(cfg)
-    stream = iter(ShardStream(rank_units(plan.shards, 0, 1), cfg.batch_size, cfg.seed, plan.shards, plan.reading,
+    stream = iter(ShardStream(rank_units(plan.parts, 0, 1), cfg.batch_size, cfg.seed, plan.parts, plan.reading,
                               packed=True))
     return [figures(next(stream), plan.seq_len) for _ in range(cfg.steps + cfg.warmup_steps)]
 

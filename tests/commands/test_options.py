@@ -7,7 +7,7 @@ import pytest
 from bertdata.cli import build_parser
 from bertdata.commands.build import config_from_args
 from bertdata.commands.options import instance_fields
-from bertdata.config import PHASE2, BuildConfig, InstanceConfig, LddlConfig, ShardConfig
+from bertdata.config import PHASE2, BuildConfig, InstanceConfig, LddlConfig, ReshardConfig
 from bertdata.download.dumps import DumpSpec
 from bertdata.errors import BertdataError
 
@@ -46,7 +46,7 @@ def test_download_defaults_are_the_dump_spec_and_builds_folder():
 
 def test_shard_defaults_are_shard_configs():
     args = parse("shard", "in.hdf5", "--output", "parts", "--parts", "2")
-    defaults = ShardConfig(inputs=("in.hdf5",), output="parts", parts=2)
+    defaults = ReshardConfig(inputs=("in.hdf5",), output="parts", parts=2)
     assert (args.seed, args.split, args.format, args.workers) == (defaults.seed, defaults.split, defaults.format,
                                                                   defaults.workers)
 

@@ -15,7 +15,7 @@ import pytest
 
 from bertdata import cli, formats
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.formats import DOCUMENTS, INSTANCES, PER_SHARD, PER_SPLIT, FormatFlag, Reading, Report, ShardInfo
+from bertdata.formats import DOCUMENTS, INSTANCES, PER_SHARD, PER_SPLIT, FormatFlag, Reading, Report, PartInfo
 from bertdata.formats.checks import ShardStats, check_batch
 from bertdata.formats.report import print_row
 from bertdata.instances.schema import DTYPES, FIELDS
@@ -42,22 +42,22 @@ class NpzShards:
     def training(self, units: list[str]) -> list[str]:
         return [u for u in units if "training" in Path(u).name]
 
-    def parts(self, unit: str) -> list[ShardInfo]:
+    def parts(self, unit: str) -> list[PartInfo]:
         with np.load(unit) as f:
             missing = set(FIELDS) - set(f.files)
             if missing:
                 raise ValidationError(f"{unit}: missing array {sorted(missing)[0]}")
             n, seq = f["input_ids"].shape
-            return [ShardInfo(unit, n, seq, f["masked_lm_positions"].shape[1])]
+            return [PartInfo(unit, n, seq, f["masked_lm_positions"].shape[1])]
 
     def reading(self, parts, vocab_path, masking_scheme) -> Reading:
         return Reading(self.name)
 
-    def load(self, part: ShardInfo, reading: Reading) -> dict[str, np.ndarray]:
+    def load(self, part: PartInfo, reading: Reading) -> dict[str, np.ndarray]:
         with np.load(part.path) as f:
             return {name: f[name] for name in FIELDS}
 
-    def slices(self, part: ShardInfo, reading: Reading, rows: int):
+    def slices(self, part: PartInfo, reading: Reading, rows: int):
         arrays = self.load(part, reading)
         for start in range(0, part.num_instances, rows):
             yield {name: values[start:start + rows] for name, values in arrays.items()}
@@ -192,12 +192,12 @@ class NpzWriter(NpzShards):
                      attrs=np.array(json.dumps(dict(attrs), sort_keys=True)))
         os.replace(tmp, path)
 
-    def info(self, paths) -> ShardInfo:
+    def info(self, paths) -> PartInfo:
         [path] = paths
         with np.load(path) as f:
             attrs = json.loads(str(f["attrs"]))
             n, seq = f["input_ids"].shape
-            return ShardInfo(str(path), n, seq, f["masked_lm_positions"].shape[1], attrs)
+            return PartInfo(str(path), n, seq, f["masked_lm_positions"].shape[1], attrs)
 
     def read(self, paths):
         [path] = paths

@@ -9,7 +9,7 @@ import numpy as np
 
 from bertdata import __version__
 from bertdata.manifest import MANIFEST, Run, library_versions, tool_record, write_manifest
-from shards import random_shard, shard
+from shards import random_shard, reshard
 
 
 def test_a_manifest_gets_its_tool_and_run_records_and_replaces_the_old_one_whole(tmp_path):
@@ -31,7 +31,7 @@ def test_a_manifest_gets_its_tool_and_run_records_and_replaces_the_old_one_whole
 def test_a_shard_folders_manifest_records_the_tool_as_a_builds_does(tmp_path):
     rng = np.random.default_rng(3)
     source = random_shard(tmp_path / "wikicorpus_en_training_0.hdf5", 40, rng)
-    shard(source, output=tmp_path / "out", parts=2)
+    reshard(source, output=tmp_path / "out", parts=2)
     manifest = json.loads((tmp_path / "out" / MANIFEST).read_text())
     assert manifest["tool"]["name"] == "bertdata shard" and manifest["tool"]["version"] == __version__
     assert set(manifest["tool"]) == {"name", "version", "libraries"} and "python" in manifest["tool"]["libraries"]

@@ -25,9 +25,9 @@ from bertdata.cli import main
 from bertdata.fsutil import this_process
 from bertdata.errors import BertdataError
 from bertdata.instances.schema import record_dtype
-from bertdata.formats.hdf5io import DTYPES, FIELDS, file_attrs, shard_info, write_shard
+from bertdata.formats.hdf5io import DTYPES, FIELDS, file_attrs, part_info, write_shard
 from conftest import PARITY_128, PARITY_512, signals_default, needs_test_data
-from shards import GEN_ATTRS, STORED, filters, hostile_files, random_shard, shard, valid_rows
+from shards import GEN_ATTRS, STORED, filters, hostile_files, random_shard, reshard, valid_rows
 
 
 def read_all(path: Path) -> dict[str, np.ndarray]:
@@ -64,7 +64,7 @@ def inputs(tmp_path) -> list[Path]:
 
 
 def test_balanced_parts_hold_exactly_the_input_instances(inputs, tmp_path):
-    result = shard(inputs[0].parent, output=tmp_path / "out", parts=7)
+    result = reshard(inputs[0].parent, output=tmp_path / "out", parts=7)
     sizes = [h5py.File(p, "r")["input_ids"].shape[0] for p in result.parts]
     assert sum(sizes) == 2701 and max(sizes) - min(sizes) <= 1
     assert [Path(p).name for p in result.parts] == [f"wikicorpus_en_training_{i}.hdf5" for i in range(7)]
@@ -73,7 +73,7 @@ def test_balanced_parts_hold_exactly_the_input_instances(inputs, tmp_path):
 
 
 def test_parts_are_shuffled_and_mix_every_input(inputs, tmp_path):
-    result = shard(*inputs, output=tmp_path / "out", parts=4)
+    result = reshard(*inputs, output=tmp_path / "out", parts=4)
     owner = {h: i for i, path in enumerate(inputs) for h in row_hashes(path)}
     for part in result.parts:
         sources = [owner[h] for h in row_hashes(part)]
@@ -83,7 +83,7 @@ def test_parts_are_shuffled_and_mix_every_input(inputs, tmp_path):
 
 
 def test_parts_readable_by_plain_h5py_in_reference_layout(inputs, tmp_path):
-    result = shard(*inputs, output=tmp_path / "out", parts=3, seed=99)
+    result = reshard(*inputs, output=tmp_path / "out", parts=3, seed=99)
     for index, part in enumerate(result.parts):
         with h5py.File(part, "r") as f:
             assert sorted(f) == sorted(FIELDS)
@@ -100,26 +100,26 @@ def test_attrs_that_disagree_are_dropped(tmp_path):
     rng = np.random.default_rng(1)
     a = random_shard(tmp_path / "x_training_0.hdf5", 50, rng, attrs={"seed": 1})
     b = random_shard(tmp_path / "x_training_1.hdf5", 50, rng, attrs={"seed": 2})
-    result = shard(a, b, output=tmp_path / "out", parts=2)
-    attrs = shard_info(result.parts[0]).attrs
+    result = reshard(a, b, output=tmp_path / "out", parts=2)
+    attrs = part_info(result.parts[0]).attrs
     assert "seed" not in attrs and attrs["masked_lm_prob"] == pytest.approx(0.15)
 
 
 def test_same_inputs_and_seed_give_byte_identical_parts(inputs, tmp_path):
-    first = shard(inputs[0].parent, output=tmp_path / "a", parts=3)
+    first = reshard(inputs[0].parent, output=tmp_path / "a", parts=3)
     # Inputs named in another order, as files: the order is a function of the sorted inputs.
-    second = shard(*reversed(inputs), output=tmp_path / "b", parts=3)
+    second = reshard(*reversed(inputs), output=tmp_path / "b", parts=3)
     assert file_bytes(first.parts) == file_bytes(second.parts)
-    other_seed = shard(*inputs, output=tmp_path / "c", parts=3, seed=1)
+    other_seed = reshard(*inputs, output=tmp_path / "c", parts=3, seed=1)
     assert file_bytes(other_seed.parts) != file_bytes(first.parts)
     assert multiset(other_seed.parts) == multiset(first.parts)
 
 
 def test_order_does_not_depend_on_slice_or_flush_sizes(inputs, tmp_path, monkeypatch):
-    reference = shard(*inputs, output=tmp_path / "a", parts=3)
+    reference = reshard(*inputs, output=tmp_path / "a", parts=3)
     monkeypatch.setattr(shuffle, "SLICE_BYTES", 97 * record_dtype(16, 4).itemsize)
     monkeypatch.setattr(shuffle, "FLUSH_BYTES", 1)
-    again = shard(*inputs, output=tmp_path / "b", parts=3)
+    again = reshard(*inputs, output=tmp_path / "b", parts=3)
     assert file_bytes(reference.parts) == file_bytes(again.parts)
 
 
@@ -129,19 +129,19 @@ def test_many_buckets_and_blocks_same_bytes_with_any_worker_count(inputs, tmp_pa
     # are used by the main process only, so the spawned workers need not see the patch.
     monkeypatch.setattr(shuffle, "BUCKET_BYTES", 300 * record_dtype(16, 4).itemsize)
     monkeypatch.setattr(shuffle, "BLOCK", 256)
-    one = shard(*inputs, output=tmp_path / "w1", parts=5)
+    one = reshard(*inputs, output=tmp_path / "w1", parts=5)
     manifest = json.loads((tmp_path / "w1" / "manifest.json").read_text())
     assert manifest["buckets"] == 10
     assert multiset(one.parts) == multiset(inputs)
-    three = shard(*inputs, output=tmp_path / "w3", parts=5, workers=3)
+    three = reshard(*inputs, output=tmp_path / "w3", parts=5, workers=3)
     assert file_bytes(one.parts) == file_bytes(three.parts)
-    sampled = [shard(*inputs, output=tmp_path / f"s{w}", parts=5, workers=w, sample=0.5) for w in (1, 2)]
+    sampled = [reshard(*inputs, output=tmp_path / f"s{w}", parts=5, workers=w, sample=0.5) for w in (1, 2)]
     assert file_bytes(sampled[0].parts) == file_bytes(sampled[1].parts)
 
 
 def test_sample_and_max_instances_take_a_uniform_subset(inputs, tmp_path):
     everything = multiset(inputs)
-    result = shard(*inputs, output=tmp_path / "s", parts=4, sample=0.25)
+    result = reshard(*inputs, output=tmp_path / "s", parts=4, sample=0.25)
     taken = multiset(result.parts)
     assert sum(taken.values()) == round(0.25 * 2701)
     assert not taken - everything
@@ -150,13 +150,13 @@ def test_sample_and_max_instances_take_a_uniform_subset(inputs, tmp_path):
     # Proportional to input size (700, 1100, 901), not the first file first.
     assert all(abs(per_input[i] - n / 4) < n / 8 for i, n in enumerate((700, 1100, 901)))
 
-    capped = shard(*inputs, output=tmp_path / "m", parts=3, max_instances=1000)
+    capped = reshard(*inputs, output=tmp_path / "m", parts=3, max_instances=1000)
     assert sum(multiset(capped.parts).values()) == 1000 and not multiset(capped.parts) - everything
-    again = shard(*inputs, output=tmp_path / "m2", parts=3, max_instances=1000)
+    again = reshard(*inputs, output=tmp_path / "m2", parts=3, max_instances=1000)
     assert file_bytes(capped.parts) == file_bytes(again.parts)
-    other = shard(*inputs, output=tmp_path / "m3", parts=3, max_instances=1000, seed=5)
+    other = reshard(*inputs, output=tmp_path / "m3", parts=3, max_instances=1000, seed=5)
     assert multiset(other.parts) != multiset(capped.parts)
-    assert sum(multiset(shard(*inputs, output=tmp_path / "all", parts=2, max_instances=10**6).parts).values()) == 2701
+    assert sum(multiset(reshard(*inputs, output=tmp_path / "all", parts=2, max_instances=10**6).parts).values()) == 2701
 
 
 @pytest.mark.parametrize("what,change", [
@@ -169,7 +169,7 @@ def test_inputs_that_disagree_are_refused_naming_both(tmp_path, what, change):
     a = random_shard(tmp_path / "x_training_0.hdf5", 20, rng)
     b = random_shard(tmp_path / "x_training_1.hdf5", 20, rng, **change)
     with pytest.raises(BertdataError, match=what) as err:
-        shard(a, b, output=tmp_path / "out", parts=2)
+        reshard(a, b, output=tmp_path / "out", parts=2)
     assert str(a) in str(err.value) and str(b) in str(err.value)
     assert not (tmp_path / "out").exists()
 
@@ -179,33 +179,33 @@ def test_vocab_recorded_by_one_input_only_is_no_conflict(tmp_path):
     a = random_shard(tmp_path / "x_training_0.hdf5", 20, rng)
     b = tmp_path / "x_training_1.hdf5"
     write_shard(b, {k: v for k, v in read_all(random_shard(tmp_path / "y.hdf5", 20, rng)).items()})
-    result = shard(a, b, output=tmp_path / "out", parts=2)
-    assert "vocab_sha256" not in shard_info(result.parts[0]).attrs
+    result = reshard(a, b, output=tmp_path / "out", parts=2)
+    assert "vocab_sha256" not in part_info(result.parts[0]).attrs
 
 
 def test_existing_parts_need_force_and_force_leaves_a_consistent_folder(inputs, tmp_path):
     out = tmp_path / "out"
-    shard(*inputs, output=out, parts=5)
+    reshard(*inputs, output=out, parts=5)
     before = file_bytes(sorted(out.glob("*.hdf5")))
     with pytest.raises(BertdataError, match="--force"):
-        shard(*inputs, output=out, parts=2)
+        reshard(*inputs, output=out, parts=2)
     assert file_bytes(sorted(out.glob("*.hdf5"))) == before
-    result = shard(*inputs, output=out, parts=2, force=True)
+    result = reshard(*inputs, output=out, parts=2, force=True)
     assert sorted(p.name for p in out.iterdir()) == [
         "manifest.json", "wikicorpus_en_training_0.hdf5", "wikicorpus_en_training_1.hdf5"]
     assert len(result.removed) == 3
     # A renamed set replaces the old one (listed in the old manifest) as well.
-    shard(*inputs, output=out, parts=2, force=True, name="mix")
+    reshard(*inputs, output=out, parts=2, force=True, name="mix")
     assert sorted(p.name for p in out.glob("*.hdf5")) == ["mix_training_0.hdf5", "mix_training_1.hdf5"]
     # A manifest alone also counts as earlier output.
     for part in out.glob("*.hdf5"):
         part.unlink()
     with pytest.raises(BertdataError, match="manifest"):
-        shard(*inputs, output=out, parts=2)
+        reshard(*inputs, output=out, parts=2)
 
 
 def test_manifest_records_inputs_options_and_parts(inputs, tmp_path):
-    result = shard(*inputs, output=tmp_path / "out", parts=3, sample=0.5)
+    result = reshard(*inputs, output=tmp_path / "out", parts=3, sample=0.5)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert [i["instances"] for i in manifest["inputs"]] == [700, 1100, 901]
     assert manifest["inputs"][0]["sha256"] == hashlib.sha256(inputs[0].read_bytes()).hexdigest()
@@ -222,24 +222,24 @@ def test_split_selects_files_and_names_parts(tmp_path):
     folder.mkdir()
     train = random_shard(folder / "books_training_0.hdf5", 30, rng)
     test = random_shard(folder / "books_test_0.hdf5", 20, rng)
-    result = shard(folder, output=tmp_path / "tr", parts=2)
+    result = reshard(folder, output=tmp_path / "tr", parts=2)
     assert multiset(result.parts) == multiset([train])
-    result = shard(folder, output=tmp_path / "te", parts=2, split="test")
+    result = reshard(folder, output=tmp_path / "te", parts=2, split="test")
     assert [Path(p).name for p in result.parts] == ["books_test_0.hdf5", "books_test_1.hdf5"]
     assert multiset(result.parts) == multiset([test])
-    result = shard(folder, output=tmp_path / "all", parts=2, split="all")
+    result = reshard(folder, output=tmp_path / "all", parts=2, split="all")
     assert multiset(result.parts) == multiset([train, test])
     other = random_shard(tmp_path / "other.hdf5", 10, rng)
-    assert Path(shard(train, other, output=tmp_path / "mixed", parts=1).parts[0]).name == "shards_training_0.hdf5"
+    assert Path(reshard(train, other, output=tmp_path / "mixed", parts=1).parts[0]).name == "shards_training_0.hdf5"
 
 
 def test_earlier_parts_inside_an_input_folder_are_not_read_again(inputs, tmp_path):
     out = inputs[0].parent / "parts"
-    shard(inputs[0].parent, output=out, parts=2)
-    again = shard(inputs[0].parent, output=out, parts=3, force=True)
+    reshard(inputs[0].parent, output=out, parts=2)
+    again = reshard(inputs[0].parent, output=out, parts=3, force=True)
     assert multiset(again.parts) == multiset(inputs)
     with pytest.raises(BertdataError, match="inside the output folder"):
-        shard(out / "wikicorpus_en_training_0.hdf5", output=out, parts=1, force=True)
+        reshard(out / "wikicorpus_en_training_0.hdf5", output=out, parts=1, force=True)
 
 
 def test_earlier_outputs_inside_an_input_folder_are_never_read_as_input(inputs, tmp_path, capsys):
@@ -251,11 +251,11 @@ def test_earlier_outputs_inside_an_input_folder_are_never_read_as_input(inputs, 
     err = capsys.readouterr().err
     assert f"{folder / 'parts'}: the output of an earlier bertdata shard, 2 files not read as input" in err
     # Named as an input itself, such a folder is read.
-    assert multiset(shard(folder / "parts", output=tmp_path / "again", parts=1).parts) == multiset(inputs)
+    assert multiset(reshard(folder / "parts", output=tmp_path / "again", parts=1).parts) == multiset(inputs)
     # A manifest of another writer, or none at all, does not hide a folder's shards.
     (folder / "parts" / "manifest.json").write_text('{"tool": {"name": "bertdata build"}}')
     twice = multiset(inputs) + multiset(inputs)  # the inputs and the parts; not "more", still ours
-    assert multiset(shard(folder, output=tmp_path / "all", parts=2).parts) == twice
+    assert multiset(reshard(folder, output=tmp_path / "all", parts=2).parts) == twice
 
 
 def test_interrupted_run_leaves_no_temporary_files_and_no_parts(inputs, tmp_path, monkeypatch):
@@ -264,7 +264,7 @@ def test_interrupted_run_leaves_no_temporary_files_and_no_parts(inputs, tmp_path
 
     monkeypatch.setattr(rp, "write_part", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        shard(*inputs, output=tmp_path / "out", parts=2)
+        reshard(*inputs, output=tmp_path / "out", parts=2)
     assert list((tmp_path / "out").iterdir()) == []
 
 
@@ -306,7 +306,7 @@ def test_cli_writes_parts_and_prints_a_summary(inputs, tmp_path, capsys):
 @needs_test_data
 @pytest.mark.parametrize("real,parts", [(PARITY_128, 5), (PARITY_512, 3)])
 def test_real_shards_keep_every_instance(tmp_path, real, parts):
-    result = shard(real, output=tmp_path / "out", parts=parts)
+    result = reshard(real, output=tmp_path / "out", parts=parts)
     assert multiset(result.parts) == multiset([real])
     sizes = [h5py.File(p, "r")["input_ids"].shape[0] for p in result.parts]
     assert max(sizes) - min(sizes) <= 1
@@ -315,7 +315,7 @@ def test_real_shards_keep_every_instance(tmp_path, real, parts):
             assert part[name].dtype == ref[name].dtype and part[name].compression == ref[name].compression
             assert part[name].shape[1:] == ref[name].shape[1:]
     # The reference writes no attributes, so only the part's own are recorded.
-    assert set(shard_info(result.parts[0]).attrs) == {"shard_seed", "part_index", "num_parts"}
+    assert set(part_info(result.parts[0]).attrs) == {"shard_seed", "part_index", "num_parts"}
 
 
 def test_shards_of_different_masking_schemes_are_refused(tmp_path):
@@ -323,17 +323,17 @@ def test_shards_of_different_masking_schemes_are_refused(tmp_path):
     token = random_shard(tmp_path / "a_training_0.hdf5", 20, rng)
     whole = random_shard(tmp_path / "b_training_0.hdf5", 20, rng, attrs={"masking_scheme": "whole-word"})
     with pytest.raises(BertdataError, match="masking scheme whole-word differs") as err:
-        shard(token, whole, output=tmp_path / "out", parts=2)
+        reshard(token, whole, output=tmp_path / "out", parts=2)
     assert str(whole) in str(err.value)
-    result = shard(whole, random_shard(tmp_path / "c_training_0.hdf5", 20, rng, attrs={"masking_scheme": "whole-word"}),
+    result = reshard(whole, random_shard(tmp_path / "c_training_0.hdf5", 20, rng, attrs={"masking_scheme": "whole-word"}),
                    output=tmp_path / "same", parts=2)
-    assert shard_info(result.parts[0]).attrs["masking_scheme"] == "whole-word"
+    assert part_info(result.parts[0]).attrs["masking_scheme"] == "whole-word"
 
 
 @needs_test_data
 def test_real_shards_of_different_lengths_are_refused(tmp_path):
     with pytest.raises(BertdataError, match="max_seq_length") as err:
-        shard(PARITY_128, PARITY_512, output=tmp_path / "out", parts=2)
+        reshard(PARITY_128, PARITY_512, output=tmp_path / "out", parts=2)
     assert str(PARITY_128) in str(err.value) and str(PARITY_512) in str(err.value)
 
 
@@ -341,7 +341,7 @@ def test_real_shards_of_different_lengths_are_refused(tmp_path):
 def test_real_and_synthetic_shards_mix(tmp_path):
     rng = np.random.default_rng(5)
     synthetic = random_shard(tmp_path / "syn_training_0.hdf5", 500, rng, seq=128, preds=20)
-    result = shard(PARITY_128, synthetic, output=tmp_path / "out", parts=4, sample=0.5)
+    result = reshard(PARITY_128, synthetic, output=tmp_path / "out", parts=4, sample=0.5)
     taken = multiset(result.parts)
     assert sum(taken.values()) == round(0.5 * (11631 + 500)) and not taken - multiset([PARITY_128, synthetic])
     names = [os.path.basename(p) for p in result.parts]
@@ -356,19 +356,19 @@ def test_other_integer_dtypes_are_cast_and_bad_ones_refused_without_leftovers(tm
     with h5py.File(wide, "w") as f:
         for name in FIELDS:
             f.create_dataset(name, data=arrays[name].astype(np.int64))
-    result = shard(good, wide, output=tmp_path / "ok", parts=2)
+    result = reshard(good, wide, output=tmp_path / "ok", parts=2)
     assert multiset(result.parts) == multiset([good, tmp_path / "src.hdf5"])
 
     with h5py.File(wide, "r+") as f:
         f["input_ids"][0, 1] = 1 << 33  # a valid id for a vocab that big (none recorded), but not int32
     with pytest.raises(BertdataError, match=f"{wide}: dataset input_ids has values outside int32"):
-        shard(good, wide, output=tmp_path / "bad", parts=2)
+        reshard(good, wide, output=tmp_path / "bad", parts=2)
     with h5py.File(wide, "r+") as f:
         f["input_ids"][0, 1] = 1
         del f["segment_ids"]
         f.create_dataset("segment_ids", data=arrays["segment_ids"].astype(np.float32))
     with pytest.raises(BertdataError, match="segment_ids has dtype float32"):
-        shard(good, wide, output=tmp_path / "bad", parts=2)
+        reshard(good, wide, output=tmp_path / "bad", parts=2)
     assert list((tmp_path / "bad").iterdir()) == []
 
 
@@ -380,14 +380,14 @@ def test_corrupt_input_data_is_a_clear_error(inputs, tmp_path):
     data[middle:middle + 4096] = bytes(4096)
     broken.write_bytes(bytes(data))
     with pytest.raises(BertdataError, match=f"{broken}: unreadable data"):
-        shard(inputs[0], broken, output=tmp_path / "out", parts=2)
+        reshard(inputs[0], broken, output=tmp_path / "out", parts=2)
     assert list((tmp_path / "out").iterdir()) == []
 
 
 def test_output_folder_that_is_the_input_folder_is_explained(inputs, tmp_path):
-    shard(inputs[0].parent, output=tmp_path / "parts", parts=2)
+    reshard(inputs[0].parent, output=tmp_path / "parts", parts=2)
     with pytest.raises(BertdataError, match="2 inside the output folder are not read"):
-        shard(tmp_path / "parts", output=tmp_path / "parts", parts=2, force=True)
+        reshard(tmp_path / "parts", output=tmp_path / "parts", parts=2, force=True)
 
 
 # ---------------------------------------------------------------- hostile and careless input
@@ -433,7 +433,7 @@ def test_float_ids_are_refused_before_anything_is_written(tmp_path):
         for name in FIELDS:
             f[name] = arrays[name].astype(np.float64 if name == "input_ids" else DTYPES[name])
     with pytest.raises(BertdataError, match=f"{path}: dataset input_ids has dtype float64, expected int32"):
-        shard(path, output=tmp_path / "out", parts=1)
+        reshard(path, output=tmp_path / "out", parts=1)
     assert not (tmp_path / "out").exists()
 
 
@@ -442,7 +442,7 @@ def test_too_little_free_disk_is_refused_saying_how_much_is_needed(inputs, tmp_p
     # 2,701 rows of 101 bytes uncompressed, plus the parts about as large as the inputs.
     needed = 2701 * record_dtype(16, 4).itemsize + sum(p.stat().st_size for p in inputs)
     with pytest.raises(BertdataError, match=rf"need about {needed / 1e6:.1f} MB, but only 1 kB is free"):
-        shard(*inputs, output=tmp_path / "out", parts=2)
+        reshard(*inputs, output=tmp_path / "out", parts=2)
     assert not (tmp_path / "out").exists()
 
 
@@ -466,7 +466,7 @@ def test_sigterm_cleans_up_like_ctrl_c_and_exits_143(inputs, tmp_path, monkeypat
 
     monkeypatch.setattr(rp, "write_part", terminated)
     with pytest.raises(Terminated) as caught:
-        shard(*inputs, output=tmp_path / "out", parts=2)
+        reshard(*inputs, output=tmp_path / "out", parts=2)
     assert caught.value.exit_code == 143
     assert list((tmp_path / "out").iterdir()) == []
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
@@ -491,7 +491,7 @@ def test_next_run_removes_only_temp_folders_of_dead_runs(inputs, tmp_path):
     live = _temp_folder(out, {"pid": os.getpid(), "host": host, "start": this_process()["start"]})
     elsewhere = _temp_folder(out, {"pid": int(ended.stdout), "host": host + "-other", "start": None})
     unknown = _temp_folder(out, None)
-    result = shard(*inputs, output=out, parts=1)
+    result = reshard(*inputs, output=out, parts=1)
     assert not dead.exists() and not reused.exists()
     assert live.exists() and elsewhere.exists() and unknown.exists()
     assert sum(note.startswith("removed") for note in result.notes) == 2
