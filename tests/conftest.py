@@ -151,6 +151,19 @@ def text_samples(path: Path = SHARD_A, vocab: Path = VOCAB, max_length: int = 12
     return replace(samples, tokens=samples.tokens.astype(dtype))
 
 
+@pytest.fixture(scope="session")
+def tokens() -> tuple[str, ...]:
+    """VOCAB's tokens, by id (what rows held as text are decoded with)."""
+    from bertdata.instances.vocab import load_vocab
+
+    return load_vocab(need(VOCAB)).tokens
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    """The bytes of each file in `folder` (not below it), by name."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
 # Tokenizer files in each model `tokenizers` offers, with no hub: a RoBERTa-style byte-level BPE
 # (<s> ... </s>) and a T5-style Unigram (... </s>) trained on SHARD_A by `tokenizers` itself, and
 # `tokenizers`' own BERT WordPiece (BertWordPieceTokenizer) of VOCAB. Kept in the test cache,

@@ -18,19 +18,13 @@ import pytest
 from bertdata.formats import lddl
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.hdf5io import iter_slices, read_shard
-from bertdata.instances.vocab import load_vocab
-from conftest import PARITY, VOCAB, need
+from conftest import PARITY, need
 from shards import row_keys
 
 SHARDS = {  # name: (seq_len, max_predictions)
     "A_s12345_128_20_p15_d5": (128, 20),
     "A_s12345_512_80_p15_d2": (512, 80),
 }
-
-
-@pytest.fixture(scope="module")
-def tokens() -> tuple[str, ...]:
-    return load_vocab(need(VOCAB)).tokens
 
 
 @pytest.fixture(scope="module")

@@ -18,23 +18,14 @@ import pytest
 from bertdata.formats import lddl
 from bertdata.formats.hdf5io import read_shard
 from bertdata.instances.vocab import load_vocab
-from conftest import PARITY_128, PARITY_512, VOCAB, installed, need, needs_extra, run_cli
+from conftest import PARITY_128, PARITY_512, VOCAB, folder_bytes, installed, need, needs_extra, run_cli
 from shards import row_keys
-
-
-@pytest.fixture(scope="module")
-def tokens() -> tuple[str, ...]:
-    return load_vocab(need(VOCAB)).tokens
 
 
 def folder_arrays(folder: Path, tokens, seq_len: int, max_predictions: int) -> dict[str, np.ndarray]:
     parts = [lddl.arrays_from_rows(pa.Table.from_batches([b]), tokens, seq_len, max_predictions)
              for _path, _bin, b in lddl.read_folder(folder)]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
-def folder_bytes(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
 def shard_lddl(output: Path, *inputs, **options) -> dict:

@@ -20,7 +20,7 @@ import zstandard
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats import Report, mds
 from bertdata.instances.samples import Samples
-from conftest import VOCAB, text_samples
+from conftest import VOCAB, folder_bytes, text_samples
 from readers import STREAMING_CHECK, run_in_venv
 
 
@@ -51,10 +51,6 @@ def write_split(folder: Path, parts: list[Samples], order=None, **options) -> di
 
 def expected(parts: list[Samples]) -> list[tuple[str, list[int]]]:
     return [(p.sample_id(i), p.sample(i).tolist()) for p in parts for i in range(len(p))]
-
-
-def folder_bytes(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
 # ---------------------------------------------------------------- codec and writer
