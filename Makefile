@@ -54,9 +54,9 @@ test-data: $(VENV)/.installed-dev
 # Each test runs where it can: the gs:// tests in their own virtualenv, the check that the
 # sanitized build is the one under test under test-sanitize; none is skipped.
 test: $(VENV)/.installed-dev $(VENV_GCS)/.installed $(COMPILED) test-data
-	$(BIN)/python -m pytest -q --ignore=tests/test_gcs.py \
-	    --deselect tests/test_c_hostile.py::test_the_sanitized_build_is_the_one_under_test
-	$(VENV_GCS)/bin/python -m pytest -q tests/test_gcs.py
+	$(BIN)/python -m pytest -q --ignore=tests/pipelines/test_gcs.py \
+	    --deselect tests/compiled/test_c_hostile.py::test_the_sanitized_build_is_the_one_under_test
+	$(VENV_GCS)/bin/python -m pytest -q tests/pipelines/test_gcs.py
 	$(MAKE) test-sanitize
 
 # The C extensions built with AddressSanitizer and UndefinedBehaviorSanitizer into a copy of the
@@ -73,9 +73,9 @@ SAN_ENV    := PYTHONPATH=$(SANITIZE) BERTDATA_SANITIZED=1 LD_PRELOAD=$$(gcc -pri
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86
 # The tests that call the compiled modules: hostile arguments, the fuzz targets (a short budget,
 # and their kept failing inputs), and each module's own unit tests.
-SAN_TESTS  := tests/test_c_hostile.py $(wildcard tests/test_fuzz_*.py) tests/test_bunzip.py tests/test_pages.py \
-              tests/test_kernel.py tests/test_hdf5io.py tests/test_tokenize.py tests/test_wikitext.py \
-              tests/test_fastpunkt.py
+SAN_TESTS  := tests/compiled/test_c_hostile.py $(wildcard tests/*/test_fuzz_*.py) tests/text/test_bunzip.py \
+              tests/text/test_pages.py tests/instances/test_kernel.py tests/formats/test_hdf5io.py \
+              tests/instances/test_tokenize.py tests/text/test_wikitext.py tests/text/test_fastpunkt.py
 
 $(SANITIZE)/.built: pyproject.toml setup.py $(CSRC) $(PYSRC) | $(VENV)/.installed-dev
 	rm -rf $(SANITIZE)
@@ -94,7 +94,7 @@ test-sanitize: $(SANITIZE)/.built test-data
 # failing input is kept under tests/data/fuzz/<target>/, which the suite replays from then on.
 FUZZ_SECONDS ?= 60
 fuzz: $(SANITIZE)/.built test-data
-	$(SAN_ENV) FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/pytest -q --capture=sys -p no:cacheprovider $(wildcard tests/test_fuzz_*.py)
+	$(SAN_ENV) FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/pytest -q --capture=sys -p no:cacheprovider $(wildcard tests/*/test_fuzz_*.py)
 
 test-fast: $(VENV)/.installed-dev $(COMPILED) test-data
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -41,7 +41,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from bertdata import formats
 from bertdata.benchmark.model import Packed, Padded
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.formats import INSTANCES, Reading, ShardInfo
+from bertdata.formats import INSTANCES, PartInfo, Reading
 from bertdata.formats.checks import check_batch
 from bertdata.config import InstanceConfig
 from bertdata.instances import masking
@@ -65,7 +65,7 @@ class Unit(NamedTuple):
 
 
 def survey(data: str | os.PathLike, vocab_path: str | None = None,
-           masking_scheme: str | None = None) -> tuple[list[ShardInfo], Reading]:
+           masking_scheme: str | None = None) -> tuple[list[PartInfo], Reading]:
     """The training parts of the data at `data` and how to read them, whatever its format: one
     format, one sequence length and prediction count. `vocab_path` overrides a vocab the data
     records (refused if another), `masking_scheme` the scheme of dynamic masking."""
@@ -97,12 +97,12 @@ def divide(units: list[Unit], parts: int, index: int) -> list[Unit]:
     return [Unit(u.path, u.start + index * u.stride, u.stride * parts, u.rows) for u in units]
 
 
-def bins_of(infos: list[ShardInfo]) -> list[int | None]:
+def bins_of(infos: list[PartInfo]) -> list[int | None]:
     """The bins in order: [None] for hdf5 and unbinned LDDL."""
     return sorted({i.bin for i in infos}, key=lambda b: -1 if b is None else b)
 
 
-def rank_units(infos: list[ShardInfo], rank: int, world: int) -> list[list[Unit]]:
+def rank_units(infos: list[PartInfo], rank: int, world: int) -> list[list[Unit]]:
     """The rank's share of every bin, in `bins_of` order."""
     groups = []
     for bin_id in bins_of(infos):
@@ -139,7 +139,7 @@ def next_batch(batches: Iterator) -> Padded | Packed:
     return batch
 
 
-def load_unit(unit: Unit, info: ShardInfo, reading: Reading, vocab_size: int | None = None) -> dict[str, np.ndarray]:
+def load_unit(unit: Unit, info: PartInfo, reading: Reading, vocab_size: int | None = None) -> dict[str, np.ndarray]:
     """The unit's rows, read by its format, and checked (whole file, so errors name its row
     numbers) when `vocab_size` is given: an id past the embedding or a position past the
     sequence would stop training with an IndexError."""
@@ -308,7 +308,7 @@ class ShardStream(IterableDataset):
     """Endless stream of batches from `groups` (a rank's units of each bin), shuffled per file
     pass, split among loader workers; with several bins each batch comes from one bin."""
 
-    def __init__(self, groups: list[list[Unit]], batch_size: int, seed: int, infos: list[ShardInfo],
+    def __init__(self, groups: list[list[Unit]], batch_size: int, seed: int, infos: list[PartInfo],
                  reading: Reading, rank: int = 0, vocab_size: int | None = None, packed: bool = False,
                  token_buckets: int | None = None):
         self.groups = groups
@@ -358,7 +358,7 @@ class ShardStream(IterableDataset):
             yield to_batch(rows)
 
 
-def build_loader(infos: list[ShardInfo], reading: Reading, batch_size: int, rank: int, world: int, workers: int,
+def build_loader(infos: list[PartInfo], reading: Reading, batch_size: int, rank: int, world: int, workers: int,
                  seed: int, pin_memory: bool, vocab_size: int | None = None, packed: bool = False,
                  token_buckets: int | None = None) -> DataLoader:
     """Batches for `rank` from `infos` (see `survey`), padded or `packed` (in `token_buckets` shapes

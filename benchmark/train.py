@@ -36,7 +36,7 @@ from bertdata.benchmark import report
 from bertdata.benchmark.data import Figures, build_loader, figures, next_batch, rank_units, survey
 from bertdata.benchmark.lamb import build_optimizer
 from bertdata.benchmark.model import BertConfig, BertForPretraining, Packed, Padded, training_bytes, training_flops
-from bertdata.formats import Reading, ShardInfo
+from bertdata.formats import PartInfo, Reading
 from bertdata.config import BenchConfig
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path
@@ -57,17 +57,17 @@ class Plan:
     world: int
     accumulation: int
     global_batch: int
-    shards: list[ShardInfo]
+    parts: list[PartInfo]
     reading: Reading
     model: BertConfig
 
     @property
     def seq_len(self) -> int:
-        return self.shards[0].max_seq_length
+        return self.parts[0].max_seq_length
 
     @property
     def max_predictions(self) -> int:
-        return self.shards[0].max_predictions_per_seq
+        return self.parts[0].max_predictions_per_seq
 
 
 def world_from_env() -> tuple[int, int, int]:
@@ -85,9 +85,9 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
     device = torch.device("cuda", local_rank) if device_type == "cuda" else torch.device("cpu")
     precision = cfg.precision or ("amp" if device_type == "cuda" else "fp32")
     model = BertConfig.from_json(cfg.bert_config) if cfg.bert_config else BertConfig.preset(cfg.model)
-    shards, reading = survey(cfg.data, cfg.vocab, cfg.masking_scheme)
-    if shards[0].max_seq_length > model.max_position:
-        raise BertdataError(f"{shards[0].path}: sequence length {shards[0].max_seq_length} exceeds the model's "
+    parts, reading = survey(cfg.data, cfg.vocab, cfg.masking_scheme)
+    if parts[0].max_seq_length > model.max_position:
+        raise BertdataError(f"{parts[0].path}: sequence length {parts[0].max_seq_length} exceeds the model's "
                             f"max_position {model.max_position}")
     per_step = cfg.batch_size * world
     if cfg.global_batch is not None:
@@ -99,16 +99,16 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
     else:
         accumulation = cfg.accumulation or 1
     for r in range(world):
-        rank_units(shards, r, world)  # every rank must get rows
-    instances = sum(s.num_instances for s in shards)
+        rank_units(parts, r, world)  # every rank must get rows
+    instances = sum(s.num_instances for s in parts)
     if per_step > instances:
         ranks = f" x {world} ranks = {per_step}" if world > 1 else ""
         raise BertdataError(f"--batch-size {cfg.batch_size}{ranks} is more than the {instances:,} instances in "
                             f"{cfg.data}: every batch would hold some of them twice")
     if device.type == "cpu" and not cfg.loader_only:
-        check_memory(cfg, model, shards[0].max_seq_length, shards[0].max_predictions_per_seq)
+        check_memory(cfg, model, parts[0].max_seq_length, parts[0].max_predictions_per_seq)
     return Plan(device, precision, rank, local_rank, world, accumulation, per_step * accumulation,
-                shards, reading, model)
+                parts, reading, model)
 
 
 # Peak RSS of CPU training runs over model.training_bytes' count (tiny at batch 64 and 256,
@@ -285,10 +285,10 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
         batch_size=cfg.batch_size, accumulation=plan.accumulation, global_batch=plan.global_batch,
         seq_len=plan.seq_len, max_predictions=plan.max_predictions, compile=cfg.compile,
         optimizer=cfg.optimizer, lr=cfg.lr, workers=cfg.workers, timed_steps=cfg.steps,
-        warmup_steps=warmup, shards=len(plan.shards), data_format=plan.reading.format,
+        warmup_steps=warmup, shards=len(plan.parts), data_format=plan.reading.format,
         masking=plan.reading.masking, masking_scheme=plan.reading.masking_scheme,
         padded_to_longest=plan.reading.pad_to_longest and cfg.padded, layout="padded" if cfg.padded else "packed",
-        bins=len({s.bin for s in plan.shards}), tokens=int(padded), real_tokens=int(real),
+        bins=len({s.bin for s in plan.parts}), tokens=int(padded), real_tokens=int(real),
         sequences=int(all_reduce([cfg.steps * plan.accumulation * cfg.batch_size], dist.ReduceOp.SUM,
                                  plan.device)[0]),
         step_times_s=times, loader_wait_s=waits, torch_version=torch.__version__,
@@ -296,7 +296,7 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
 
 
 def loader_of(cfg: BenchConfig, plan: Plan):
-    return build_loader(plan.shards, plan.reading, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
+    return build_loader(plan.parts, plan.reading, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
                         pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size,
                         packed=not cfg.padded, token_buckets=cfg.token_buckets)
 

@@ -233,11 +233,11 @@ class VocabConfig:
             raise BertdataError(f"--limit-alphabet must be at least 1 (got {self.limit_alphabet})")
 
 
-SHARD_FORMATS = ("hdf5", "lddl")
+RESHARD_FORMATS = ("hdf5", "lddl")
 
 
 @dataclass(frozen=True)
-class ShardConfig:
+class ReshardConfig:
     """`bertdata shard`: re-partition shards into `parts` balanced, globally shuffled parts
     (hdf5), or into an LDDL folder of `parts` files per bin (lddl)."""
 
@@ -259,8 +259,8 @@ class ShardConfig:
     vocab: str | None = None
 
     def __post_init__(self) -> None:
-        if self.format not in SHARD_FORMATS:
-            raise BertdataError(f"--format must be one of {', '.join(SHARD_FORMATS)} (got {self.format!r})")
+        if self.format not in RESHARD_FORMATS:
+            raise BertdataError(f"--format must be one of {', '.join(RESHARD_FORMATS)} (got {self.format!r})")
         if self.format == "hdf5":
             given = [flag for flag, value in (("--masking", self.masking), ("--bin-size", self.bin_size),
                                               ("--ranks", self.ranks)) if value is not None]

@@ -47,7 +47,7 @@ DEFAULT_DUMP = (
     / "shared/data/wiki/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 )
 EMPTY_BRACKETS = re.compile(r"\(\s*[,;:]?\s*\)|\(\s*[,;]|\s[,;](?:\s|$)|  ")
-# tests/test_build.py's check of the text stage's shards.
+# tests/pipelines/test_build.py's check of the text stage's shards.
 MARKUP = re.compile(r"\{\{|\}\}|\[\[|\]\]|''|<ref|\{\||\|\}|\|-|thumb\||px\||Category:|&nbsp;"
                     r"|</?[a-zA-Z][a-zA-Z0-9]*[\s/>]|&[a-zA-Z]+;|&#\d+;")
 

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import testcache
+from servers import tree_digest
 from testcache import TABLE_FRAGMENT, WIKI_FRAGMENT  # noqa: F401 (for the tests)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,6 +151,19 @@ def text_samples(path: Path = SHARD_A, vocab: Path = VOCAB, max_length: int = 12
     return replace(samples, tokens=samples.tokens.astype(dtype))
 
 
+@pytest.fixture(scope="session")
+def tokens() -> tuple[str, ...]:
+    """VOCAB's tokens, by id (what rows held as text are decoded with)."""
+    from bertdata.instances.vocab import load_vocab
+
+    return load_vocab(need(VOCAB)).tokens
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    """The bytes of each file in `folder` (not below it), by name."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
 # Tokenizer files in each model `tokenizers` offers, with no hub: a RoBERTa-style byte-level BPE
 # (<s> ... </s>) and a T5-style Unigram (... </s>) trained on SHARD_A by `tokenizers` itself, and
 # `tokenizers`' own BERT WordPiece (BertWordPieceTokenizer) of VOCAB. Kept in the test cache,
@@ -202,6 +216,18 @@ def _make_tokenizer(kind: str):
     else:
         raise ValueError(f"no tokenizer kind {kind!r}; one of {TOKENIZER_KINDS}")
     return tokenizer
+
+# The build that the object-store tests (s3://, gs://) repeat on their store, and its bytes on local disk.
+STORE_BUILD = ("--phase", "1", "--format", "both", "megatron", "--training-shards", "4", "--test-shards", "1")
+
+
+@pytest.fixture(scope="module")
+def local_build(tmp_path_factory):
+    need(WIKI_FRAGMENT)
+    out = tmp_path_factory.mktemp("local") / "out"
+    run_cli("build", "--wiki-only", "--dump", WIKI_FRAGMENT, "--vocab", VOCAB, "--output", out, *STORE_BUILD,
+            "--workers", "2")
+    return tree_digest(out)
 
 # --- test tiers: `make test-unit` runs what is not marked integration (nor slow) -----------------
 
@@ -261,3 +287,4 @@ def pytest_ignore_collect(collection_path, config):
     if "not integration" in (config.option.markexpr or "") and collection_path.stem in INTEGRATION_MODULES:
         return True
     return None
+

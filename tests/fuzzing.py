@@ -1,4 +1,4 @@
-"""Differential fuzzing of the compiled modules (tests/test_fuzz_*.py): each target is a `check`
+"""Differential fuzzing of the compiled modules (tests/*/test_fuzz_*.py): each target is a `check`
 of one input against an oracle (libbz2, expat, zlib, the Python code a C pass replaced, or
 "a Python exception, never a crash" where the sanitizers are the oracle), driven by hypothesis.
 

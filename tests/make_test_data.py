@@ -82,7 +82,7 @@ def make_goldens(checkout: Path) -> None:
 
 
 def digests(array: np.ndarray) -> dict:
-    """What a golden array keeps of `array`; tests/test_google_parity.py compares with it."""
+    """What a golden array keeps of `array`; tests/instances/test_google_parity.py compares with it."""
     return {"shape": list(array.shape), "dtype": array.dtype.str, "sha256": sha256(array),
             "blocks": [sha256(array[start:start + BLOCK]) for start in range(0, len(array), BLOCK)]}
 

@@ -129,3 +129,9 @@ def stop_all(procs: list[subprocess.Popen]) -> None:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every data file under root (manifests without their run record; no log)."""
+    return digest((str(path.relative_to(root)), path.read_bytes()) for path in sorted(root.rglob("*"))
+                  if path.is_file())

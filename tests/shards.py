@@ -9,7 +9,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from bertdata.formats.hdf5io import DTYPES, FIELDS, LAYOUT
+from bertdata.config import ReshardConfig
+from bertdata.formats.hdf5io import DTYPES, FIELDS, LAYOUT, write_shard
+from bertdata.reshard import repartition as rp
 
 
 def filters(dataset: h5py.Dataset) -> dict:
@@ -89,3 +91,37 @@ def hostile_files(folder: Path) -> dict[str, tuple[Path, str]]:
     files["empty"] = (empty, "declares 200,000,000 instances, but dataset input_ids stores 0 of its")
     return files
 
+
+def numpy_shuffled_chunks(values: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """The chunk layout by numpy's pad and byte transpose: what HDF5's shuffle filter stores."""
+    values = values.reshape(len(values), -1)
+    n_i, n_j = -(-len(values) // rows), -(-values.shape[1] // cols)
+    padded = np.zeros((n_i * rows, n_j * cols), values.dtype)
+    padded[:len(values), :values.shape[1]] = values
+    size = values.dtype.itemsize
+    return padded.view(np.uint8).reshape(n_i, rows, n_j, cols, size).transpose(0, 2, 4, 1, 3).reshape(-1)
+
+
+def assert_identical(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    assert set(got) >= set(FIELDS)
+    for name in FIELDS:
+        assert got[name].dtype == expected[name].dtype == DTYPES[name], name
+        assert got[name].shape == expected[name].shape, name
+        mismatched = np.flatnonzero((got[name] != expected[name]).reshape(len(got[name]), -1).any(1))
+        assert not len(mismatched), f"{name}: {len(mismatched)} rows differ, first row {mismatched[:1]}"
+
+
+GEN_ATTRS = {"seed": 7, "max_seq_length": 16, "max_predictions_per_seq": 4, "masked_lm_prob": 0.15,
+             "vocab_sha256": "ab" * 32, "lower_case": True}
+
+
+def random_shard(path: Path, n: int, rng: np.random.Generator, seq: int = 16, preds: int = 4,
+                 attrs: dict | None = None) -> Path:
+    write_shard(path, valid_rows(n, rng, seq, preds),
+                {**GEN_ATTRS, "max_seq_length": seq, "max_predictions_per_seq": preds, **(attrs or {})})
+    return path
+
+
+def reshard(*inputs, output, parts, **options) -> rp.ReshardResult:
+    return rp.repartition(ReshardConfig(inputs=tuple(str(i) for i in inputs), output=str(output),
+                                      parts=parts, **options))

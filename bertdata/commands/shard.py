@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertdata.config import SHARD_FORMATS, ShardConfig
+from bertdata.config import RESHARD_FORMATS, ReshardConfig
 
 DESCRIPTION = """\
 Re-partition hdf5 BERT shards into N parts whose sizes differ by at most one
@@ -71,8 +71,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--output", required=True, metavar="DIR", help="folder for the parts (created if missing)")
     p.add_argument("--parts", required=True, type=int, metavar="N",
                    help="number of parts to write (--format lddl: files per bin)")
-    p.add_argument("--format", choices=SHARD_FORMATS, default=ShardConfig.format,
-                   help=f"output format (default: {ShardConfig.format})")
+    p.add_argument("--format", choices=RESHARD_FORMATS, default=ReshardConfig.format,
+                   help=f"output format (default: {ReshardConfig.format})")
     p.add_argument("--masking", choices=("static", "dynamic"),
                    help="lddl: keep the shards' masks (static, default) or leave masking to the loader")
     p.add_argument("--bin-size", type=int, metavar="N",
@@ -81,13 +81,13 @@ def add_parser(subparsers) -> None:
                    help="lddl: training ranks x loader workers per rank; --parts must divide by it (default: 1)")
     p.add_argument("--vocab", metavar="PATH",
                    help="vocab of the inputs, for LDDL text (default: the one whose sha256 they record)")
-    p.add_argument("--split", choices=("training", "test", "all"), default=ShardConfig.split,
-                   help=f"which files to take from folders, by name (default: {ShardConfig.split})")
+    p.add_argument("--split", choices=("training", "test", "all"), default=ReshardConfig.split,
+                   help=f"which files to take from folders, by name (default: {ReshardConfig.split})")
     p.add_argument("--name", metavar="NAME",
                    help="part name prefix (default: the inputs' common dataset name, e.g. wikicorpus_en, "
                         "else 'shards')")
-    p.add_argument("--seed", type=int, default=ShardConfig.seed, metavar="N",
-                   help=f"shuffle and sampling seed (default: {ShardConfig.seed})")
+    p.add_argument("--seed", type=int, default=ReshardConfig.seed, metavar="N",
+                   help=f"shuffle and sampling seed (default: {ReshardConfig.seed})")
     subset = p.add_mutually_exclusive_group()
     subset.add_argument("--sample", type=float, metavar="FRACTION",
                         help="keep a uniform random FRACTION (0 < F <= 1) of the instances")
@@ -95,9 +95,9 @@ def add_parser(subparsers) -> None:
                         help="keep a uniform random K instances (all, if there are fewer)")
     p.add_argument("--force", action="store_true",
                    help="replace parts and manifest already in --output")
-    p.add_argument("--workers", type=int, default=ShardConfig.workers, metavar="N",
+    p.add_argument("--workers", type=int, default=ReshardConfig.workers, metavar="N",
                    help=f"processes shuffling buckets and compressing parts, at most one per core (default: "
-                        f"{ShardConfig.workers}); the output does not depend on it")
+                        f"{ReshardConfig.workers}); the output does not depend on it")
     p.set_defaults(run=run)
 
 
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"bertdata shard: --workers {workers} is more than the {cores()} cores this process may use: "
               f"running {cores()}, as more would only take turns on them", file=sys.stderr)
         workers = cores()
-    config = ShardConfig(
+    config = ReshardConfig(
         inputs=tuple(args.inputs), output=args.output, parts=args.parts, split=args.split,
         name=args.name, seed=args.seed, sample=args.sample, max_instances=args.max_instances,
         force=args.force, workers=workers, format=args.format, masking=args.masking,

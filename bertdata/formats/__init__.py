@@ -25,7 +25,7 @@ a plugin, a test) naming the object that states:
 - `summary(folder, manifest)`: the build's line for a folder it wrote.
 - Formats holding instances also have `training(units)` (the units a trainer given their
   folder reads: hdf5's NGC rule, names containing "training"), `parts(unit)` (the unit's files
-  as `ShardInfo`s, checked without reading rows; settings the files do not hold come from the
+  as `PartInfo`s, checked without reading rows; settings the files do not hold come from the
   unit's manifest), `reading(parts, vocab, masking_scheme)` (what a loader needs besides the
   rows: see `Reading`), `load(part, reading)` (all rows of one part as the six arrays, for
   `bench`) and `slices(part, reading, rows)` (the same in slices, for `shard`), and say with
@@ -46,11 +46,11 @@ from dataclasses import dataclass
 from bertdata.errors import BertdataError
 from bertdata.formats.contract import (ACROSS_SHARDS, DOCUMENTS, INSTANCES, PER_SHARD, PER_SPLIT, SENTENCES,
                                        DocumentTokenizer, Format, FormatFlag, InstanceFormat, PerShardFormat, Reading,
-                                       Report, ShardInfo, SplitFiles, SplitFormat, SplitSettings)
+                                       Report, PartInfo, SplitFiles, SplitFormat, SplitSettings)
 
 __all__ = ["ACROSS_SHARDS", "BUILTIN", "DOCUMENTS", "INSTANCES", "PER_SHARD", "PER_SPLIT", "SENTENCES",
            "DocumentTokenizer", "Format", "FormatFlag", "Found", "InstanceFormat", "PerShardFormat", "Reading", "Report",
-           "ShardInfo", "SplitFiles", "SplitFormat", "SplitSettings", "all_formats", "by_format", "find", "flags_of",
+           "PartInfo", "SplitFiles", "SplitFormat", "SplitSettings", "all_formats", "by_format", "find", "flags_of",
            "get", "names", "register", "same_shape", "unregister"]
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def by_format(found: Iterable[Found]) -> list[tuple[Format, list[str]]]:
     return [groups[name] for name in sorted(groups, key=lambda n: order.index(n) if n in order else len(order))]
 
 
-def same_shape(parts: list[ShardInfo]) -> None:
+def same_shape(parts: list[PartInfo]) -> None:
     """Refuse parts of different sequence lengths or prediction counts: one phase at a time."""
     first = parts[0]
     for info in parts[1:]:

@@ -19,7 +19,7 @@ INSTANCES, SENTENCES, DOCUMENTS = "instances", "sentences", "documents"
 
 
 @dataclass(frozen=True)
-class ShardInfo:
+class PartInfo:
     """One readable part of a unit of instances (an hdf5 file, an LDDL file) and its shape."""
 
     path: str
@@ -86,13 +86,13 @@ class InstanceFormat(Format, Protocol):
     def training(self, units: list[str]) -> list[str]:
         """The units a trainer given their folder takes as training data."""
 
-    def parts(self, unit: str) -> list[ShardInfo]: ...
+    def parts(self, unit: str) -> list[PartInfo]: ...
 
-    def reading(self, parts: list[ShardInfo], vocab_path: str | None, masking_scheme: str | None) -> Reading: ...
+    def reading(self, parts: list[PartInfo], vocab_path: str | None, masking_scheme: str | None) -> Reading: ...
 
-    def load(self, part: ShardInfo, reading: Reading) -> dict[str, np.ndarray]: ...
+    def load(self, part: PartInfo, reading: Reading) -> dict[str, np.ndarray]: ...
 
-    def slices(self, part: ShardInfo, reading: Reading, rows: int) -> Iterator[dict[str, np.ndarray]]:
+    def slices(self, part: PartInfo, reading: Reading, rows: int) -> Iterator[dict[str, np.ndarray]]:
         """The part's rows in order, about `rows` at a time: memory bounded by a slice, not a part."""
 
 
@@ -114,7 +114,7 @@ class PerShardFormat(Protocol):
         """`helper_thread`: whether the writer may use a helper thread, as on a core of its own
         (False for a worker that shares every core with other workers)."""
 
-    def info(self, paths: Sequence[PathLike]) -> ShardInfo: ...
+    def info(self, paths: Sequence[PathLike]) -> PartInfo: ...
 
     def read(self, paths: Sequence[PathLike]) -> Iterator[dict[str, np.ndarray]]: ...
 

@@ -13,7 +13,7 @@ The instance stage writes a shard's files through the per-shard file contract be
   "training", PaddleNLP's every one containing "train", LDDL's every one whose extension
   contains ".parquet". `attrs` (JSON values: how the shard was made, its statistics) are
   recorded in the files. The same instances and attrs give the same bytes.
-- `info(paths)`: a `ShardInfo` without reading rows: enough to decide a shard can be reused.
+- `info(paths)`: a `PartInfo` without reading rows: enough to decide a shard can be reused.
 - `read(paths)`: the six arrays of `schema` in their dtypes, in slices, in row order.
 
 The codec and writer are `hdf5io`; the checks `inspect` runs are `checks`.
@@ -34,8 +34,8 @@ import numpy as np
 from bertdata.config import MASKING_SCHEMES, InstanceConfig
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.checks import ShardStats, read_layout, validate_shard
-from bertdata.formats.contract import INSTANCES, PER_SHARD, PathLike, Reading, Report, ShardInfo, hidden
-from bertdata.formats.hdf5io import LAYOUT, WRITE_ORDER, ShardWriter, chunk_rows, decode_instance, iter_instances, iter_slices, shard_info
+from bertdata.formats.contract import INSTANCES, PER_SHARD, PathLike, Reading, Report, PartInfo, hidden
+from bertdata.formats.hdf5io import LAYOUT, WRITE_ORDER, ShardWriter, chunk_rows, decode_instance, iter_instances, iter_slices, part_info
 from bertdata.formats.report import NSP_MIN_INSTANCES, NSP_TOLERANCE, print_row, print_words
 from bertdata.instances.schema import BY_NAME, FIELDS
 from bertdata.manifest import RUN_KEY
@@ -119,8 +119,8 @@ class Hdf5Shards:
         _make_parent(path)
         write_instances(path, instances, attrs, helper_thread=helper_thread)
 
-    def info(self, paths: Sequence[PathLike]) -> ShardInfo:
-        return shard_info(_one(paths, self.name))
+    def info(self, paths: Sequence[PathLike]) -> PartInfo:
+        return part_info(_one(paths, self.name))
 
     def read(self, paths: Sequence[PathLike]) -> Iterator[dict[str, np.ndarray]]:
         path = _one(paths, self.name)
@@ -147,12 +147,12 @@ class Hdf5Shards:
         """NGC's rule: a trainer given a folder reads every file whose name contains "training"."""
         return [u for u in units if "training" in Path(u).name]
 
-    def parts(self, unit: str) -> list[ShardInfo]:
+    def parts(self, unit: str) -> list[PartInfo]:
         """The file, checked as `inspect` checks its layout (any integer dtype: rows are cast)."""
         layout = read_layout(unit, exact_dtypes=False)
-        return [ShardInfo(unit, layout.instances, layout.max_seq_length, layout.max_predictions_per_seq, layout.attrs)]
+        return [PartInfo(unit, layout.instances, layout.max_seq_length, layout.max_predictions_per_seq, layout.attrs)]
 
-    def reading(self, parts: list[ShardInfo], vocab_path: str | None, masking_scheme: str | None) -> Reading:
+    def reading(self, parts: list[PartInfo], vocab_path: str | None, masking_scheme: str | None) -> Reading:
         where = os.path.dirname(parts[0].path)
         if vocab_path is not None:
             raise BertdataError(f"{where}: --vocab is for LDDL folders; hdf5 shards hold token ids")
@@ -162,12 +162,12 @@ class Hdf5Shards:
         # Absent from a shard's attrs: token masking (InstanceConfig.record).
         return Reading(self.name, masking_scheme=parts[0].attrs.get("masking_scheme", MASKING_SCHEMES[0]))
 
-    def load(self, part: ShardInfo, reading: Reading) -> dict[str, np.ndarray]:
+    def load(self, part: PartInfo, reading: Reading) -> dict[str, np.ndarray]:
         # Opened here, inside a loader's worker: h5py handles must not cross a fork.
         with h5py.File(part.path, "r") as f:
             return {k: f[k][()] for k in FIELDS}
 
-    def slices(self, part: ShardInfo, reading: Reading, rows: int) -> Iterator[dict[str, np.ndarray]]:
+    def slices(self, part: PartInfo, reading: Reading, rows: int) -> Iterator[dict[str, np.ndarray]]:
         for _start, arrays in iter_slices(part.path, rows):
             yield arrays
 

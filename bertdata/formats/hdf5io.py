@@ -16,7 +16,7 @@ import numpy as np
 from bertdata.errors import BertdataError
 from bertdata.formats._chunks import shuffle_chunks
 from bertdata.formats._zrle import zlib_rle
-from bertdata.formats.contract import ShardInfo
+from bertdata.formats.contract import PartInfo
 from bertdata.fsutil import atomic_path
 from bertdata.instances.schema import ATTRS_KEY, DTYPES, FIELDS, shapes
 
@@ -201,11 +201,11 @@ def _check_fields(path: str, f: h5py.File) -> None:
         raise BertdataError(f"{path}: not a BERT shard (missing dataset {', '.join(missing)})")
 
 
-def shard_info(path: str | os.PathLike) -> ShardInfo:
+def part_info(path: str | os.PathLike) -> PartInfo:
     with _open(path) as f:
         _check_fields(os.fspath(path), f)
         n, seq = f["input_ids"].shape
-        return ShardInfo(os.fspath(path), n, seq, f["masked_lm_positions"].shape[1], file_attrs(f))
+        return PartInfo(os.fspath(path), n, seq, f["masked_lm_positions"].shape[1], file_attrs(f))
 
 
 def file_attrs(f: h5py.File) -> dict[str, Any]:
@@ -231,7 +231,7 @@ def _plain(value: Any) -> Any:
 
 
 def shard_attrs(path: str | os.PathLike) -> dict[str, Any]:
-    return shard_info(path).attrs
+    return part_info(path).attrs
 
 
 def read_shard(path: str | os.PathLike, start: int = 0, stop: int | None = None) -> dict[str, np.ndarray]:
@@ -258,7 +258,7 @@ class Instance:
 
 
 def iter_instances(path: str | os.PathLike, batch_size: int = 4096) -> Iterator[Instance]:
-    n = shard_info(path).num_instances
+    n = part_info(path).num_instances
     for start in range(0, n, batch_size):
         batch = read_shard(path, start, start + batch_size)
         for i in range(len(batch["input_ids"])):
@@ -311,7 +311,7 @@ def iter_slices(path: str | os.PathLike, rows: int) -> Iterator[tuple[int, dict[
     file. Each dataset's chunk cache holds one row of chunks, so a chunk cut by a slice boundary is
     decompressed once, not once per slice (as with repeated `read_shard` calls), and memory stays
     at one chunk row per dataset whatever the file size."""
-    info = shard_info(path)
+    info = part_info(path)
     with _open(path) as f:
         datasets = {}
         for name in FIELDS:

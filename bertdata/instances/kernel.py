@@ -4,7 +4,7 @@ The reference draws every random number from one `random.Random(seed)`; the C lo
 CPython's Mersenne Twister (`random()`, `_randbelow` by rejection on the top bits, Fisher-Yates
 `shuffle`, as in CPython 3.10-3.13), so the draws -- and with them the instances -- are the
 same, at a small fraction of the cost. Its masking is the rule `masking` states, drawn as
-`masking.mask_sequence` draws it (tests/test_instances.py holds the two equal). Once per
+`masking.mask_sequence` draws it (tests/instances/test_instances.py holds the two equal). Once per
 process, before the first run, the replay is checked against this Python's `random`: a CPython
 that drew differently would otherwise give other instances without a word.
 

@@ -16,14 +16,14 @@ import numpy as np
 
 from bertdata import formats
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.formats import ShardInfo
+from bertdata.formats import PartInfo
 from bertdata.formats.hdf5 import HDF5, SUFFIX
 from bertdata.instances.schema import DTYPES
 from bertdata.instances.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 from bertdata.manifest import MANIFEST
 
 # The writer named in this command's manifests: a folder with one is not searched for inputs.
-SHARD_TOOL = "bertdata shard"
+RESHARD_TOOL = "bertdata shard"
 # The format of the parts (LDDL output aside), which names their files: <name>_<split>_<index>
 # and its suffix, as the build names its shards.
 PARTS = HDF5
@@ -51,7 +51,7 @@ def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> 
                                     "write the parts to another folder")
             found.setdefault(os.path.realpath(given), given)
             continue
-        earlier = dict.fromkeys(shard_outputs_inside(Path(given)), 0)
+        earlier = dict.fromkeys(reshard_outputs_inside(Path(given)), 0)
         for unit in units:
             if unit.format.holds != formats.INSTANCES:
                 others.append(unit)
@@ -78,7 +78,7 @@ def find_inputs(paths: Iterable[str], split: str, output: str | os.PathLike) -> 
     return sorted(found.values(), key=os.path.abspath), notes
 
 
-def shard_outputs_inside(folder: Path) -> list[Path]:
+def reshard_outputs_inside(folder: Path) -> list[Path]:
     """The folders below `folder` (resolved) whose manifest says `bertdata shard` wrote them."""
     found = []
     for manifest in folder.rglob(MANIFEST):
@@ -88,7 +88,7 @@ def shard_outputs_inside(folder: Path) -> list[Path]:
             tool = json.loads(manifest.read_text()).get("tool")
         except (OSError, ValueError, AttributeError):  # not a manifest of ours: its folder is searched
             continue
-        if isinstance(tool, dict) and tool.get("name") == SHARD_TOOL:
+        if isinstance(tool, dict) and tool.get("name") == RESHARD_TOOL:
             found.append(manifest.parent.resolve())
     return found
 
@@ -118,9 +118,9 @@ def refuse_invalid() -> Iterator[None]:
 class Input:
     """One input unit: its shape and attributes, its format, its parts and how to read them."""
 
-    info: ShardInfo
+    info: PartInfo
     format: formats.InstanceFormat
-    parts: tuple[ShardInfo, ...]
+    parts: tuple[PartInfo, ...]
     reading: formats.Reading
 
 
@@ -134,7 +134,7 @@ def read_input(path: str, vocab: str | None = None) -> Input:
             raise BertdataError(f"{path}: {fmt.name} files hold {fmt.holds}, not instances to re-partition")
         parts = fmt.parts(path)
         first = parts[0]
-        info = ShardInfo(path, sum(p.num_instances for p in parts), first.max_seq_length,
+        info = PartInfo(path, sum(p.num_instances for p in parts), first.max_seq_length,
                          first.max_predictions_per_seq, first.attrs)
         return Input(info, fmt, tuple(parts), fmt.reading(parts, vocab if fmt.rows_as_text else None, None))
 
@@ -149,7 +149,7 @@ def input_slices(source: Input, rows: int) -> Iterator[tuple[int, dict[str, np.n
                 start += len(arrays["input_ids"])
 
 
-def input_vocab(infos: list[ShardInfo], given: str | None) -> Vocab:
+def input_vocab(infos: list[PartInfo], given: str | None) -> Vocab:
     """The vocab the inputs were made with: `given` (refused if an input records another), else
     the one whose sha256 they record (see `vocab_for_shard`)."""
     if given is None:
@@ -160,10 +160,10 @@ def input_vocab(infos: list[ShardInfo], given: str | None) -> Vocab:
     return vocab
 
 
-def check_inputs(infos: list[ShardInfo]) -> dict[str, Any]:
+def check_inputs(infos: list[PartInfo]) -> dict[str, Any]:
     """Refuse inputs that cannot be mixed; return the generation attributes they all agree on."""
     first = infos[0]
-    vocab_ref: ShardInfo | None = None
+    vocab_ref: PartInfo | None = None
     for info in infos:
         for what in ("max_seq_length", "max_predictions_per_seq"):
             if getattr(info, what) != getattr(first, what):

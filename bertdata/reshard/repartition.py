@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from bertdata.config import ShardConfig
+from bertdata.config import ReshardConfig
 from bertdata.errors import BertdataError
 from bertdata.formats import lddl
 from bertdata.formats.hdf5io import LAYOUT
 from bertdata.instances.schema import FIELDS, record_dtype
 from bertdata.manifest import MANIFEST, tool_record, write_manifest
-from bertdata.reshard.inputs import (SHARD_TOOL, Input, check_inputs, dataset_name, find_inputs, input_vocab, part_name,
+from bertdata.reshard.inputs import (RESHARD_TOOL, Input, check_inputs, dataset_name, find_inputs, input_vocab, part_name,
                                     read_input)
 from bertdata.reshard.publish import (check_free_space, existing_outputs, input_digests, make_temp_folder, publish,
                                       remove_dead_temp_folders, sha256_of, size_of, stale_parts)
@@ -39,7 +39,7 @@ from bertdata.text.shards import shard_stem
 
 
 @dataclass
-class ShardResult:
+class ReshardResult:
     output: str
     parts: list[str]
     instances_in: int
@@ -65,9 +65,9 @@ class ShardResult:
                 f"{mb_out / secs:.1f} MB/s hdf5 out")
 
 
-def repartition(config: ShardConfig) -> ShardResult:
+def repartition(config: ReshardConfig) -> ReshardResult:
     began = time.perf_counter()
-    tool = tool_record(SHARD_TOOL)
+    tool = tool_record(RESHARD_TOOL)
     output = Path(config.output)
     if output.exists() and not output.is_dir():
         raise BertdataError(f"{output}: exists and is not a folder")
@@ -146,7 +146,7 @@ def repartition(config: ShardConfig) -> ShardResult:
                     "instances_out": written["rows"], "dropped": written["dropped"],
                     "bins": written["bins"], "inputs": inputs(), "files": files,
                 }, tool)
-                return ShardResult(str(output), [str(output / f["file"]) for f in files], total, written["rows"],
+                return ReshardResult(str(output), [str(output / f["file"]) for f in files], total, written["rows"],
                                    bytes_in, written["bytes"], time.perf_counter() - began, notes=notes,
                                    lddl=written)
             scatter(sources, Chooser(total, keep, num_buckets, config.seed), buckets, dtype, ctrl_c)
@@ -177,12 +177,12 @@ def repartition(config: ShardConfig) -> ShardResult:
             stop_hashing.set()
             hasher.shutdown(wait=True)
             shutil.rmtree(tmp, ignore_errors=True)
-    return ShardResult(str(output), [str(output / f) for f in part_files], total, keep,
+    return ReshardResult(str(output), [str(output / f) for f in part_files], total, keep,
                        bytes_in, sum(size for _, _, size in written),
                        time.perf_counter() - began, [str(p) for p in removed], notes)
 
 
-def _write_lddl(config: ShardConfig, sources: list[Input], plan: Plan, buckets: Buckets, keep: int,
+def _write_lddl(config: ReshardConfig, sources: list[Input], plan: Plan, buckets: Buckets, keep: int,
                 tokens: tuple[str, ...], output: Path, ctrl_c: CtrlC) -> dict[str, Any]:
     """The kept rows in their global shuffled order, into an LDDL folder (see `lddl.write_phase`).
 

@@ -105,7 +105,7 @@ def choose_punkt(code: str, punkt_language: str | None = None) -> PunktChoice:
     half): boundary F1 0.994 trained, against 0.994 Dutch, 0.993 German, 0.991 French,
     and the trained model splits wrongly least often (precision 0.993 against at most
     0.990). It needs no guess at a neighbour, so it is the default; a neighbour is there
-    for dumps too small to train on (tests/test_languages.py repeats the measurement).
+    for dumps too small to train on (tests/text/test_languages.py repeats the measurement).
     """
     own = language(code).punkt
     if punkt_language is not None:

@@ -22,7 +22,7 @@ _RANGE_WORDS = {"to": " to ", "and": " and ", "or": " or ", "-": "\u2013", "\u20
 _PRECISION = re.compile(r"-?\d{1,2}$")
 
 # The symbols `{{convert}}` shows for its unit codes where the code is not the symbol (abbr=on).
-# Audited against every code in the two real fragments (docs/text-quality.md, tests/test_convert.py):
+# Audited against every code in the two real fragments (docs/text-quality.md, tests/text/test_convert.py):
 # the others (km, m, mi, mm, cm, ft, in, lb, kg, g, ha, nmi, mph, AU, ft/s) are their own symbols.
 _UNITS = {
     "sqmi": "sq mi", "sqkm": "km\u00b2", "km2": "km\u00b2", "m2": "m\u00b2", "cm2": "cm\u00b2", "mm2": "mm\u00b2",

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from bertdata.config import MASKING_SCHEMES
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.formats.contract import ACROSS_SHARDS, INSTANCES, Reading, Report, ShardInfo
+from bertdata.formats.contract import ACROSS_SHARDS, INSTANCES, Reading, Report, PartInfo
 from bertdata.formats.lddl import check, codec, layout, writer
 from bertdata.formats.lddl.check import read_folder, validate_folder
 from bertdata.formats.lddl.codec import arrays_from_rows, file_arrays, row_words, rows_from_arrays
@@ -82,15 +82,15 @@ class LddlFolders:
     def training(self, units: list[str]) -> list[str]:
         return units  # NGC's recipe reads no held-out set from LDDL folders: all is training
 
-    def parts(self, unit: str) -> list[ShardInfo]:
+    def parts(self, unit: str) -> list[PartInfo]:
         """The folder's files with their bins and rows, from the footers; the sequence length,
         predictions and generation attributes from the folder's manifest (the rows do not say)."""
         settings = phase_settings(unit)
-        return [ShardInfo(os.fspath(path), rows, settings["max_seq_length"], settings["max_predictions_per_seq"],
+        return [PartInfo(os.fspath(path), rows, settings["max_seq_length"], settings["max_predictions_per_seq"],
                           settings["attrs"], bin_id)
                 for bin_id, files in phase_layout(unit)["bins"].items() for path, rows in files.items()]
 
-    def reading(self, parts: list[ShardInfo], vocab_path: str | None, masking_scheme: str | None) -> Reading:
+    def reading(self, parts: list[PartInfo], vocab_path: str | None, masking_scheme: str | None) -> Reading:
         """Rows are text: the vocab the manifest records, or `vocab_path` (refused if another);
         masking as the files hold it; batches padded to their longest row, as LDDL's loader does."""
         from bertdata.instances.vocab import check_vocab, load_vocab, vocab_for_shard
@@ -107,10 +107,10 @@ class LddlFolders:
                                 f"holds its masks ({recorded})")
         return Reading(self.name, vocab, masking, masking_scheme or recorded, pad_to_longest=True)
 
-    def load(self, part: ShardInfo, reading: Reading) -> dict[str, np.ndarray]:
+    def load(self, part: PartInfo, reading: Reading) -> dict[str, np.ndarray]:
         return file_arrays(part.path, reading.vocab.tokens, part.max_seq_length, part.max_predictions_per_seq)
 
-    def slices(self, part: ShardInfo, reading: Reading, rows: int) -> Iterator[dict[str, np.ndarray]]:
+    def slices(self, part: PartInfo, reading: Reading, rows: int) -> Iterator[dict[str, np.ndarray]]:
         """Row group by row group: rows are text, so they are turned into arrays as they are read."""
         try:
             batches = pq.ParquetFile(part.path).iter_batches(batch_size=ROW_GROUP_ROWS)

@@ -1,0 +1,82 @@
+"""The commands' flags: left out, each gives the config dataclass's default."""
+
+from __future__ import annotations
+
+import pytest
+
+from bertdata.cli import build_parser
+from bertdata.commands.build import config_from_args
+from bertdata.commands.options import instance_fields
+from bertdata.config import PHASE2, BuildConfig, InstanceConfig, LddlConfig, ReshardConfig
+from bertdata.download.dumps import DumpSpec
+from bertdata.errors import BertdataError
+
+
+def parse(*argv: str):
+    return build_parser().parse_args(list(argv))
+
+
+def test_build_defaults_are_build_configs():
+    assert config_from_args(parse("build", "--wiki-only")) == BuildConfig(wiki_only=True)
+
+
+def test_build_instance_flags_set_every_phase_chosen():
+    cfg = config_from_args(parse("build", "--wiki-only", "--phase", "2", "--dupe-factor", "2", "--masked-lm-prob",
+                                 "0.2", "--short-seq-prob", "0", "--random-seed", "9"))
+    assert cfg.phases == (InstanceConfig(max_seq_length=PHASE2.max_seq_length,
+                                         max_predictions_per_seq=PHASE2.max_predictions_per_seq, dupe_factor=2,
+                                         masked_lm_prob=0.2, short_seq_prob=0.0, random_seed=9),)
+
+
+def test_instances_defaults_and_flags_are_instance_configs():
+    args = parse("instances", "in.txt", "--output", "out.hdf5")
+    assert InstanceConfig(**instance_fields(args)) == InstanceConfig()
+    assert args.vocab is None and not args.cased
+    args = parse("instances", "in.txt", "--output", "out.hdf5", "--max-seq-length", "64", "--max-predictions-per-seq",
+                 "9", "--masked-lm-prob", "0.25", "--short-seq-prob", "0.5", "--dupe-factor", "3", "--random-seed", "4")
+    assert InstanceConfig(**instance_fields(args)) == InstanceConfig(64, 9, 0.25, 0.5, 3, 4)
+
+
+def test_download_defaults_are_the_dump_spec_and_builds_folder():
+    args = parse("download")
+    assert DumpSpec(wiki=args.wiki, date=args.date, mirror=args.mirror) == DumpSpec()
+    assert (args.wiki, args.date, args.mirror) == (BuildConfig.wiki, BuildConfig.date, BuildConfig.mirror)
+    assert args.output == f"{BuildConfig.output}/download"
+
+
+def test_shard_defaults_are_shard_configs():
+    args = parse("shard", "in.hdf5", "--output", "parts", "--parts", "2")
+    defaults = ReshardConfig(inputs=("in.hdf5",), output="parts", parts=2)
+    assert (args.seed, args.split, args.format, args.workers) == (defaults.seed, defaults.split, defaults.format,
+                                                                  defaults.workers)
+
+
+def test_numbers_past_any_sane_size_are_refused_naming_the_bound_and_why():
+    assert InstanceConfig(max_seq_length=512, max_predictions_per_seq=80, dupe_factor=1000)
+    with pytest.raises(BertdataError, match=r"--max-seq-length must be at most 512: BERT's position embeddings "
+                                            r"\(max_position_embeddings\) hold 512 positions \(got 513\)"):
+        InstanceConfig(max_seq_length=513)
+    with pytest.raises(BertdataError, match=r"--dupe-factor must be between 1 and 1000: each pass adds a copy of "
+                                            r"a shard's instances, all held in memory"):
+        InstanceConfig(dupe_factor=1001)
+    assert LddlConfig(num_shards=100_000)
+    with pytest.raises(BertdataError, match="--num-shards must be at most 100,000"):
+        LddlConfig(num_shards=100_001)
+    with pytest.raises(BertdataError, match="--max-seq-length must be at most 512"):
+        InstanceConfig(**instance_fields(parse("instances", "in.txt", "--output", "o.hdf5", "--max-seq-length",
+                                               "1024")))
+
+
+def test_workers_past_the_cores_are_capped_with_a_note(capsys, monkeypatch):
+    from bertdata.pipelines.runtime import pool
+
+    monkeypatch.setattr(pool, "cores", lambda: 2)
+    cfg = config_from_args(parse("build", "--wiki-only", "--workers", "64"))
+    assert cfg.runner.workers == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == ("bertdata build: --workers 64 is more than the 2 cores this process may use: running 2, "
+                    "as more would only take turns on them")
+    assert config_from_args(parse("build", "--wiki-only", "--workers", "2")).runner.workers == 2
+    # A cluster's workers are not this machine's cores.
+    assert config_from_args(parse("build", "--wiki-only", "--workers", "64", "--runner", "dask")).runner.workers == 64
+    assert not capsys.readouterr().err
