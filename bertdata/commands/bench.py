@@ -6,7 +6,8 @@ import argparse
 import functools
 
 from bertdata.commands.options import add_config_flag
-from bertdata.config import MASKING_SCHEMES, MODELS, OPTIMIZERS, PRECISIONS, BenchConfig
+from bertdata.config import (DOCUMENT_MLM_PROBABILITY, MASKING_SCHEMES, MODELS, OPTIMIZERS, PRECISIONS,
+                             BenchConfig)
 
 HELP = """\
 Pretrain BERT (masked LM + next sentence, LAMB) on shards for a fixed number
@@ -130,6 +131,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "words, a word being a piece and the '##' pieces after it (every character of text "
                            "without spaces, such as Chinese)", "the scheme its manifest.json records",
          choices=MASKING_SCHEMES)
+    flag("mlm_probability", "a documents folder (mds, parquet): the share of each sample's tokens masked, "
+                            "its special tokens never (80%% [MASK], 10%% random, 10%% kept)",
+         f"{DOCUMENT_MLM_PROBABILITY:g}, today's encoders' (instance shards keep the masking they were made with)",
+         type=float, metavar="P")
     p.add_argument("--json", metavar="PATH", help="write the run records as JSON")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json or --profile file")
     p.set_defaults(run=run)
