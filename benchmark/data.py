@@ -1,4 +1,4 @@
-"""Input pipeline: pretraining batches from shards of any format that holds instances, read
+"""Input pipeline: pretraining batches from shards of any format that holds instances or documents, read
 through `bertdata.formats`; hdf5 as NGC's run_pretraining.py reads it.
 
 Training reads the units the format calls training data (hdf5: every file whose name contains
@@ -22,6 +22,11 @@ shards were made with (`bertdata.instances.masking`: 15% of the tokens, at most 
 predictions per sequence, 80% [MASK] / 10% random / 10% kept), not LDDL's (each token with
 probability 0.15, uncapped): so static and dynamic runs do the same work per sequence, and the
 MLM head keeps a fixed shape.
+
+A format holding documents (MDS, Hugging Face parquet) is read sample by sample through a
+shuffle window, each worker every n-th sample, and trained as today's encoders are: masked LM
+alone, each sample a packed row, a share of its tokens (30% by default) masked by the same rule
+as each batch is made, its tokenizer's special tokens never.
 
 Batches come in the shards' padded layout (NGC's tuple) or packed (`model.Packed`: the real
 tokens of all rows end to end), made by the loader's workers so the trainer never waits on it.
