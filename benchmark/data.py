@@ -1,4 +1,4 @@
-"""Input pipeline: pretraining batches from shards of any format that holds instances, read
+"""Input pipeline: pretraining batches from shards of any format that holds instances or documents, read
 through `bertdata.formats`; hdf5 as NGC's run_pretraining.py reads it.
 
 Training reads the units the format calls training data (hdf5: every file whose name contains
@@ -23,6 +23,11 @@ predictions per sequence, 80% [MASK] / 10% random / 10% kept), not LDDL's (each 
 probability 0.15, uncapped): so static and dynamic runs do the same work per sequence, and the
 MLM head keeps a fixed shape.
 
+A format holding documents (MDS, Hugging Face parquet) is read sample by sample through a
+shuffle window, each worker every n-th sample, and trained as today's encoders are: masked LM
+alone, each sample a packed row, a share of its tokens (30% by default) masked by the same rule
+as each batch is made, its tokenizer's special tokens never.
+
 Batches come in the shards' padded layout (NGC's tuple) or packed (`model.Packed`: the real
 tokens of all rows end to end), made by the loader's workers so the trainer never waits on it.
 """
@@ -30,8 +35,10 @@ tokens of all rows end to end), made by the loader's workers so the trainer neve
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -41,7 +48,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from bertdata import formats
 from bertdata.benchmark.model import Packed, Padded
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.formats import INSTANCES, PartInfo, Reading
+from bertdata.formats import DOCUMENTS, INSTANCES, Reading, PartInfo
 from bertdata.formats.checks import check_batch
 from bertdata.config import InstanceConfig
 from bertdata.instances import masking
@@ -49,6 +56,12 @@ from bertdata.instances.schema import BY_NAME, DTYPES, SEQ
 
 # LDDL's loader pads a batch to its longest sequence rounded up to this (sequence_length_alignment).
 LDDL_ALIGNMENT = 8
+# Samples of a documents folder a loader worker draws each one from, at random: a window of the
+# stream, as streaming's loaders shuffle, so memory stays bounded whatever the data set (8 MiB of
+# ids at 1,024 tokens a sample).
+SHUFFLE_SAMPLES = 4096
+# The names tokenizers give the mask token: BERT's WordPiece and RoBERTa's (ModernBERT's) BPE.
+MASK_TOKENS = ("[MASK]", "<mask>")
 
 
 class Unit(NamedTuple):
@@ -75,8 +88,10 @@ def survey(data: str | os.PathLike, vocab_path: str | None = None,
     if len(groups) > 1:
         raise BertdataError(f"{data}: holds {' and '.join(f.name for f, _ in groups)} data; point --data at one of them")
     fmt, units = groups[0]
+    if fmt.holds == DOCUMENTS:
+        return survey_documents(fmt, units, os.fspath(data), vocab_path)
     if fmt.holds != INSTANCES:
-        trainable = [f.name for f in formats.all_formats() if f.holds == INSTANCES]
+        trainable = [f.name for f in formats.all_formats() if f.holds in (INSTANCES, DOCUMENTS)]
         raise BertdataError(f"{data}: {fmt.name} files hold {fmt.holds}, not training instances, and bench does not "
                             f"train from them; use a build's {' or '.join(trainable)} output for bench")
     units = fmt.training(units)
@@ -88,6 +103,97 @@ def survey(data: str | os.PathLike, vocab_path: str | None = None,
         raise BertdataError(f"invalid shard: {err}") from None
     formats.same_shape(parts)
     return parts, fmt.reading(parts, vocab_path, masking_scheme)
+
+
+@dataclass(frozen=True)
+class DocumentTokens:
+    """What masking a documents folder's samples needs of the tokenizer that made them: its
+    file, vocab size, special tokens (the prefix and suffix around every sample: never masked),
+    mask token, and the ids a masked position may show instead (the reference's vocab words for a
+    WordPiece vocab; every id but the special and mask tokens for a tokenizer file)."""
+
+    path: str
+    vocab_size: int
+    special_ids: tuple[int, ...]
+    mask_id: int
+    random_ids: np.ndarray
+
+
+def document_tokens(recorded: dict, vocab_path: str | None, where: str) -> DocumentTokens:
+    """The tokenizer of a documents folder whose manifest records `recorded`: `vocab_path` (a
+    WordPiece vocab.txt or a tokenizer.json), refused if the manifest records another, or without
+    it the bundled sample's vocab or the default one where the manifest's sha256 is theirs."""
+    from bertdata.instances.tokenizer_file import TokenizerFile
+    from bertdata.instances.vocab import DEFAULT_VOCAB_SHA256, load_vocab, resolve_vocab
+    from bertdata.text.wikidump import sample_paths
+
+    sha = recorded.get("tokenizer_sha256")
+    if vocab_path is None:
+        if sha is None:
+            raise BertdataError(f"{where}: no manifest.json records the tokenizer its samples were made with; give "
+                                "its vocab.txt or tokenizer.json with --vocab (masking shows its mask token)")
+        sample = load_vocab(sample_paths()[2])
+        if sample.sha256 == sha:
+            tokenizer = sample
+        elif sha == DEFAULT_VOCAB_SHA256:
+            tokenizer = resolve_vocab(None)
+        else:
+            raise BertdataError(f"{where}: its samples were made with {recorded.get('tokenizer', 'a tokenizer')} "
+                                f"(sha256 {sha[:12]}...), not a vocab bertdata has; give that file with --vocab "
+                                "(masking shows its mask token)")
+    else:
+        try:
+            with open(vocab_path, "rb") as f:
+                is_file = f.read(4096).lstrip().startswith(b"{")
+        except OSError as err:
+            raise BertdataError(f"{vocab_path}: cannot read the tokenizer ({err.strerror})") from None
+        tokenizer = TokenizerFile(vocab_path) if is_file else load_vocab(vocab_path)
+        if sha is not None and tokenizer.sha256 != sha:
+            raise BertdataError(f"{vocab_path}: sha256 {tokenizer.sha256[:12]}... is not that of the tokenizer "
+                                f"{where}'s manifest records ({recorded.get('tokenizer')}, {sha[:12]}...)")
+    if isinstance(tokenizer, TokenizerFile):
+        prefix, specials = tokenizer.prefix, (*tokenizer.prefix, *tokenizer.suffix)
+        mask_id = next((i for i in map(tokenizer.token_id, MASK_TOKENS) if i is not None), None)
+        size = tokenizer.vocab_size
+        random_ids = np.setdiff1d(np.arange(size, dtype=np.int32), [*specials, -1 if mask_id is None else mask_id])
+    else:
+        prefix = specials = (tokenizer.cls_id, tokenizer.sep_id)
+        mask_id = tokenizer.token_to_id.get("[MASK]")
+        size, random_ids = len(tokenizer), tokenizer.word_ids
+    if mask_id is None:
+        raise BertdataError(f"{tokenizer.path}: the tokenizer has no mask token ({' or '.join(MASK_TOKENS)}) to "
+                            "mask the samples with")
+    if not prefix:
+        # The packed layout ends a row's list of masked positions at its first 0 (NGC's), so the
+        # first token must be one never masked.
+        raise BertdataError(f"{tokenizer.path}: the tokenizer puts no special token before a sample; bench trains "
+                            "on samples that start with one ([CLS], <s>)")
+    if recorded.get("vocab_size") not in (None, size):
+        raise BertdataError(f"{where}: its manifest records a vocab of {recorded['vocab_size']:,} ids, but "
+                            f"{tokenizer.path} has {size:,}")
+    return DocumentTokens(tokenizer.path, size, tuple(specials), int(mask_id), np.asarray(random_ids, np.int32))
+
+
+def survey_documents(fmt, units: list[str], data: str, vocab_path: str | None) -> tuple[list[PartInfo], Reading]:
+    """A documents folder's training split as one part, its width (the model's positions) the
+    samples' length its manifest records, else its longest sample; masking done by the loader."""
+    units = fmt.training(units)
+    if not units:
+        raise BertdataError(f"{data}: {fmt.name} data without a training split to train on")
+    if len(units) > 1:
+        raise BertdataError(f"{data}: holds {len(units)} {fmt.name} training splits ({', '.join(units)}); point "
+                            "--data at one of them")
+    unit = units[0]
+    try:
+        recorded = fmt.recorded(unit)
+        count = fmt.count(unit)
+        width = recorded.get("max_seq_length") or max((len(ids) for ids in fmt.samples(unit)), default=0)
+    except ValidationError as err:
+        raise BertdataError(f"invalid shard: {err}") from None
+    if not count:
+        raise BertdataError(f"{unit}: no samples to train on")
+    tokens = document_tokens(recorded, vocab_path, unit)
+    return [PartInfo(unit, count, int(width), int(width), attrs=recorded)], Reading(fmt.name, tokens, "dynamic")
 
 
 def divide(units: list[Unit], parts: int, index: int) -> list[Unit]:
@@ -158,18 +264,29 @@ def mask_dynamic(rows: dict[str, np.ndarray], reading: Reading, max_predictions:
     (`bertdata.instances.masking`, at its default masked_lm_prob): per sequence its count of
     candidates, chosen uniformly -- or, with whole-word masking, whole words in random order
     while they fit -- each shown as [MASK], itself or a random vocab word."""
+    vocab = reading.vocab
+    return mask_rows(rows, InstanceConfig.masked_lm_prob, max_predictions, (vocab.cls_id, vocab.sep_id),
+                     vocab.mask_id, vocab.word_ids, rng, reading.masking_scheme, vocab.word_continues)
+
+
+def mask_rows(rows: dict[str, np.ndarray], probability: float, max_predictions: int, special_ids: tuple[int, ...],
+              mask_id: int, random_ids: np.ndarray, rng: np.random.Generator, scheme: str = "token",
+              word_continues: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The masking rule (`bertdata.instances.masking`) on padded rows of original tokens: per row
+    min(max_predictions, max(1, round(`probability` x its tokens))) of its candidates (any token
+    but `special_ids`), or all of them where fewer; each shown as `mask_id`, itself or one of
+    `random_ids` (80/10/10). Returns the rows with masked_lm_positions and masked_lm_ids set."""
     ids = rows["input_ids"]
     n, seq_len = ids.shape
-    vocab = reading.vocab
     real = rows["input_mask"] != 0
-    candidate = real & masking.is_candidate(ids, vocab.cls_id, vocab.sep_id)
+    candidate = real & masking.is_candidate(ids, *special_ids)
     # Fewer candidates than the count: all of them, as the reference runs out of words.
-    count = np.minimum(masking.prediction_count(real.sum(axis=1), InstanceConfig.masked_lm_prob, max_predictions),
+    count = np.minimum(masking.prediction_count(real.sum(axis=1), probability, max_predictions),
                        candidate.sum(axis=1))
     width = min(max_predictions, seq_len)
     cols = np.arange(seq_len)
-    if reading.masking_scheme == "whole-word":
-        chosen = masking.pick_words(ids, candidate, count, vocab.word_continues, rng.random((n, seq_len)))
+    if scheme == "whole-word":
+        chosen = masking.pick_words(ids, candidate, count, word_continues, rng.random((n, seq_len)))
         positions = np.sort(np.where(chosen, cols, seq_len), axis=1)[:, :width]
     else:
         keys = np.where(candidate, rng.random((n, seq_len)), 2.0)
@@ -181,8 +298,8 @@ def mask_dynamic(rows: dict[str, np.ndarray], reading: Reading, max_predictions:
     pos = positions[row_of, slot]
     original = ids[row_of, pos]
     mask_draw, keep_draw = rng.random(len(pos)), rng.random(len(pos))
-    random_words = vocab.word_ids[rng.integers(0, len(vocab.word_ids), len(pos))]
-    shown = masking.shown_ids(original, mask_draw, keep_draw, vocab.mask_id, random_words)
+    random_words = random_ids[rng.integers(0, len(random_ids), len(pos))]
+    shown = masking.shown_ids(original, mask_draw, keep_draw, mask_id, random_words)
     out = dict(rows, input_ids=ids.copy())
     for name in ("masked_lm_positions", "masked_lm_ids"):
         out[name] = np.zeros((n, max_predictions), DTYPES[name])
@@ -358,13 +475,84 @@ class ShardStream(IterableDataset):
             yield to_batch(rows)
 
 
+def document_rows(samples: list[np.ndarray], width: int) -> dict[str, np.ndarray]:
+    """Samples as padded rows of `width` (original ids, one segment, no next-sentence task)."""
+    lengths = np.fromiter(map(len, samples), np.int64, len(samples))
+    real = np.arange(width) < lengths[:, None]
+    ids = np.zeros((len(samples), width), DTYPES["input_ids"])
+    ids[real] = np.concatenate(samples)
+    return {"input_ids": ids, "input_mask": real.astype(DTYPES["input_mask"]),
+            "segment_ids": np.zeros((len(samples), width), DTYPES["segment_ids"]),
+            "next_sentence_labels": np.zeros(len(samples), DTYPES["next_sentence_labels"])}
+
+
+def shuffled(samples: Iterator[np.ndarray], window: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """`samples` in a random order drawn from a window of `window` of them at a time: endless
+    where `samples` is (the window then never empties)."""
+    held: list[np.ndarray] = []
+    for ids in samples:
+        held.append(ids)
+        if len(held) >= window:
+            i = int(rng.integers(len(held)))
+            held[i], held[-1] = held[-1], held[i]
+            yield held.pop()
+
+
+class DocumentStream(IterableDataset):
+    """Endless packed batches from a documents folder's samples: each worker reads its share
+    (every n-th sample, `divide`'s rule), in a new order each pass through a shuffle window,
+    `batch_size` samples a batch, masked as the batch is made (`mask_rows`: `probability` of each
+    sample's tokens, its special tokens never), each sample a row of its own."""
+
+    def __init__(self, units: list[Unit], batch_size: int, seed: int, info: PartInfo, reading: Reading,
+                 probability: float, rank: int = 0, token_buckets: int | None = None):
+        self.units, self.batch_size, self.info, self.reading = units, batch_size, info, reading
+        self.probability, self.seed, self.token_buckets = probability, (seed, rank), token_buckets
+
+    def __iter__(self) -> Iterator[Packed | InvalidShard]:
+        worker = get_worker_info()
+        units = divide(self.units, worker.num_workers, worker.id) if worker else self.units
+        count = sum(u.count for u in units)
+        if not count:
+            return  # more workers than samples: this one has nothing; the others carry on
+        rng = np.random.default_rng([*self.seed, worker.id if worker else 0])
+        fmt, tokens, width = formats.get(self.reading.format), self.reading.vocab, self.info.max_seq_length
+
+        def passes() -> Iterator[np.ndarray]:
+            while True:
+                for i in rng.permutation(len(units)):
+                    yield from itertools.islice(fmt.samples(units[i].path), units[i].start, None, units[i].stride)
+
+        stream = shuffled(passes(), min(SHUFFLE_SAMPLES, count), rng)
+        try:
+            while True:
+                samples = list(itertools.islice(stream, self.batch_size))
+                bad = next((s for s in samples if len(s) > width or (len(s) and int(s.max()) >= tokens.vocab_size)),
+                           None)
+                if bad is not None:
+                    yield InvalidShard(f"invalid shard: {self.info.path}: a sample of {len(bad)} ids (longest "
+                                       f"{width}) holds id {int(bad.max())}, or is longer than the samples' length; "
+                                       f"the tokenizer has {tokens.vocab_size:,} ids")
+                    return
+                rows = mask_rows(document_rows(samples, width), self.probability, width, tokens.special_ids,
+                                 tokens.mask_id, tokens.random_ids, rng)
+                yield to_packed(rows, self.token_buckets)
+        except ValidationError as err:
+            yield InvalidShard(f"invalid shard: {err}")
+
+
 def build_loader(infos: list[PartInfo], reading: Reading, batch_size: int, rank: int, world: int, workers: int,
                  seed: int, pin_memory: bool, vocab_size: int | None = None, packed: bool = False,
-                 token_buckets: int | None = None) -> DataLoader:
+                 token_buckets: int | None = None, mlm_probability: float | None = None) -> DataLoader:
     """Batches for `rank` from `infos` (see `survey`), padded or `packed` (in `token_buckets` shapes
-    at most, see `to_packed`); with `vocab_size`, every file's rows are checked when first read."""
-    stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, infos, reading, rank, vocab_size, packed,
-                         token_buckets)
+    at most, see `to_packed`); with `vocab_size`, every file's rows are checked when first read.
+    A documents folder's batches are always packed, masked at `mlm_probability`."""
+    if formats.get(reading.format).holds == DOCUMENTS:
+        stream = DocumentStream(rank_units(infos, rank, world)[0], batch_size, seed, infos[0], reading,
+                                mlm_probability, rank, token_buckets)
+    else:
+        stream = ShardStream(rank_units(infos, rank, world), batch_size, seed, infos, reading, rank, vocab_size,
+                             packed, token_buckets)
     # Workers build whole batches (no per-sample collate); batch_size=None passes them through.
     return DataLoader(stream, batch_size=None, num_workers=workers, pin_memory=pin_memory,
                       persistent_workers=workers > 0, prefetch_factor=4 if workers else None)

@@ -16,7 +16,8 @@
 #    bf16 compiled seq 128 batch 256 (target: >= 7,000 sequences/s, 45% MFU on real tokens) with a
 #    profile of its kernels, bf16 compiled seq 512 batch 64 (target: >= 42% MFU), both again with a
 #    global batch by accumulation as NGC's tables run, with CUDA graphs over 4 token buckets, bf16
-#    compiled with padding, AMP and TF32 compiled;
+#    compiled with padding, AMP and TF32 compiled; then today's objective: masked LM alone (30% masked) on an
+#    MDS folder of samples of up to 1,024 tokens, bf16 compiled batch 32 (no target: a figure to record);
 # 5. prints the host's ceiling for the build's worker curve (scripts/host_ceiling.py: what its cores give
 #    independent CPU-bound processes, and how many physical cores they are);
 # 6. writes each run's JSON, the profile, a markdown table beside the NGC figures and the log under $OUT.
@@ -36,6 +37,7 @@ TARGET=${TARGET_SEQS:-7000}
 TARGET512=${TARGET_MFU512:-0.42}
 BATCH=${BATCH:-256}
 BATCH512=${BATCH512:-64}
+BATCH1024=${BATCH1024:-32}
 DEVICE=${DEVICE:-cuda}
 MODEL=${MODEL:-base}
 DEADLINE=${DEADLINE:-540}
@@ -46,7 +48,9 @@ if [ "${QUICK:-0}" = 1 ]; then
     # loader worker (each one reads a whole file, and warm-up waits for a batch from every one), a
     # quarter of the batch at seq 512 (the same tokens), two micro-batches per global batch; the
     # parity in fp32 on 4 rows, as 16 bits are emulated on a CPU (BERT-tiny bf16 takes 12x fp32's time).
-    STEPS=(--steps 1 --warmup-steps 1); COMPILE=(); BATCH512=$(( (BATCH + 3) / 4 )); WORKERS=1
+    # An eighth of the batch at seq 1,024.
+    STEPS=(--steps 1 --warmup-steps 1); COMPILE=(); BATCH512=$(( (BATCH + 3) / 4 )); BATCH1024=$(( (BATCH + 7) / 8 ))
+    WORKERS=1
     GLOBAL128=$((2 * BATCH)); GLOBAL512=$((2 * BATCH512)); PARITY=(--precision fp32 --rows 4)
 else
     STEPS=(); COMPILE=(--compile); WORKERS=4
@@ -139,6 +143,35 @@ for folder, n, seq, preds in (("data128", 16384, 128, 20), ("data512", 4096, 512
 EOF
 fi
 
+# An MDS folder as a build writes it (the same samples, writer and manifest options) without Beam: the
+# checkout's text shard in samples of up to 1,024 tokens, its copies making a split big enough to time.
+say "data: an MDS folder of tests/data/shard_A.txt in samples of up to 1,024 tokens"
+"$PY" - "$REPO" "$DATA/mds1024" <<'EOF' || exit 1
+import json
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from bertdata.formats.mds import finish_local_split, write_part
+from bertdata.instances.documents import read_documents
+from bertdata.instances.samples import make_samples
+from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.vocab import load_vocab
+
+repo, out = Path(sys.argv[1]), Path(sys.argv[2])
+vocab = load_vocab(repo / "tests/data/vocab.txt")
+tokenizer = WordPiece(vocab, lowercase=True)
+samples = make_samples(read_documents(repo / "tests/data/shard_A.txt", tokenizer), tokenizer, 1024, "shard_A")
+parts = out / ".parts"
+parts.mkdir(parents=True)
+finish_local_split([write_part(replace(samples, source=f"shard_A_{i}"), parts) for i in range(8)], parts, out / "train")
+shutil.rmtree(parts)
+(out / "manifest.json").write_text(json.dumps({"format": "mds", "options": {
+    "tokenizer": "vocab.txt", "tokenizer_sha256": vocab.sha256, "vocab_size": len(vocab), "max_seq_length": 1024}}))
+print(f"{8 * len(samples)} samples, {8 * int(samples.offsets[-1]):,} tokens")
+EOF
+
 # The parity of the packed step with the padded one, per parameter, at both lengths (benchmark/parity.py):
 # on the device in bf16 compiled as the timed runs are, with BERT-base's width and PARITY_LAYERS of its
 # layers (every layer runs the same code; all 12 would take minutes to compile four times).
@@ -179,6 +212,9 @@ bench bf16_compiled_padded data128 120 --precision bf16 --batch-size "$BATCH" "$
     --steps 30 --warmup-steps 8
 bench amp_tf32_compiled data128 200 --matrix --precision amp,tf32 --batch-size "$BATCH" "${COMPILE[@]}" \
     --steps 30 --warmup-steps 8
+# Today's objective: masked LM alone, 30% of each sample masked at load time, samples of up to 1,024 tokens.
+bench bf16_compiled_mds1024 mds1024 120 --precision bf16 --batch-size "$BATCH1024" "${COMPILE[@]}" \
+    --vocab "$REPO/tests/data/vocab.txt" --steps 20 --warmup-steps 5
 
 "$PY" - "$OUT" "$TARGET" "$TARGET512" <<'EOF'
 import json
@@ -190,7 +226,7 @@ from bertdata.benchmark import report
 out, target, target512 = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 records = []
 for name in ("loader", "bf16_compiled", "bf16_compiled_512", "bf16_compiled_global", "bf16_compiled_512_global",
-             "bf16_compiled_graphs", "bf16_compiled_padded", "amp_tf32_compiled"):
+             "bf16_compiled_graphs", "bf16_compiled_padded", "amp_tf32_compiled", "bf16_compiled_mds1024"):
     path = out / f"{name}.json"
     if path.exists():
         records += json.loads(path.read_text())
@@ -200,8 +236,8 @@ for r in records:
     mfu = f"{r['mfu']:.1%}" if r.get("mfu") else "-"
     if r.get("mfu_with_padding"):
         mfu += f" ({r['mfu_with_padding']:.1%} counting pads)"
-    print(f"{r['mode']:6} {r['precision']:5} seq {r['seq_len']:3} bs {r['batch_size']:3} x {r['accumulation']:2} "
-          f"{r['layout']:6} "
+    print(f"{r['mode']:6} {r['precision']:5} seq {r['seq_len']:4} bs {r['batch_size']:3} x {r['accumulation']:2} "
+          f"{r['layout']:6} {r.get('objective', 'mlm+nsp'):7} "
           f"compile={r['compile']!s:5} {r['sequences_per_second']:9.1f} seq/s {r['real_tokens_per_second']:10.0f} "
           f"real tok/s  p50 {r['step_time_p50_s'] * 1e3:7.1f} ms  loader wait {r['loader_wait_share']:.1%}  MFU {mfu}")
 bf16 = [r for r in records if r["mode"] == "train" and r["precision"] == "bf16" and r["seq_len"] == 128

@@ -1,4 +1,4 @@
-"""BERT for pretraining (masked LM + next sentence), in one file.
+"""BERT for pretraining (masked LM + next sentence, or masked LM alone), in one file.
 
 Post-LayerNorm encoder as in the original BERT and the NGC recipe. The MLM head runs only
 on the masked positions: over a 30k vocab it is the largest matmul per token, and only
@@ -205,17 +205,22 @@ def kept_in(x: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
 
 
 class BertForPretraining(nn.Module):
-    def __init__(self, cfg: BertConfig):
+    """`nsp`: with the next-sentence head (BERT's objective); without it the loss is the masked
+    LM's alone (today's encoders': RoBERTa, MosaicBERT, ModernBERT), and the model has no pooler."""
+
+    def __init__(self, cfg: BertConfig, nsp: bool = True):
         super().__init__()
         self.cfg = cfg
+        self.with_nsp = nsp
         self.word_embeddings = nn.Embedding(cfg.padded_vocab, cfg.hidden)
         self.position_embeddings = nn.Embedding(cfg.max_position, cfg.hidden)
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab, cfg.hidden)
         self.embedding_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.layers))
-        self.pooler = nn.Linear(cfg.hidden, cfg.hidden)
-        self.nsp = nn.Linear(cfg.hidden, 2)
+        if nsp:
+            self.pooler = nn.Linear(cfg.hidden, cfg.hidden)
+            self.nsp = nn.Linear(cfg.hidden, 2)
         self.mlm_transform = nn.Linear(cfg.hidden, cfg.hidden)
         self.mlm_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
         # The decoder weight IS the word embedding matrix (tied); only its bias is separate.
@@ -281,7 +286,7 @@ class BertForPretraining(nn.Module):
             + self.token_type_embeddings(batch.segment_ids)
         x = self._layers(x, batch, width)
         # NSP from the real rows' first tokens: rows past them are a bucket's dummies (see data.to_packed).
-        first = x[batch.cu_seqlens[:len(batch.nsp_labels)]]
+        first = x[batch.cu_seqlens[:len(batch.nsp_labels)]] if self.with_nsp else x[:0]
         return self._loss(first, x[batch.mlm_index], batch.mlm_labels, batch.nsp_labels)
 
     def _loss(self, first: torch.Tensor, picked: torch.Tensor, labels: torch.Tensor,
@@ -293,6 +298,8 @@ class BertForPretraining(nn.Module):
         mlm_logits = self.mlm_logits(picked)[..., :self.cfg.vocab_size]
         mlm_loss = F.cross_entropy(mlm_logits.reshape(-1, self.cfg.vocab_size).float(), labels.reshape(-1),
                                    ignore_index=-1)
+        if not self.with_nsp:
+            return mlm_loss
         nsp_logits = self.nsp(torch.tanh(self.pooler(first)))
         return mlm_loss + F.cross_entropy(nsp_logits.float(), nsp_labels.reshape(-1))
 

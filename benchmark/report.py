@@ -84,6 +84,8 @@ def summary_lines(record: dict) -> list[str]:
     loader = record["mode"] == "loader"
     what = "input pipeline only" if loader else f"BERT-{record['model']}, {record['precision']}"
     what += ", " + ("padded rows" if record.get("layout") == "padded" else "real tokens packed")
+    if record.get("objective") == "mlm":
+        what += f", masked LM alone ({record['mlm_probability']:.0%} of a {record['data_format']} folder's tokens masked)"
     lines = [
         f"{what} on {record['world']} x {record['device_name']}, "
         f"batch {record['batch_size']} x {record['accumulation']} accumulation x {record['world']} = "

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -36,8 +37,9 @@ from bertdata.benchmark import report
 from bertdata.benchmark.data import Figures, build_loader, figures, next_batch, rank_units, survey
 from bertdata.benchmark.lamb import build_optimizer
 from bertdata.benchmark.model import BertConfig, BertForPretraining, Packed, Padded, training_bytes, training_flops
-from bertdata.formats import PartInfo, Reading
-from bertdata.config import BenchConfig
+from bertdata import formats
+from bertdata.formats import DOCUMENTS, Reading, PartInfo
+from bertdata.config import DOCUMENT_MLM_PROBABILITY, BenchConfig
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path
 
@@ -60,6 +62,9 @@ class Plan:
     parts: list[PartInfo]
     reading: Reading
     model: BertConfig
+    # The masked share of a documents folder's tokens, trained masked LM alone; None: an instance
+    # format's rows, masked LM + next sentence.
+    mlm_probability: float | None = None
 
     @property
     def seq_len(self) -> int:
@@ -86,6 +91,18 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
     precision = cfg.precision or ("amp" if device_type == "cuda" else "fp32")
     model = BertConfig.from_json(cfg.bert_config) if cfg.bert_config else BertConfig.preset(cfg.model)
     parts, reading = survey(cfg.data, cfg.vocab, cfg.masking_scheme)
+    mlm_probability, max_predictions = None, parts[0].max_predictions_per_seq
+    if formats.get(reading.format).holds == DOCUMENTS:
+        if cfg.padded:
+            raise BertdataError(f"{cfg.data}: a documents folder trains packed rows only; leave out --padded")
+        # The model as the data needs it: the tokenizer's vocab, a position for every token of the longest sample.
+        model = dataclasses.replace(model, vocab_size=reading.vocab.vocab_size,
+                                    max_position=max(model.max_position, parts[0].max_seq_length))
+        mlm_probability = cfg.mlm_probability or DOCUMENT_MLM_PROBABILITY
+        max_predictions = math.ceil(mlm_probability * parts[0].max_seq_length)
+    elif cfg.mlm_probability is not None:
+        raise BertdataError(f"{cfg.data}: --mlm-probability is for a documents folder (mds, parquet); instance "
+                            "shards keep the masking they were made with")
     if parts[0].max_seq_length > model.max_position:
         raise BertdataError(f"{parts[0].path}: sequence length {parts[0].max_seq_length} exceeds the model's "
                             f"max_position {model.max_position}")
@@ -106,9 +123,9 @@ def make_plan(cfg: BenchConfig, world: int | None = None) -> Plan:
         raise BertdataError(f"--batch-size {cfg.batch_size}{ranks} is more than the {instances:,} instances in "
                             f"{cfg.data}: every batch would hold some of them twice")
     if device.type == "cpu" and not cfg.loader_only:
-        check_memory(cfg, model, parts[0].max_seq_length, parts[0].max_predictions_per_seq)
+        check_memory(cfg, model, parts[0].max_seq_length, max_predictions)
     return Plan(device, precision, rank, local_rank, world, accumulation, per_step * accumulation,
-                parts, reading, model)
+                parts, reading, model, mlm_probability)
 
 
 # Peak RSS of CPU training runs over model.training_bytes' count (tiny at batch 64 and 256,
@@ -287,6 +304,7 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
         optimizer=cfg.optimizer, lr=cfg.lr, workers=cfg.workers, timed_steps=cfg.steps,
         warmup_steps=warmup, shards=len(plan.parts), data_format=plan.reading.format,
         masking=plan.reading.masking, masking_scheme=plan.reading.masking_scheme,
+        objective="mlm+nsp" if plan.mlm_probability is None else "mlm", mlm_probability=plan.mlm_probability,
         padded_to_longest=plan.reading.pad_to_longest and cfg.padded, layout="padded" if cfg.padded else "packed",
         bins=len({s.bin for s in plan.parts}), tokens=int(padded), real_tokens=int(real),
         sequences=int(all_reduce([cfg.steps * plan.accumulation * cfg.batch_size], dist.ReduceOp.SUM,
@@ -298,7 +316,7 @@ def _raw_record(cfg: BenchConfig, plan: Plan, mode: str, times: list[float], wai
 def loader_of(cfg: BenchConfig, plan: Plan):
     return build_loader(plan.parts, plan.reading, cfg.batch_size, plan.rank, plan.world, cfg.workers, cfg.seed,
                         pin_memory=plan.device.type == "cuda", vocab_size=plan.model.vocab_size,
-                        packed=not cfg.padded, token_buckets=cfg.token_buckets)
+                        packed=not cfg.padded, token_buckets=cfg.token_buckets, mlm_probability=plan.mlm_probability)
 
 
 def measure_loader(cfg: BenchConfig, plan: Plan) -> dict:
@@ -346,7 +364,7 @@ class StepResult(NamedTuple):
 def train(cfg: BenchConfig, plan: Plan) -> dict:
     set_matmul_precision(plan.precision)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
-    model = BertForPretraining(plan.model).to(plan.device)
+    model = BertForPretraining(plan.model, nsp=plan.mlm_probability is None).to(plan.device)
     autocast_dtype = AUTOCAST_DTYPE.get(plan.precision)
     model.keep_activations_in(autocast_dtype)
     torch.manual_seed(cfg.seed + plan.rank)  # but each rank its own dropout masks

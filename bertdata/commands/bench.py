@@ -6,14 +6,18 @@ import argparse
 import functools
 
 from bertdata.commands.options import add_config_flag
-from bertdata.config import MASKING_SCHEMES, MODELS, OPTIMIZERS, PRECISIONS, BenchConfig
+from bertdata.config import (DOCUMENT_MLM_PROBABILITY, MASKING_SCHEMES, MODELS, OPTIMIZERS, PRECISIONS,
+                             BenchConfig)
 
 HELP = """\
 Pretrain BERT (masked LM + next sentence, LAMB) on shards for a fixed number
 of steps and report throughput as NVIDIA's NGC tables do: sequences/s for all GPUs
 together, plus tokens/s, step time p50/p95, time spent waiting on the input
 pipeline and model FLOPs utilisation. --data is a folder of one format that
-holds instances (hdf5 or lddl; Megatron pairs hold sentences and are refused).
+holds instances (hdf5 or lddl; Megatron pairs hold sentences and are refused),
+or of documents (a build's mds or parquet folder): these train today's objective,
+masked LM alone with no next sentence, each sample a packed row, --mlm-probability
+of its tokens masked as batches are loaded (30%), never its special tokens.
 hdf5: every file below --data whose name contains 'training' (the NGC rule), so
 our shards and the reference's alike.
 
@@ -94,7 +98,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     flag = functools.partial(add_config_flag, p, BenchConfig)
     flag("data", "local folder of shards of one format that holds instances: hdf5 files named *training*, or "
-                 "an LDDL folder; shards on an object store are read from a local copy: `bertdata shard s3://... "
+                 "an LDDL folder; or a build's mds or parquet folder (masked LM alone); shards on an object store are read from a local copy: `bertdata shard s3://... "
                  "--output DIR` makes one", required=True, metavar="DIR")
     flag("model", "the model preset", choices=MODELS)
     flag("bert_config", "a reference bert_config.json (overrides --model)", metavar="FILE")
@@ -125,11 +129,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     flag("lr", "learning rate, constant: throughput does not depend on the schedule (NGC phase 1's)")
     flag("optimizer", "the update rule (lamb is NGC's)", choices=OPTIMIZERS)
     flag("seed", "seed of the initial weights, dropout, data order and dynamic masks", metavar="N")
-    flag("vocab", "an LDDL folder's vocab", "the one whose sha256 its manifest.json records", metavar="PATH")
+    flag("vocab", "an LDDL folder's vocab; an mds or parquet folder's tokenizer (vocab.txt or tokenizer.json), "
+                  "whose mask token masking shows", "the one whose sha256 its manifest.json records", metavar="PATH")
     flag("masking_scheme", "an LDDL folder with dynamic masking: mask word pieces one at a time (token) or whole "
                            "words, a word being a piece and the '##' pieces after it (every character of text "
                            "without spaces, such as Chinese)", "the scheme its manifest.json records",
          choices=MASKING_SCHEMES)
+    flag("mlm_probability", "a documents folder (mds, parquet): the share of each sample's tokens masked, "
+                            "its special tokens never (80%% [MASK], 10%% random, 10%% kept)",
+         f"{DOCUMENT_MLM_PROBABILITY:g}, today's encoders' (instance shards keep the masking they were made with)",
+         type=float, metavar="P")
     p.add_argument("--json", metavar="PATH", help="write the run records as JSON")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json or --profile file")
     p.set_defaults(run=run)

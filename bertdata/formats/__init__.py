@@ -30,6 +30,10 @@ a plugin, a test) naming the object that states:
   rows: see `Reading`), `load(part, reading)` (all rows of one part as the six arrays, for
   `bench`) and `slices(part, reading, rows)` (the same in slices, for `shard`), and say with
   `rows_as_text` whether reading their rows needs the vocab.
+- Formats holding documents also have `training(units)` (the units of the training split),
+  `count(unit)` (its samples, from its index), `samples(unit)` (each sample's ids, in order, for
+  `bench`'s masked-LM-only training) and `recorded(unit)` (the options its manifest records:
+  tokenizer, vocab size, samples' length): see `DocumentFormat`.
 
 `find(paths)` is the one finder every command uses. The names are known without importing any
 format's module (`names`), so that flags are made without loading h5py or pyarrow; a format's
@@ -45,13 +49,15 @@ from dataclasses import dataclass
 
 from bertdata.errors import BertdataError
 from bertdata.formats.contract import (ACROSS_SHARDS, DOCUMENTS, INSTANCES, PER_SHARD, PER_SPLIT, SENTENCES,
-                                       DocumentTokenizer, Format, FormatFlag, InstanceFormat, PerShardFormat, Reading,
-                                       Report, PartInfo, SplitFiles, SplitFormat, SplitSettings)
+                                       DocumentFormat, DocumentTokenizer, Format, FormatFlag, InstanceFormat,
+                                       PerShardFormat, Reading, Report, PartInfo, SplitFiles, SplitFormat,
+                                       SplitSettings)
 
 __all__ = ["ACROSS_SHARDS", "BUILTIN", "DOCUMENTS", "INSTANCES", "PER_SHARD", "PER_SPLIT", "SENTENCES",
-           "DocumentTokenizer", "Format", "FormatFlag", "Found", "InstanceFormat", "PerShardFormat", "Reading", "Report",
-           "PartInfo", "SplitFiles", "SplitFormat", "SplitSettings", "all_formats", "by_format", "find", "flags_of",
-           "get", "names", "register", "same_shape", "unregister"]
+           "DocumentFormat", "DocumentTokenizer", "Format", "FormatFlag", "Found", "InstanceFormat", "PerShardFormat",
+           "Reading", "Report", "PartInfo", "SplitFiles", "SplitFormat", "SplitSettings", "all_formats", "by_format",
+           "find", "flags_of", "get", "names", "register", "same_shape", "unregister"]
+
 
 @dataclass(frozen=True)
 class Found:

@@ -96,6 +96,25 @@ class InstanceFormat(Format, Protocol):
         """The part's rows in order, about `rows` at a time: memory bounded by a slice, not a part."""
 
 
+class DocumentFormat(Format, Protocol):
+    """A format holding documents (`DOCUMENTS`): what `bench` trains masked LM alone on, as
+    today's encoders do. Every sample's ids hold the tokenizer's special tokens, its prefix first
+    and its suffix last."""
+
+    def training(self, units: list[str]) -> list[str]:
+        """The units a trainer given their folder takes as training data (the build's training split)."""
+
+    def count(self, unit: str) -> int:
+        """The unit's training samples, from its index or metadata, without reading them."""
+
+    def samples(self, unit: str) -> Iterator[np.ndarray]:
+        """Each training sample's ids, in order; memory bounded by one file of the unit (or one row group)."""
+
+    def recorded(self, unit: str) -> dict:
+        """The options the unit's manifest.json records of how it was made (tokenizer,
+        tokenizer_sha256, vocab_size, max_seq_length); {} where it has none."""
+
+
 class PerShardFormat(Protocol):
     """The files a `PER_SHARD` format writes for one text shard (see `bertdata.formats.hdf5`)."""
 

@@ -300,12 +300,14 @@ def is_dataset_folder(path: PathLike) -> bool:
                                  for split in splits_of(path) for p in (path / split).glob("*.parquet"))
 
 
-def _vocab_size(folder: Path) -> int | None:
+def _recorded(folder: Path) -> dict:
+    """The options the dataset folder's manifest records, if any."""
     manifest = folder / MANIFEST
     if manifest.is_file():
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            return json.loads(manifest.read_text(encoding="utf-8")).get("options", {}).get("vocab_size")
-    return None
+            options = json.loads(manifest.read_text(encoding="utf-8")).get("options", {})
+            return options if isinstance(options, dict) else {}
+    return {}
 
 
 def folder_name(tokenizer: str) -> str:
@@ -385,6 +387,21 @@ class HfParquet:
                 dirs[:] = []
         return sorted(found)
 
+    # --- what bench trains on (bertdata.formats.DocumentFormat) ---
+
+    def training(self, units: list[str]) -> list[str]:
+        """The dataset folders holding a training split (train/)."""
+        return [u for u in units if SPLIT_FOLDERS["training"] in splits_of(u)]
+
+    def count(self, unit: str) -> int:
+        return sum(_parquet(path).metadata.num_rows for path in split_files(unit, SPLIT_FOLDERS["training"]))
+
+    def samples(self, unit: str) -> Iterator[np.ndarray]:
+        return read_input_ids(unit, SPLIT_FOLDERS["training"])
+
+    def recorded(self, unit: str) -> dict:
+        return _recorded(Path(unit))
+
     def summary(self, folder: str, manifest: dict) -> str:
         """The build's line for a folder it wrote, from its manifest's counts ("rows", "tokens",
         "parquet_files")."""
@@ -398,7 +415,7 @@ class HfParquet:
         records."""
         for unit in units:
             folder = Path(unit)
-            vocab_size = len(report.vocab) if report.vocab is not None else _vocab_size(folder)
+            vocab_size = len(report.vocab) if report.vocab is not None else _recorded(folder).get("vocab_size")
             report.out(f"Hugging Face parquet {folder}" + ("" if vocab_size else " (ids not checked: no vocab size known)"))
             try:
                 check_card(folder)

@@ -2,7 +2,8 @@
 create_masked_lm_predictions, which the hdf5 shards are made with.
 
 - Candidates: every token of `[CLS] A [SEP] B [SEP]` but [CLS] and [SEP], by id (a "[SEP]"
-  typed in the text is never masked either).
+  typed in the text is never masked either); of a document's sample (the bench's masked-LM-only
+  objective), every token but its tokenizer's special tokens, the prefix and suffix around it.
 - Words: with whole-word masking a piece marked as continuing a word (a "##" piece) joins the
   word of the candidate before it -- across the [SEP] between A and B too, as the reference
   groups; with token masking every candidate is a word of its own.
@@ -41,9 +42,10 @@ def prediction_count(num_tokens: int | np.ndarray, masked_lm_prob: float, max_pr
                       ).astype(np.int64)
 
 
-def is_candidate(ids: np.ndarray, cls_id: int, sep_id: int) -> np.ndarray:
-    """Where `ids` (original tokens) may be masked: anywhere but [CLS] and [SEP]."""
-    return (ids != cls_id) & (ids != sep_id)
+def is_candidate(ids: np.ndarray, *special_ids: int) -> np.ndarray:
+    """Where `ids` (original tokens) may be masked: anywhere but the special tokens ([CLS] and
+    [SEP]; for a sample of a document, its tokenizer's prefix and suffix)."""
+    return ~np.isin(ids, special_ids)
 
 
 def word_continuations(ids: np.ndarray, candidate: np.ndarray,

@@ -86,6 +86,10 @@ class TokenizerFile:
     def __repr__(self) -> str:
         return f"TokenizerFile({self.path!r}, {self.kind}, {self.vocab_size:,} ids)"
 
+    def token_id(self, token: str) -> int | None:
+        """The id of `token` (added tokens included), or None where the vocabulary has none."""
+        return self._tokenizer.token_to_id(token)
+
     def encode_lines(self, lines: list[str], dtype: np.dtype | type = np.int32) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of all lines (no special tokens added), flat, and each line's token count."""
         lengths = np.empty(len(lines), dtype=np.int32)

@@ -67,11 +67,13 @@ def test_the_gpu_check_runs_from_a_bare_checkout_without_a_registry(tmp_path):
     assert "dropout off, fp32" in log and log.count("dropout on, 8 draws") == 2  # both lengths
     records = [r for name in ("loader", "bf16_compiled", "bf16_compiled_512", "bf16_compiled_global",
                               "bf16_compiled_512_global", "bf16_compiled_graphs", "bf16_compiled_padded",
-                              "amp_tf32_compiled")
+                              "amp_tf32_compiled", "bf16_compiled_mds1024")
                for r in json.loads((out / f"{name}.json").read_text())]
     assert [(r["precision"], r["seq_len"], r["layout"], r["accumulation"]) for r in records[1:]] == [
         ("bf16", 128, "packed", 1), ("bf16", 512, "packed", 1), ("bf16", 128, "packed", 2),
-        ("bf16", 512, "packed", 2), ("bf16", 128, "packed", 1), ("bf16", 128, "padded", 1), ("amp", 128, "packed", 1), ("tf32", 128, "packed", 1)]
+        ("bf16", 512, "packed", 2), ("bf16", 128, "packed", 1), ("bf16", 128, "padded", 1), ("amp", 128, "packed", 1), ("tf32", 128, "packed", 1),
+        ("bf16", 1024, "packed", 1)]
+    assert records[-1]["objective"] == "mlm" and records[-1]["data_format"] == "mds"
     # A smoke batch of full rows has no padding (the synthetic shards' rows are 90% full).
     assert all(0 < r["real_tokens_per_second"] <= r["tokens_per_second"] for r in records)
     assert any(r["real_tokens_per_second"] < r["tokens_per_second"] for r in records)
@@ -80,7 +82,8 @@ def test_the_gpu_check_runs_from_a_bare_checkout_without_a_registry(tmp_path):
                        log)
     assert [name for name, *_ in spent] == ["parity", "loader", "bf16_compiled", "bf16_compiled_512",
                                             "bf16_compiled_global", "bf16_compiled_512_global",
-                                            "bf16_compiled_graphs", "bf16_compiled_padded", "amp_tf32_compiled"]
+                                            "bf16_compiled_graphs", "bf16_compiled_padded", "amp_tf32_compiled",
+                                            "bf16_compiled_mds1024"]
     assert records[5]["token_buckets"] == 4 and records[5]["batch_shapes"] <= 4
     for name, wall, user, system, limit in spent:
         print(f"{name}: {wall} s wall, {float(user) + float(system):.1f} s CPU of {limit} s")

@@ -31,9 +31,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from bertdata.errors import ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings, hidden
@@ -46,6 +47,9 @@ from bertdata.formats.mds.reader import (SplitInfo, is_split_folder, read_index,
 from bertdata.formats.mds.writer import finish_local_split, finish_split, write_part
 from bertdata.manifest import MANIFEST
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = ["COLUMN_NAMES", "FORMAT", "HASHES", "INDEX", "MDS", "SIZE_LIMIT", "SPLIT_FOLDERS", "TOKEN_DTYPES",
            "ZSTD_LEVEL", "MdsSplits", "SplitInfo", "codec", "column_encodings", "encode_sample", "encode_shard",
            "finish_local_split", "finish_split", "folder_name", "index_bytes", "is_split_folder", "part_name",
@@ -53,13 +57,18 @@ __all__ = ["COLUMN_NAMES", "FORMAT", "HASHES", "INDEX", "MDS", "SIZE_LIMIT", "SP
            "write_part", "writer"]
 
 
-def _vocab_size(folder: Path) -> int | None:
-    """The vocab size a manifest beside the split (in it or its parent) records, if any."""
+def _recorded(folder: Path) -> dict:
+    """The options a manifest beside the split (in it or its parent) records, if any."""
     for manifest in (folder / MANIFEST, folder.parent / MANIFEST):
         if manifest.is_file():
             with contextlib.suppress(OSError, ValueError, AttributeError):
-                return json.loads(manifest.read_text(encoding="utf-8")).get("options", {}).get("vocab_size")
-    return None
+                options = json.loads(manifest.read_text(encoding="utf-8")).get("options", {})
+                return options if isinstance(options, dict) else {}
+    return {}
+
+
+def _split_folder(unit: str) -> Path:
+    return Path(unit).parent if os.path.basename(unit) == INDEX else Path(unit)
 
 
 def folder_name(tokenizer: str) -> str:
@@ -136,6 +145,24 @@ class MdsSplits:
         return sorted(str(Path(d)) for d, _dirs, files in os.walk(root)
                       if INDEX in files and not hidden(Path(d) / INDEX, root) and is_split_folder(d))
 
+    # --- what bench trains on (bertdata.formats.DocumentFormat) ---
+
+    def training(self, units: list[str]) -> list[str]:
+        """The split folders of the build's training split (train/)."""
+        return [u for u in units if _split_folder(u).name == SPLIT_FOLDERS["training"]]
+
+    def count(self, unit: str) -> int:
+        try:
+            return sum(int(entry["samples"]) for entry in read_index(_split_folder(unit)))
+        except (TypeError, ValueError):
+            raise ValidationError(f"{_split_folder(unit) / INDEX}: a shard's sample count is not a number") from None
+
+    def samples(self, unit: str) -> Iterator[np.ndarray]:
+        return read_input_ids(_split_folder(unit))
+
+    def recorded(self, unit: str) -> dict:
+        return _recorded(_split_folder(unit))
+
     def summary(self, folder: str, manifest: dict) -> str:
         """The build's line for a folder it wrote, from its manifest's counts ("samples",
         "tokens", "shards")."""
@@ -147,8 +174,8 @@ class MdsSplits:
         """Validate each split folder and print its figures; ids are checked against the report's
         vocab, else the vocab size a manifest beside it records."""
         for unit in units:
-            folder = Path(unit).parent if os.path.basename(unit) == INDEX else Path(unit)
-            vocab_size = len(report.vocab) if report.vocab is not None else _vocab_size(folder)
+            folder = _split_folder(unit)
+            vocab_size = len(report.vocab) if report.vocab is not None else _recorded(folder).get("vocab_size")
             try:
                 info = validate_split(folder, vocab_size)
             except ValidationError as err:
