@@ -37,6 +37,26 @@ print(json.dumps(out))
 '''
 
 
+DATASETS_CHECK = r'''
+import json, sys
+import datasets, transformers
+
+args = json.load(open(sys.argv[1]))
+out = {}
+for how, loaded in (("card", datasets.load_dataset(args["folder"], cache_dir=args["cache"])),
+                    ("data_dir", datasets.load_dataset("parquet", data_dir=args["folder"], cache_dir=args["cache"]))):
+    columns = {split: loaded[split].to_dict() for split in loaded}
+    out[how] = {split: list(zip(c["id"], c["input_ids"])) for split, c in columns.items()}
+tokenizer = transformers.BertTokenizerFast(vocab_file=args["vocab"], do_lower_case=True)
+collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.3, return_tensors="np")
+rows = loaded["train"].select(range(min(32, len(loaded["train"])))).to_dict()["input_ids"]
+batch = collator([{"input_ids": ids} for ids in rows])
+out["batch"] = {"rows": rows, "input_ids": batch["input_ids"].tolist(), "labels": batch["labels"].tolist(),
+                "pad": tokenizer.pad_token_id, "mask": tokenizer.mask_token_id}
+print(json.dumps(out))
+'''
+
+
 def run_in_venv(name: str, script: str, args: dict, tmp_path: Path, cwd: Path | None = None) -> dict:
     try:
         python = testcache.venv(name)

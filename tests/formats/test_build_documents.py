@@ -6,16 +6,13 @@ documents, the real readers (mosaicml-streaming, datasets) taking the folders, b
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 
 import pytest
 
 from conftest import SAMPLE_SHARDS, run_cli, trained_tokenizer
-from readers import STREAMING_CHECK, run_in_venv
+from readers import DATASETS_CHECK, STREAMING_CHECK, run_in_venv
 
 pytestmark = pytest.mark.slow
 
@@ -66,18 +63,20 @@ def test_streaming_reads_every_sample_of_the_build(five, tmp_path):
     assert all(f["streamed"][i][:2] == f["read"][i] for f in found.values() for i in range(len(f["read"])))
 
 
-def test_datasets_loads_the_parquet_folder_of_the_build(five):
-    datasets = pytest.importorskip("datasets")
-    root = five / "two" / "parquet" / "lower_case_1"
-    loaded = datasets.load_dataset(str(root))
-    manifest = json.loads((root / "manifest.json").read_text())
-    assert sum(len(loaded[s]) for s in loaded) == manifest["counts"]["rows"]
+def test_datasets_loads_the_parquet_folder_of_the_build(five, tmp_path):
     from bertdata.instances.vocab import load_vocab
     from conftest import SAMPLE_VOCAB
 
+    root = five / "two" / "parquet" / "lower_case_1"
+    found = run_in_venv("datasets", DATASETS_CHECK,
+                        {"folder": str(root), "cache": str(tmp_path / "hf-cache"), "vocab": str(SAMPLE_VOCAB)}, tmp_path)
+    manifest = json.loads((root / "manifest.json").read_text())
     vocab = load_vocab(SAMPLE_VOCAB)
-    assert all(row["input_ids"][0] == vocab.cls_id and row["input_ids"][-1] == vocab.sep_id for row in loaded["train"])
-    assert sorted(loaded) == ["train", "validation"]
+    for how in ("card", "data_dir"):
+        assert sorted(found[how]) == ["train", "validation"]
+        assert sum(len(rows) for rows in found[how].values()) == manifest["counts"]["rows"]
+        assert all(ids[0] == vocab.cls_id and ids[-1] == vocab.sep_id for _id, ids in found[how]["train"])
+    assert found["batch"]["mask"] == vocab.mask_id
 
 
 def text_documents(build_root: Path) -> dict[tuple[str, int], str]:

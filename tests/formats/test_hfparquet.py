@@ -17,6 +17,7 @@ from bertdata.errors import ValidationError
 from bertdata.formats import Report, hfparquet
 from bertdata.instances.samples import Samples
 from conftest import VOCAB, text_samples
+from readers import DATASETS_CHECK, run_in_venv
 
 CARD = hfparquet.Card(pretty_name="English Wikipedia fragment, test vocab", language="en",
                       dump="enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2",
@@ -144,32 +145,30 @@ def test_lddl_folders_are_not_claimed(tmp_path):
     assert not hfparquet.PARQUET.claims(str(tmp_path / "lddl")) and hfparquet.PARQUET.find(str(tmp_path)) == []
 
 
+@pytest.mark.slow
 def test_datasets_loads_both_splits_and_the_collator_batches_them(tmp_path):
     """`datasets` loads the folder by its card (`load_dataset(folder)`) and as the packaged parquet
     builder with data_dir: both splits, every row; `transformers`' DataCollatorForLanguageModeling,
-    with a tokenizer built from the test vocab, masks and pads a batch of its rows."""
-    datasets = pytest.importorskip("datasets", reason="needs datasets: pip install -e '.[dev]'")
-    transformers = pytest.importorskip("transformers", reason="needs transformers: pip install -e '.[megatron]'")
+    with a tokenizer built from the test vocab, masks and pads a batch of its rows (both in a
+    virtualenv of their own: readers.DATASETS_CHECK)."""
     train, test = shards(3), shards(1, "test")
     folder = tmp_path / "ds"
     write_dataset(folder, {"train": train, "validation": test})
-    cache = tmp_path / "hf-cache"
-    for loaded in (datasets.load_dataset(str(folder), cache_dir=str(cache)),
-                   datasets.load_dataset("parquet", data_dir=str(folder), cache_dir=str(cache))):
-        assert sorted(loaded) == ["train", "validation"]
+    found = run_in_venv("datasets", DATASETS_CHECK,
+                        {"folder": str(folder), "cache": str(tmp_path / "hf-cache"), "vocab": str(VOCAB)}, tmp_path)
+    for how in ("card", "data_dir"):
+        assert sorted(found[how]) == ["train", "validation"]
         for split, parts in (("train", train), ("validation", test)):
-            assert list(zip(loaded[split]["id"], loaded[split]["input_ids"])) == expected(parts)
-    tokenizer = transformers.BertTokenizerFast(vocab_file=str(VOCAB), do_lower_case=True)
-    collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.3, return_tensors="np")
-    rows = loaded["train"].select(range(32))
-    batch = collator([{"input_ids": ids} for ids in rows["input_ids"]])
-    longest = max(map(len, rows["input_ids"]))
-    assert batch["input_ids"].shape == batch["labels"].shape == (32, longest)
+            assert [tuple(row) for row in found[how][split]] == [tuple(e) for e in expected(parts)]
+    batch = found["batch"]
+    rows, inputs_all, labels_all = batch["rows"], np.array(batch["input_ids"]), np.array(batch["labels"])
+    longest = max(map(len, rows))
+    assert inputs_all.shape == labels_all.shape == (len(rows), longest)
     masked = total = 0
-    for r, ids in enumerate(rows["input_ids"]):
+    for r, ids in enumerate(rows):
         n = len(ids)
-        labels, inputs = batch["labels"][r], batch["input_ids"][r]
-        assert (labels[n:] == -100).all() and (inputs[n:] == tokenizer.pad_token_id).all()
+        labels, inputs = labels_all[r], inputs_all[r]
+        assert (labels[n:] == -100).all() and (inputs[n:] == batch["pad"]).all()
         chosen = labels[:n] != -100
         assert (labels[:n][chosen] == np.array(ids)[chosen]).all()  # the labels are the original ids
         assert (inputs[:n][~chosen] == np.array(ids)[~chosen]).all()  # the rest untouched
