@@ -58,18 +58,18 @@ class SplitOutput:
         scratch = fsio.join(self.parts, f"{shard.split}-{shard.index}")
         with fsio.local_folder(scratch) as local:
             part = self.format.write_part(shard, documents, self.settings, local)
-        return SplitPart(*source, (scratch, part), {"documents": documents.num_documents, "sentences": documents.num_sentences,
-                                         "tokens": documents.num_tokens})
+        counts = {"documents": documents.num_documents, "sentences": documents.num_sentences,
+                  "tokens": documents.num_tokens}
+        return SplitPart(*source, (scratch, part), counts)
 
     def files(self) -> dict[str, str]:
         """What its folder holds of the format's: {path relative to the folder: path}."""
         return {rel: path for rel, path in fsio.tree(self.folder).items() if self.format.ours(rel)}
 
 
-def sources(shards: list) -> list[dict]:
-    """The text shards a folder is made of, as its manifest records them (TextShards or SplitParts)."""
-    return [{"split": s.split, "file": getattr(s, "source", None) or s.stem + ".txt",
-             "sha256": getattr(s, "source_sha256", None) or s.sha256}
+def sources(shards: list[TextShard]) -> list[dict]:
+    """The text shards a folder is made of, as its manifest records them (see SplitPart.source_entry)."""
+    return [{"split": s.split, "file": s.stem + ".txt", "sha256": s.sha256}
             for s in sorted(shards, key=lambda s: (SPLITS.index(s.split), s.index))]
 
 
@@ -114,7 +114,8 @@ def write_manifest(stage: StageRecords, provenance: Provenance, out: SplitOutput
     provenance.write(out.folder, {
         "format": name, "options": options, **extra,
         "counts": {**counts, "splits": len(entries), "skipped_empty_text_shards": sum(p.part is None for p in parts)},
-        "splits": entries, "sources": sources(parts)})
+        "splits": entries,
+        "sources": [p.source_entry() for p in sorted(parts, key=lambda p: (SPLITS.index(p.split), p.index))]})
     fsio.delete([fsio.join(out.folder, WRITING)])
 
 

@@ -149,6 +149,10 @@ class SplitPart:
     part: object
     counts: dict
 
+    def source_entry(self) -> dict:
+        """Its text shard, as the folder's manifest records it (see documents.sources)."""
+        return {"split": self.split, "file": self.source, "sha256": self.source_sha256}
+
 
 @dataclass(frozen=True)
 class SplitJob:
