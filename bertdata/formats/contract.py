@@ -195,6 +195,12 @@ class SplitSettings:
     def flag(self, name: str) -> Any:
         return dict(self.flags).get(name)
 
+    def samples_options(self) -> dict:
+        """What a manifest of samples records of how they were made (a format adds its own)."""
+        t = self.tokenizer
+        return {"dataset": self.dataset, "tokenizer": t.name, "tokenizer_sha256": t.sha256,
+                "vocab_size": t.vocab_size, "lowercase": self.lowercase, "max_seq_length": self.max_seq_length}
+
 
 class SplitFiles(Protocol):
     """The file operations a `PER_SPLIT` writer's `finish_split` and `finish_folder` are handed

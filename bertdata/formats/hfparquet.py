@@ -339,9 +339,7 @@ class HfParquet:
         return folder_name(settings.label)
 
     def options(self, settings: SplitSettings) -> dict:
-        t = settings.tokenizer
-        return {"dataset": settings.dataset, "tokenizer": t.name, "tokenizer_sha256": t.sha256,
-                "vocab_size": t.vocab_size, "lowercase": settings.lowercase, "max_seq_length": settings.max_seq_length}
+        return settings.samples_options()
 
     def write_part(self, shard, documents, settings: SplitSettings, local: str) -> dict:
         from bertdata.instances.samples import make_samples

@@ -101,10 +101,8 @@ class MdsSplits:
         return folder_name(settings.label)
 
     def options(self, settings: SplitSettings) -> dict:
-        t = settings.tokenizer
-        return {"dataset": settings.dataset, "tokenizer": t.name, "tokenizer_sha256": t.sha256,
-                "vocab_size": t.vocab_size, "lowercase": settings.lowercase, "max_seq_length": settings.max_seq_length,
-                "dtype": t.id_dtype.name, "compression": settings.flag("compression")}
+        return {**settings.samples_options(), "dtype": settings.tokenizer.id_dtype.name,
+                "compression": settings.flag("compression")}
 
     def write_part(self, shard, documents, settings: SplitSettings, local: str) -> dict:
         """The text shard's samples as MDS files in `local`: their index entries and tokens."""
