@@ -92,8 +92,8 @@ def survey(data: str | os.PathLike, vocab_path: str | None = None,
         return survey_documents(fmt, units, os.fspath(data), vocab_path)
     if fmt.holds != INSTANCES:
         trainable = [f.name for f in formats.all_formats() if f.holds in (INSTANCES, DOCUMENTS)]
-        raise BertdataError(f"{data}: {fmt.name} files hold {fmt.holds}, not training instances, and bench does not "
-                            f"train from them; use a build's {' or '.join(trainable)} output for bench")
+        raise BertdataError(f"{data}: {fmt.name} files hold {fmt.holds}, which bench does not train from; use a "
+                            f"build's {', '.join(trainable[:-1])} or {trainable[-1]} output for bench")
     units = fmt.training(units)
     if not units:
         raise BertdataError(f"{data}: no shards to train on (no file whose name contains 'training')")

@@ -195,8 +195,8 @@ def test_bench_refuses_a_megatron_folder_in_one_line(tmp_path):
     proc = run_cli("bench", "--data", tmp_path, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"bertdata bench: error: {tmp_path}: megatron files hold sentences, not training instances, and bench "
-        "does not train from them; use a build's hdf5 or lddl output for bench"]
+        f"bertdata bench: error: {tmp_path}: megatron files hold sentences, which bench does not train from; use a "
+        "build's hdf5, lddl, mds or parquet output for bench"]
 
 
 # ---------------------------------------------------------------- --format
