@@ -184,6 +184,7 @@ class BuildConfig:
     sample: bool = False
     wiki_only: bool = False
     books: str | None = None
+    recipe: str | None = None  # a recipe's YAML: the corpora read and mixed, instead of a dump (docs/recipes.md)
     vocab: str | None = None
     text: TextConfig = TextConfig()
     phases: tuple[InstanceConfig, ...] = (PHASE1, PHASE2)
@@ -205,7 +206,13 @@ class BuildConfig:
         # module: the build's command checks them, and a name no format has fails the build's plan.
         if not self.formats or len(set(self.formats)) != len(self.formats):
             raise BertdataError(f"--format must name one or more formats, each once (got {', '.join(self.formats) or 'none'})")
-        if not self.wiki_only and not self.books:
+        if self.recipe is not None:
+            given = [flag for flag, value in (("--wiki-only", self.wiki_only), ("--books", self.books),
+                                              ("--dump", self.dump), ("--sample", self.sample)) if value]
+            if given:
+                raise BertdataError(f"--recipe names every corpus of the build: leave out {given[0]} (a recipe's "
+                                    "wikipedia corpus names its dump:)")
+        elif not self.wiki_only and not self.books:
             raise BertdataError(
                 "BookCorpus has no public download: pass --books DIR (plain-text books, one per file) "
                 "to mix books in, or --wiki-only for Wikipedia alone")

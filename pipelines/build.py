@@ -29,7 +29,8 @@ from bertdata.text.sentences import choose_punkt
 from bertdata.instances.vocab import is_cased
 from bertdata.pipelines.chain import chain_stages, plan_stages, prepare_stages
 from bertdata.pipelines.cleanup import clean_up_failed_run, remove_temporaries
-from bertdata.pipelines.inputs import Inputs, list_books, resolve_inputs, sentence_splitter
+from bertdata.pipelines.inputs import (Inputs, corpus_splitter, list_books, resolve_inputs, resolve_recipe,
+                                      sentence_splitter)
 from bertdata.pipelines.instances import InstancesStage
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.plan import check_disk, local_dump
@@ -88,13 +89,21 @@ BUILD_PATHS = 256
 
 def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     """Resolve the inputs, plan the stages, run them; the summary is read back from the manifests."""
-    resolved = resolve_inputs(cfg)
-    record, vocab = resolved.record, resolved.vocab
-    note(f"dump {record['name']} ({record['bytes'] / 1e6:.1f} MB, sha1 {record['sha1'][:12]}…), "
-         f"vocab {vocab.path} ({len(vocab)} tokens)")
+    found = None
+    if cfg.recipe is not None:
+        resolved, found = resolve_recipe(cfg)
+        record, vocab = resolved.record, resolved.vocab
+        files = sum(len(f) for f in found.files.values())
+        note(f"recipe {record['name']}: {len(found.recipe.corpora)} corpora ({', '.join(found.recipe.names)}), "
+             f"{files} files, {record['bytes'] / 1e6:.1f} MB; vocab {vocab.path} ({len(vocab)} tokens)")
+    else:
+        resolved = resolve_inputs(cfg)
+        record, vocab = resolved.record, resolved.vocab
+        note(f"dump {record['name']} ({record['bytes'] / 1e6:.1f} MB, sha1 {record['sha1'][:12]}…), "
+             f"vocab {vocab.path} ({len(vocab)} tokens)")
     if cfg.stop_after == "download":
         return {"dump": record}
-    inputs = _stage_inputs(cfg, resolved)
+    inputs = _stage_inputs(cfg, resolved, found)
     planned = plan_stages(inputs)
     # After the stages' own checks (which name their folder), before anything is written.
     refuse_another_build(cfg.output, record, inputs.site.language, vocab, cfg.force)
@@ -120,22 +129,25 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
 
     reused = text_decision.handed_on
     text = finder() if reused is None else StageManifest(reused.plan.folder, read_manifest(reused.plan.folder))
-    if not text.manifest["counts"].get("articles") and not text.manifest["counts"].get("books"):
-        _refuse_empty_build(inputs.dump, text, [folder for p in planned[1:] for folder in p.stage.folders])
+    counts = text.manifest["counts"]
+    if not counts.get("articles") and not counts.get("books") and not counts.get("documents"):
+        _refuse_empty_build(inputs.dump or cfg.recipe, text, [folder for p in planned[1:] for folder in p.stage.folders])
     # What each stage's format wrote, in chain order: (format, folder, manifest).
     outputs = [(name, folder, read_manifest(folder)) for p in planned[1:] for name, folder in p.stage.folder_formats()]
     return {"seconds": time.time() - started, "text": text.manifest, "text_dir": text.folder,
             "requested": inputs.text, "siteinfo": inputs.site.siteinfo, "outputs": outputs}
 
 
-def _stage_inputs(cfg: BuildConfig, inputs: Inputs) -> BuildInputs:
+def _stage_inputs(cfg: BuildConfig, inputs: Inputs, found=None) -> BuildInputs:
     """What the stages are planned from: the inputs, the dataset's name, the text's settings."""
     dump, dump_record, vocab, site = inputs.dump, inputs.record, inputs.vocab, inputs.site
-    if local_dump(cfg) is None and fsio.is_local(dump):
+    if local_dump(cfg) is None and dump is not None and fsio.is_local(dump):
         check_disk(cfg, dump)
     books = list_books(cfg.books)
     english = site.language in ENGLISH_CODES
     dataset = (BOOKS_WIKI_DATASET if english else f"books_wiki_{site.language}_corpus") if books else site.dataset
+    if found is not None:
+        dataset = found.recipe.name
     t = cfg.text
     if t.lowercase and is_cased(vocab):
         if cfg.vocab is None:  # the multilingual vocab: cased text is what it was made from
@@ -144,10 +156,15 @@ def _stage_inputs(cfg: BuildConfig, inputs: Inputs) -> BuildInputs:
             note(f"warning: {vocab.path} is a cased vocab but text is lower-cased; pass --cased to keep case")
     punkt = choose_punkt(site.language, cfg.punkt_language)
     note(punkt.notice)
-    splitter = sentence_splitter(punkt, dump, site, cfg.splitter)
+    splitter = sentence_splitter(punkt, dump, site, cfg.splitter) if dump is not None else None
+    splitters = ()
+    if found is not None:
+        splitters = tuple((language, corpus_splitter(language, cfg.punkt_language, cfg.splitter))
+                          for language in sorted({c.language for c in found.recipe.corpora}))
     workers = runner_workers(cfg.runner)
     cfg = replace(cfg, runner=replace(cfg.runner, workers=workers))  # asked once of a cluster
-    return BuildInputs(cfg, dump, inputs.index, dump_record, vocab, site, t, dataset, books, splitter, punkt.model)
+    return BuildInputs(cfg, dump, inputs.index, dump_record, vocab, site, t, dataset, books, splitter, punkt.model,
+                       found, splitters)
 
 
 def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manifest, ranges: int | None,

@@ -66,6 +66,34 @@ def resolve_inputs(cfg: BuildConfig) -> Inputs:
     return _inputs(dump, index, None, site, _vocab(cfg.vocab, site.language))
 
 
+def resolve_recipe(cfg: BuildConfig):
+    """A recipe build's inputs: its corpora (every file listed and checked), its wikipedia
+    corpus's dump where it has one, the build's record of what it reads, the vocab."""
+    from bertdata.pipelines.corpora import resolve_corpora
+    from bertdata.text import wikidump
+    from bertdata.text.wikitext import markup_for
+
+    found = resolve_corpora(cfg.recipe)
+    wiki = found.wikipedia()
+    record = found.record()
+    if wiki is None:
+        language = found.recipe.corpora[0].language
+        site = Site(language, {}, markup_for(language))
+        dump = index = None
+    else:
+        dump = found.files[wiki.name][0]
+        index = wiki.index or _index_beside(dump)
+        if index is not None and not fsio.exists(index):
+            raise BertdataError(f"{index}: multistream index not found")
+        with input_errors(dump, "dump file"):
+            site = wikidump.read_site(dump, None, open_raw)
+        dump_record = _dump_record(dump, index)
+        record = {**record, "sha1": hashlib.sha1(f"{record['sha1']}\0{dump_record['sha1']}".encode()).hexdigest(),
+                  "dump": dump_record}
+    record = {**record, "wiki": site.siteinfo.get("dbname"), "language": site.language}
+    return Inputs(dump, index, record, site, _vocab(cfg.vocab, site.language)), found
+
+
 def _vocab(path: str | None, language: str) -> Vocab:
     """The vocab at `path` (wherever it is stored), else the language's default."""
     if path is None or fsio.is_local(path):
@@ -191,3 +219,15 @@ def sentence_splitter(punkt, dump: str, site: Site, kind: str):
         return splitter_for(punkt, kind=kind)
     with contextlib.closing(iter_pages(dump, open_raw)) as pages:
         return splitter_for(punkt, article_texts(pages, site.markup), kind)
+
+
+def corpus_splitter(language: str, punkt_language: str | None, kind: str):
+    """The sentence splitter of a recipe's corpora in `language`: its punkt model (or
+    --punkt-language's); a language without one is refused, as no dump is there to train on."""
+    from bertdata.text.sentences import choose_punkt
+
+    punkt = choose_punkt(language, punkt_language)
+    if punkt.model is None:
+        raise BertdataError(f"language {language}: NLTK's punkt has no model for it; pass --punkt-language with "
+                            "a neighbour's (e.g. russian for Bulgarian)")
+    return splitter_for(punkt, kind=kind)

@@ -157,9 +157,14 @@ class _MakeInstances(StepDoFn):
 
         with fsio.local_input(record.path) as local:
             try:
-                return read_documents(local, tokenizer)
+                documents = read_documents(local, tokenizer)
             except EmptyShard:
                 return None
+        if record.ids_path is not None:
+            from bertdata.text.shards import read_ids
+
+            documents = documents.named(read_ids(fsio.read_bytes(record.ids_path)))
+        return documents
 
 
 class _ShardFiles:

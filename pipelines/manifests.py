@@ -7,6 +7,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from bertdata.corpora.read import split_corpus_counts
 from bertdata.errors import BertdataError
 from bertdata.formats import PerShardFormat
 from bertdata.text.articles import quality
@@ -54,11 +55,27 @@ class Provenance:
 def write_text_manifest(stage: StageRecords, provenance: Provenance, text_options: dict) -> None:
     """The finished text stage, so a re-run resumes after it."""
     texts = sorted(stage.of_kind(TextShard), key=lambda r: (r.split, r.index))
-    counts = stage.counts
+    counts, corpora = split_corpus_counts(stage.counts)
+    recipe = {"corpora": corpus_figures(corpora, text_options["recipe"])} if "recipe" in text_options else {}
     provenance.write(stage.plan.folder, {
-        "options": text_options, "counts": counts, "quality": quality(counts),
+        "options": text_options, "counts": counts, **recipe, "quality": quality(counts),
         "effective_shards": {"training": stage.plan.training_shards, "test": stage.plan.test_shards},
         "shards": [{**t.manifest_entry(), "split": t.split, "index": t.index, "stem": t.stem} for t in texts]})
+
+
+def corpus_figures(corpora: dict, recipe: dict) -> dict:
+    """Per corpus of a recipe, in its order: documents read, kept and dropped by reason, the tokens
+    kept, and the share of the tokens it holds against the share its mix asked."""
+    tokens = sum(corpora.get(name, {}).get("tokens", 0) for name in recipe["corpora"])
+    figures = {}
+    for name in recipe["corpora"]:
+        c = corpora.get(name, {})
+        figures[name] = {
+            "read": c.get("read", 0), "documents": c.get("documents", 0), "tokens": c.get("tokens", 0),
+            "dropped": {k.removeprefix("dropped_"): v for k, v in sorted(c.items()) if k.startswith("dropped_")},
+            "asked": recipe["mix"][name] if recipe["mix"] else None,
+            "share": round(c.get("tokens", 0) / tokens, 6) if tokens else None}
+    return figures
 
 
 def write_shard_manifests(stage: StageRecords, provenance: Provenance, folder: str, options: dict,

@@ -95,6 +95,15 @@ class ShardJob:
     split: str
     index: int
     blocks: tuple  # (run path, offset, length), ...
+    mix: tuple = ()  # a recipe's: (corpus, first bin it does not keep) for each corpus (bertdata.corpora.mix)
+
+
+@dataclass(frozen=True)
+class MixTally:
+    """A work group's tokens and documents per bin of a recipe's mix, for each corpus:
+    {corpus: (bins, tokens, documents)} (bertdata.corpora.mix.Tally.sparse)."""
+
+    tallies: dict
 
 
 # The LDDL stage's (ShardRuns are made by the instance stage).

@@ -165,9 +165,9 @@ def differences(old: dict, new: dict, prefix: str = "") -> str:
 
 
 def _finished_stage(folder: str, manifest: dict) -> StageRecords | None:
-    shards = [TextShard(path=fsio.join(folder, e["file"]), **{k: e[k] for k in
+    shards = [TextShard(path=fsio.join(folder, e["file"]), ids="ids" in e, **{k: e[k] for k in
               ("split", "index", "stem", "documents", "sentences", "bytes", "sha256")}) for e in manifest["shards"]]
-    if not all(fsio.exists(s.path) for s in shards):
+    if not all(fsio.exists(s.path) and (s.ids_path is None or fsio.exists(s.ids_path)) for s in shards):
         return None
     effective = manifest["effective_shards"]
     return StageRecords(TextPlan(folder, effective["training"], effective["test"]), tuple(shards),

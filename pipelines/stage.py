@@ -117,6 +117,8 @@ class BuildInputs:
     books: list[str]
     splitter: object
     punkt_model: str | None
+    corpora: object = None  # a recipe's Corpora (bertdata.pipelines.corpora), None for a dump and books
+    splitters: tuple = ()  # a recipe's: (language, splitter) for each of its corpora's languages
 
     @property
     def work_dir(self) -> str:
@@ -124,9 +126,22 @@ class BuildInputs:
 
     @functools.cached_property
     def text_options(self) -> dict:
-        return {"text": asdict(self.text), "books": [fsio.split(b)[1] for b in self.books],
-                "dataset": self.dataset, RULES: RULES_VERSION, "language": self.site.language,
-                "punkt": self.punkt_model or "trained on the dump"}
+        options = {"text": asdict(self.text), "books": [fsio.split(b)[1] for b in self.books],
+                   "dataset": self.dataset, RULES: RULES_VERSION, "language": self.site.language,
+                   "punkt": self.punkt_model or "trained on the dump"}
+        if self.corpora is not None:
+            options["recipe"] = self.corpora.recipe.record()
+            options["counted_by"] = self.counted_by
+        return options
+
+    @property
+    def counted_by(self) -> str | None:
+        """Which tokenizer counts a recipe's tokens for its mix and min_tokens (None: no count is
+        needed): --tokenizer's where a format holding documents takes it, else the vocab."""
+        recipe = self.corpora.recipe if self.corpora is not None else None
+        if recipe is None or (recipe.mix is None and not any(c.min_tokens for c in recipe.corpora)):
+            return None
+        return self.cfg.documents.tokenizer or self.vocab.path
 
     def instance_options(self, p: InstanceConfig) -> dict:
         return self.at_end().instance_options(p)

@@ -14,21 +14,25 @@ import contextlib
 import functools
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import apache_beam as beam
 
-from bertdata.text.articles import count_dict, merge_counts, page_document, sentence_counts
+from bertdata.corpora.mix import Tally, cuts, draw
+from bertdata.corpora.read import corpus_key, file_documents
+from bertdata.text.articles import Document, count_dict, merge_counts, page_document, sentence_counts
 from bertdata.text.books import book_document
 from bertdata.config import TextConfig
-from bertdata.text.shards import TextShard, shard_stem, text_folder, assign, fewer_shards, render_shard
+from bertdata.text.shards import IDS_SUFFIX, TextShard, shard_stem, text_folder, assign, fewer_shards, render_ids, render_shard
 from bertdata.text.spill import Run, RunBuffer, merge_blocks, run_name
 from bertdata.text.wikidump import Page, iter_pages
 from bertdata.text.multistream import iter_pages_in_ranges
+from bertdata.errors import BertdataError
 from bertdata.manifest import MANIFEST
 from bertdata.pipelines.cleanup import remove_leftovers, remove_temporaries
 from bertdata.pipelines.manifests import Provenance, write_text_manifest
-from bertdata.pipelines.records import Counts, Gather, ShardJob, Spread, StageRecords, StepDoFn, TextPlan
+from bertdata.pipelines.records import (Counts, Gather, MixTally, ShardJob, Spread, StageRecords, StepDoFn,
+                                        TextPlan)
 from bertdata.pipelines.resume import reusable_text_stage, text_stage_folders
 from bertdata.pipelines.runtime import fsio, progress
 from bertdata.pipelines.runtime.pool import working_on
@@ -46,28 +50,94 @@ def runs_folder(work_dir: str) -> str:
     return fsio.join(work_dir, RUNS)
 
 
+@dataclass(frozen=True)
+class RecipeReading:
+    """What the text stage reads a recipe's corpora with: the recipe, a sentence splitter per
+    language, and, where its mix or a min_tokens counts tokens, the tokenizer that counts them
+    (--tokenizer's file, else the vocab)."""
+
+    recipe: object  # bertdata.corpora.recipe.Recipe
+    splitters: dict  # language -> splitter
+    tokenizer_file: str | None = None
+    vocab: object = None  # a Vocab, where the vocab counts
+    lowercase: bool = True
+
+    @property
+    def counts_tokens(self) -> bool:
+        return self.vocab is not None or self.tokenizer_file is not None
+
+    def token_counter(self):
+        """A function from a document's text (its sentences, as a text shard holds them) to its tokens."""
+        if not self.counts_tokens:
+            return None
+        import numpy as np
+
+        if self.tokenizer_file is not None:
+            from bertdata.instances.tokenizer_file import TokenizerFile
+
+            tokenizer = TokenizerFile(self.tokenizer_file)
+        else:
+            from bertdata.instances.tokenize import WordPiece
+
+            tokenizer = WordPiece(self.vocab, self.lowercase)
+
+        def count(text: bytes) -> int:
+            starts = np.concatenate(([0], np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10) + 1))
+            return int(tokenizer.encode_joined(text, starts.astype(np.int64))[1].sum())
+
+        return count
+
+
 def _documents(item: WorkItem, cfg: TextConfig, splitter, markup, counts: Counter, namespaces: Counter,
-               range_pages: Iterator[Iterator[Page]]):
+               range_pages: Iterator[Iterator[Page]], recipe: RecipeReading | None = None, count_tokens=None):
     """(shard, document) for every document of the item; a dump range's pages are the next of
     `range_pages`."""
     if item.kind == "book":
         with open_raw(item.path) as f:
             doc = book_document(item.path, f.read(), splitter, counts)
         docs = [] if doc is None else [(f"book:{fsio.split(item.path)[1]}", doc)]
+    elif item.kind == "corpus":
+        spec = next(c for c in recipe.recipe.corpora if c.name == item.corpus)
+        docs = file_documents(spec, recipe.recipe.names.index(spec.name), item.path, open_raw,
+                              recipe.splitters[spec.language], counts, count_tokens)
     else:
         pages = (iter_pages(item.path, open_raw, max_page_chars=cfg.max_page_chars) if item.start is None
                  else next(range_pages))
-        docs = ((str(page.page_id), page_document(page, splitter, cfg.max_page_chars, counts,
+        # A recipe's text shards count their sentences as they are written, once mixed.
+        page_counts = counts if recipe is None else Counter()
+        docs = ((str(page.page_id), page_document(page, splitter, cfg.max_page_chars, page_counts,
                                                   keep_lists=cfg.keep_lists, markup=markup,
                                                   namespaces=namespaces)) for page in pages)
+        if recipe is not None:
+            docs = _recipe_pages(docs, recipe, counts, page_counts, count_tokens)
     for key, doc in docs:
         if doc is not None:
             yield assign(key, cfg.training_shards, cfg.test_shards, cfg.test_fraction), doc
 
 
+def _recipe_pages(docs, recipe: RecipeReading, counts: Counter, page_counts: Counter, count_tokens):
+    """A recipe's wikipedia corpus's articles, keyed by its rank and name like every corpus's;
+    of what the cleaner counted (`page_counts`), the pages and why they were skipped."""
+    from bertdata.corpora.wikipedia import Wikipedia
+
+    spec = next(c for c in recipe.recipe.corpora if c.type == Wikipedia.name)
+    rank = recipe.recipe.names.index(spec.name)
+    for key, doc in docs:
+        if doc is None:
+            continue
+        counts[corpus_key(spec.name, "read")] += 1
+        tokens = count_tokens(doc.text) if count_tokens is not None else 0
+        if tokens < spec.min_tokens:
+            counts[corpus_key(spec.name, "dropped_too_short")] += 1
+            continue
+        yield f"{spec.name}/{key}", Document((rank, doc.key[1]), doc.packed, tokens)
+    counts.update({k: v for k, v in page_counts.items() if k == "pages" or k.startswith("skipped_")})
+
+
 def _describe(items: list[WorkItem]) -> str:
     dump = [item for item in items if item.kind == "dump"]
-    books = len(items) - len(dump)
+    files = [item for item in items if item.kind == "corpus"]
+    books = len(items) - len(dump) - len(files)
     parts = []
     if dump:
         ranges = [item for item in dump if item.start is not None]
@@ -75,6 +145,8 @@ def _describe(items: list[WorkItem]) -> str:
                      else f"all of {fsio.split(dump[0].path)[1]}")
     if books:
         parts.append(f"{books} book{'s' if books > 1 else ''}")
+    if files:
+        parts.append(f"{len(files)} file{'s' if len(files) > 1 else ''} of {', '.join(sorted({i.corpus for i in files}))}")
     return " and ".join(parts)
 
 
@@ -82,9 +154,15 @@ class _CleanAndSpill(fsio.FilesDoFn):
     """A work group -> its documents cleaned, split into sentences and written as runs;
     yields a Run record per run and one Counts record."""
 
-    def __init__(self, cfg: TextConfig, work_dir: str, splitter, markup, prefetch: bool):
+    def __init__(self, cfg: TextConfig, work_dir: str, splitter, markup, prefetch: bool,
+                 recipe: RecipeReading | None = None):
         super().__init__()
         self.cfg, self.work_dir, self.splitter, self.markup, self.prefetch = cfg, work_dir, splitter, markup, prefetch
+        self.recipe = recipe
+
+    def setup(self):
+        super().setup()
+        self.count_tokens = self.recipe.token_counter() if self.recipe is not None else None
 
     def process(self, group: tuple[int, list[WorkItem]]):
         number, items = group
@@ -93,6 +171,8 @@ class _CleanAndSpill(fsio.FilesDoFn):
         namespaces: Counter = Counter()
         buffer = RunBuffer()
         sequence = 0
+        mix = self.recipe.recipe if self.recipe is not None and self.recipe.recipe.mix else None
+        tallies: dict = {}
         # The group's dump ranges read as one run, decoded back to back (see iter_pages_in_ranges).
         ranged = [item for item in items if item.kind == "dump" and item.start is not None]
         range_pages = iter_pages_in_ranges(ranged[0].path if ranged else "", [(i.start, i.end) for i in ranged],
@@ -100,7 +180,12 @@ class _CleanAndSpill(fsio.FilesDoFn):
         with contextlib.closing(range_pages):
             for item in items:
                 for shard, doc in _documents(item, self.cfg, self.splitter, self.markup, counts, namespaces,
-                                             range_pages):
+                                             range_pages, self.recipe, self.count_tokens):
+                    if mix is not None:
+                        name = mix.names[doc.key[0]]
+                        if name not in tallies:
+                            tallies[name] = Tally()
+                        tallies[name].add(draw(mix.seed, name, str(doc.key[1])), doc.tokens)
                     if buffer.add(shard, doc):
                         yield self._write(buffer, number, sequence)
                         sequence += 1
@@ -109,6 +194,8 @@ class _CleanAndSpill(fsio.FilesDoFn):
         if buffer:
             yield self._write(buffer, number, sequence)
         counts.update({f"{NAMESPACE_PREFIX}{n}": c for n, c in namespaces.items()})
+        if tallies:
+            yield MixTally({name: tally.sparse() for name, tally in tallies.items()})
         yield Counts(count_dict(counts))
 
     def _write(self, buffer: RunBuffer, group: int, sequence: int) -> Run:
@@ -119,9 +206,32 @@ class _CleanAndSpill(fsio.FilesDoFn):
         return Run(path, (group, sequence), blocks)
 
 
-def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str) -> list:
-    """Gathered Run and Counts records -> the TextPlan, the summed Counts, and a ShardJob per
-    text shard with documents."""
+def plan_mix(records: list, recipe) -> tuple:
+    """A recipe's corpora checked for documents, and its mix's cuts ((corpus, first bin not kept),
+    ...; () without a mix), from the gathered Counts and MixTally records."""
+    counts = merge_counts(r.values for r in records if isinstance(r, Counts))
+    for spec in recipe.corpora:
+        read = counts.get(corpus_key(spec.name, "read"), 0)
+        dropped = {k.rsplit(":", 1)[1].removeprefix("dropped_"): v for k, v in counts.items()
+                   if k.startswith(corpus_key(spec.name, "dropped_"))}
+        if read - sum(dropped.values()) <= 0:
+            said = ", ".join(f"{reason} {n:,}" for reason, n in sorted(dropped.items()) if n) or "none"
+            raise BertdataError(f"{recipe.path}: corpus {spec.name} holds no document after its filters "
+                                f"({read:,} read; dropped: {said})")
+    if not recipe.mix:
+        return ()
+    tallies: dict = {}
+    for record in records:
+        if isinstance(record, MixTally):
+            for name, sparse in record.tallies.items():
+                tallies.setdefault(name, Tally()).add_sparse(*sparse)
+    return tuple(sorted(cuts(tallies, dict(recipe.mix)).items()))
+
+
+def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str, recipe=None) -> list:
+    """Gathered Run, Counts (and a recipe's MixTally) records -> the TextPlan, the summed Counts,
+    and a ShardJob per text shard with documents."""
+    mix = plan_mix(records, recipe) if recipe is not None else ()
     runs = sorted((r for r in records if isinstance(r, Run)), key=lambda r: r.order)
     documents: Counter = Counter()
     for run in runs:
@@ -138,7 +248,7 @@ def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str) -> li
             blocks[(split, index * shards[split] // requested[split])].append((run.path, offset, length))
     return [TextPlan(folder, shards["training"], shards["test"]),
             Counts(merge_counts(r.values for r in records if isinstance(r, Counts))),
-            *(ShardJob(folder, split, index, tuple(b)) for (split, index), b in sorted(blocks.items()))]
+            *(ShardJob(folder, split, index, tuple(b), mix) for (split, index), b in sorted(blocks.items()))]
 
 
 class _WriteTextShard(StepDoFn):
@@ -147,22 +257,48 @@ class _WriteTextShard(StepDoFn):
 
     takes = (ShardJob,)
 
-    def __init__(self, dataset: str):
+    def __init__(self, dataset: str, recipe=None):
         super().__init__()
-        self.dataset = dataset
+        self.dataset, self.recipe = dataset, recipe
 
     def work(self, job: ShardJob):
         stem = shard_stem(self.dataset, job.split, job.index)
         working_on(f"the text stage, writing {stem}.txt")
         documents, repeated = merge_blocks(fsio.read_range(*block) for block in job.blocks)
         path = fsio.join(job.folder, stem + ".txt")
+        if self.recipe is not None:
+            documents, counts = _mixed(documents, self.recipe, dict(job.mix))
+            yield Counts(counts)
         data, record = render_shard(documents, stem, job.split, job.index, path)
+        if self.recipe is not None:
+            record = replace(record, ids=True)
+            fsio.write_bytes(record.ids_path, render_ids(documents, self.recipe.names))
         fsio.write_bytes(path, data)
         yield record
-        if repeated:
+        if repeated and self.recipe is not None:
+            yield Counts(dict(Counter(corpus_key(self.recipe.names[d.key[0]], "dropped_duplicate_id")
+                                      for d in repeated)))
+        elif repeated:
             dropped = sentence_counts(s for doc in repeated for s in doc.sentences)
             yield Counts({"skipped_duplicate_id": len(repeated), "articles": -len(repeated),
                           **{k: -v for k, v in dropped.items()}})
+
+
+def _mixed(documents: list, recipe, mix: dict) -> tuple[list, dict]:
+    """A recipe's shard's documents that its mix keeps, and its counts: per corpus what it keeps
+    (documents, tokens) and leaves out, and the sentence figures of what it keeps."""
+    kept, counts = [], Counter()
+    for doc in documents:
+        name = recipe.names[doc.key[0]]
+        if name in mix and draw(recipe.seed, name, str(doc.key[1])) >= mix[name]:
+            counts[corpus_key(name, "dropped_mix")] += 1
+            continue
+        kept.append(doc)
+        counts[corpus_key(name, "documents")] += 1
+        counts[corpus_key(name, "tokens")] += doc.tokens
+        counts.update(sentence_counts(doc.sentences))
+    counts["documents"] += len(kept)
+    return kept, count_dict(counts)
 
 
 class DumpToTextShards(beam.PTransform):
@@ -172,10 +308,14 @@ class DumpToTextShards(beam.PTransform):
     spare core to decompress on."""
 
     def __init__(self, groups: list[list[WorkItem]], cfg: TextConfig, output: str, dataset: str, work_dir: str,
-                 splitter, markup, prefetch: bool = True):
+                 splitter, markup, prefetch: bool = True, recipe: RecipeReading | None = None):
         super().__init__()
         self.groups, self.cfg, self.output, self.dataset, self.work_dir = groups, cfg, output, dataset, work_dir
-        self.splitter, self.markup, self.prefetch = splitter, markup, prefetch
+        self.splitter, self.markup, self.prefetch, self.recipe = splitter, markup, prefetch, recipe
+
+    @property
+    def _recipe(self):
+        return self.recipe.recipe if self.recipe is not None else None
 
     def expand(self, pbegin):
         return (
@@ -184,11 +324,11 @@ class DumpToTextShards(beam.PTransform):
             | "WorkGroups" >> beam.Create(list(enumerate(self.groups)), reshuffle=False)
             | "SpreadGroups" >> Spread()
             | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.work_dir, self.splitter, self.markup,
-                                                          self.prefetch))
+                                                          self.prefetch, self.recipe))
             | "GatherRuns" >> Gather()
-            | "PlanShards" >> beam.FlatMap(plan_shards, self.cfg, self.output, self.dataset)
+            | "PlanShards" >> beam.FlatMap(plan_shards, self.cfg, self.output, self.dataset, self._recipe)
             | "SpreadShards" >> Spread()
-            | "WriteTextShards" >> beam.ParDo(_WriteTextShard(self.dataset))
+            | "WriteTextShards" >> beam.ParDo(_WriteTextShard(self.dataset, self._recipe))
         )
 
 
@@ -212,22 +352,39 @@ class TextStage(Stage):
             return Decision(False, f"text stage already complete in {reuse.plan.folder}: reusing "
                                    f"{len(reuse.of_kind(TextShard))} text shards", reuse)
         books = f" + {len(i.books)} books" if i.books else ""
-        return Decision(True, f"text stage: {i.dump_record['name']}{books} -> "
-                              f"{fsio.join(i.cfg.output, 'sharded_*', i.dataset)}")
+        read = (f"recipe {i.dump_record['name']} ({', '.join(i.corpora.recipe.names)})" if i.corpora is not None
+                else i.dump_record['name'])
+        return Decision(True, f"text stage: {read}{books} -> {fsio.join(i.cfg.output, 'sharded_*', i.dataset)}")
 
     def clear(self) -> None:
         # A dump or option change could leave old shards this run would not write.
-        remove_leftovers(list(self.folders), also=("*.txt", MANIFEST))
+        remove_leftovers(list(self.folders), also=("*.txt", "*" + IDS_SUFFIX, MANIFEST))
 
     @functools.cached_property
     def items(self) -> list:
-        return work_items(self.inputs.dump, self.inputs.index, self.inputs.cfg.runner.workers)
+        i = self.inputs
+        dump = work_items(i.dump, i.index, i.cfg.runner.workers) if i.dump is not None else []
+        if i.corpora is None:
+            return dump
+        return dump + [WorkItem("corpus", path, corpus=name) for name in i.corpora.recipe.names
+                       for path in i.corpora.files[name] if i.dump is None or path != i.dump]
 
     def steps(self) -> beam.PTransform:
         i = self.inputs
         workers = i.cfg.runner.workers
-        return DumpToTextShards(work_groups(self.items, i.books, workers), i.text, i.cfg.output, i.dataset,
-                                i.work_dir, i.splitter, i.site.markup, prefetch=spare_cores(i.cfg.runner))
+        sizes = i.corpora.sizes if i.corpora is not None else {}
+        return DumpToTextShards(work_groups(self.items, i.books, workers, sizes), i.text, i.cfg.output, i.dataset,
+                                i.work_dir, i.splitter, i.site.markup, prefetch=spare_cores(i.cfg.runner),
+                                recipe=self._reading())
+
+    def _reading(self) -> RecipeReading | None:
+        i = self.inputs
+        if i.corpora is None:
+            return None
+        counted = i.counted_by
+        tokenizer = i.cfg.documents.tokenizer if counted is not None and i.cfg.documents.tokenizer else None
+        vocab = i.vocab if counted is not None and tokenizer is None else None
+        return RecipeReading(i.corpora.recipe, dict(i.splitters), tokenizer, vocab, i.text.lowercase)
 
     def counts(self, stage: StageRecords) -> dict:
         return {"text_shards": len(stage.of_kind(TextShard))}

@@ -13,10 +13,11 @@ class WorkItem:
     """What one worker reads in one piece: a byte range of a multistream dump (the whole
     dump when `start` is None), or one book file."""
 
-    kind: str  # "dump" or "book"
+    kind: str  # "dump", "book" or "corpus" (a file of a recipe's corpus)
     path: str
     start: int | None = None
     end: int | None = None
+    corpus: str | None = None  # the recipe's corpus a "corpus" file is of
 
     @property
     def marker(self) -> tuple | None:
@@ -36,8 +37,10 @@ GROUPS_PER_WORKER = 4
 # of several, or groups could not be of equal size.
 WORK_ITEM_BYTES = 4 << 20
 ITEMS_PER_GROUP = 16
-# A byte of book text is worth about a third of a byte of bz2 dump in cleaning work.
+# A byte of book text is worth about a third of a byte of bz2 dump in cleaning work; a byte of a
+# compressed corpus file (parquet, .gz, .zst: about 3x) as much as a byte of dump.
 BOOK_BYTE_WEIGHT = 1 / 3
+COMPRESSED = (".parquet", ".gz", ".zst", ".zstd")
 
 
 def work_items(dump: str, index: str | None, workers: int) -> list[WorkItem]:
@@ -53,11 +56,18 @@ def work_items(dump: str, index: str | None, workers: int) -> list[WorkItem]:
     return [WorkItem("dump", dump, start, end) for start, end in plan_ranges(ranges, target)]
 
 
-def work_groups(items: list[WorkItem], books: list[str], workers: int) -> list[list[WorkItem]]:
-    """Dump items and books cut into about GROUPS_PER_WORKER x workers groups of equal
-    weight. Dump ranges stay in dump order, group after group, so (group, run) order is
-    dump order: the first copy of a repeated page id is the one kept."""
-    weighted = [(item, (item.end - item.start) if item.start is not None else 1) for item in items]
+def _weight(item: WorkItem, sizes: dict) -> float:
+    if item.kind == "corpus":
+        return sizes[item.path] * (1 if item.path.lower().endswith(COMPRESSED) else BOOK_BYTE_WEIGHT)
+    return (item.end - item.start) if item.start is not None else 1
+
+
+def work_groups(items: list[WorkItem], books: list[str], workers: int, sizes: dict | None = None
+                ) -> list[list[WorkItem]]:
+    """Dump items, corpus files (`sizes`: their bytes) and books cut into about GROUPS_PER_WORKER
+    x workers groups of equal weight. Items stay in order, group after group, so (group, run)
+    order is dump order: the first copy of a repeated page id is the one kept."""
+    weighted = [(item, _weight(item, sizes or {})) for item in items]
     weighted += [(WorkItem("book", b), fsio.size(b) * BOOK_BYTE_WEIGHT) for b in books]
     count = max(1, min(len(weighted), GROUPS_PER_WORKER * workers))
     total = sum(w for _, w in weighted) or 1

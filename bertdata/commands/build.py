@@ -78,6 +78,8 @@ examples:
   bertdata build --wiki-only --format lddl --num-shards 256   NGC's current recipe
   bertdata build --wiki-only --format hdf5 megatron   hdf5 shards and Megatron pairs
   bertdata build --books books/ --phase both          Wikipedia + your books
+  bertdata build --recipe mixture.yaml --format mds parquet --tokenizer tokenizer.json
+                                                      FineWeb-Edu, C4, Dolma... mixed (docs/recipes.md)
   bertdata build --wiki-only --runner DataflowRunner --output gs://bucket/bert -- \\
       --project my-project --region us-central1 --temp_location gs://bucket/tmp
 """
@@ -91,6 +93,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     src = p.add_argument_group("sources")
     src.add_argument("--wiki-only", action="store_true", help="Wikipedia alone (BookCorpus has no public download)")
     src.add_argument("--books", metavar="DIR", help="plain-text books, one per file, mixed in (dataset books_wiki_en_corpus)")
+    src.add_argument("--recipe", metavar="YAML",
+                     help="build from a recipe's corpora instead of a dump: parquet, JSON lines, text and Wikipedia "
+                          "corpora, each filtered (where:, min_tokens:), mixed by shares of the output's tokens "
+                          "(mix:); every sample's id names its corpus and document (docs/recipes.md)")
     src.add_argument("--sample", action="store_true",
                      help="use the small bundled dump and vocab (offline)")
     src.add_argument("--dump", metavar="PATH|URL", help="a dump to use instead of downloading (.xml, .bz2, multistream .bz2)")
@@ -243,7 +249,8 @@ def config_from_args(args: argparse.Namespace):
     return BuildConfig(
         output=args.output, dump=args.dump, index=args.index, date=args.date, mirror=args.mirror, wiki=args.wiki,
         lang=args.lang, punkt_language=args.punkt_language, splitter=args.splitter,
-        sample=args.sample, wiki_only=args.wiki_only, books=args.books, vocab=args.vocab, text=text,
+        sample=args.sample, wiki_only=args.wiki_only, books=args.books, recipe=args.recipe, vocab=args.vocab,
+        text=text,
         phases=phases, same_seed_per_shard=args.same_seed_per_shard, stop_after=args.stop_after,
         force=args.force, runner=RunnerConfig(args.runner, workers or 0, tuple(args.beam_args)),
         formats=_formats(args.format),
@@ -311,6 +318,16 @@ def print_shard_choice(text: dict, requested: TextConfig) -> None:
               "come from another document; choose fewer shards")
 
 
+def print_corpora(text: dict) -> None:
+    """A recipe build's line per corpus: documents read, kept and dropped by reason, its tokens' share."""
+    for name, figures in text["corpora"].items():
+        dropped = ", ".join(f"{reason} {n:,}" for reason, n in figures["dropped"].items() if n) or "none"
+        share = (f"; share {figures['share']:.3f}" + (f" (asked {figures['asked']:.3f})"
+                 if figures.get("asked") is not None else "")) if figures.get("share") is not None else ""
+        print(f"{name}: {figures['read']:,} documents read -> {figures['documents']:,} kept (dropped: {dropped})"
+              + share)
+
+
 def print_summary(summary: dict) -> None:
     """What a build made, read back from its manifests (see bertdata.pipelines.build)."""
     from bertdata import formats
@@ -318,6 +335,8 @@ def print_summary(summary: dict) -> None:
     from bertdata.pipelines.text import NAMESPACE_PREFIX
 
     text = summary["text"]
+    if text and "corpora" in text:
+        print_corpora(text)
     c = Counter(text["counts"]) if text else Counter()
     q = text.get("quality", {}) if text else {}
     skipped = [f"{k.removeprefix('skipped_')} {v:,}" for k, v in sorted(c.items())
@@ -325,8 +344,9 @@ def print_summary(summary: dict) -> None:
     outside = {int(k.removeprefix(NAMESPACE_PREFIX)): v for k, v in c.items() if k.startswith(NAMESPACE_PREFIX)}
     if outside:
         skipped.insert(0, describe_skipped_namespaces(outside, summary["siteinfo"]))
-    print(f"pages {c['pages']:,} -> articles {c['articles']:,} (skipped: {', '.join(skipped) or 'none'})"
-          + (f", books {c['books']:,}" if c["books"] else ""))
+    if c["pages"] or not text or "corpora" not in text:
+        print(f"pages {c['pages']:,} -> articles {c['articles']:,} (skipped: {', '.join(skipped) or 'none'})"
+              + (f", books {c['books']:,}" if c["books"] else ""))
     print(f"text: {c['sentences'] + c['book_sentences']:,} sentences in {c['text_shards']} shards"
           + (f"; {q['sentences_per_article']} sentences per article, {q['words_per_sentence']} words per sentence, "
              f"{100 * q['unterminated_share']:.1f}% without end punctuation" if q else ""))

@@ -31,6 +31,19 @@ class Documents:
     tokens: np.ndarray
     sentence_offsets: np.ndarray
     doc_offsets: np.ndarray
+    # Each document's number in the text (how many documents came before it there, those without
+    # tokens included), and, where the text shard has an ids file, its name: "<corpus>/<id>".
+    doc_numbers: np.ndarray | None = None
+    names: tuple[str, ...] | None = None
+
+    def named(self, shard_names: list[str]) -> "Documents":
+        """These documents with their names, from the names of all the shard's documents in order."""
+        from dataclasses import replace
+
+        if self.doc_numbers is None or (len(self.doc_numbers) and self.doc_numbers[-1] >= len(shard_names)):
+            raise BertdataError(f"{_names(self.paths)}: its ids file names {len(shard_names)} documents, "
+                                "fewer than the shard holds")
+        return replace(self, names=tuple(shard_names[k] for k in self.doc_numbers.tolist()))
 
     @property
     def num_documents(self) -> int:
@@ -88,7 +101,7 @@ def read_documents(inputs: str | os.PathLike | Sequence[str | os.PathLike],
     np.cumsum(lengths, out=sentence_offsets[1:])
     starts = np.flatnonzero(np.diff(doc_of_sentence)) + 1
     doc_offsets = np.concatenate(([0], starts, [len(lengths)])).astype(np.int64)
-    return Documents(paths, np.concatenate(id_parts), sentence_offsets, doc_offsets)
+    return Documents(paths, np.concatenate(id_parts), sentence_offsets, doc_offsets, doc_of_sentence[doc_offsets[:-1]])
 
 
 def _names(paths: tuple[str, ...]) -> str:

@@ -26,6 +26,7 @@ class Samples:
     offsets: np.ndarray  # int64, one more than the samples
     document: np.ndarray  # int64
     piece: np.ndarray  # int32
+    names: tuple[str, ...] | None = None  # a recipe's: each document's "<corpus>/<document id>"
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -34,7 +35,10 @@ class Samples:
         return self.tokens[self.offsets[i]:self.offsets[i + 1]]
 
     def sample_id(self, i: int) -> str:
-        """The sample's `id` column: its text shard, document and piece."""
+        """The sample's `id` column: its document (its corpus and id, from a recipe; else its text
+        shard and place there) and piece."""
+        if self.names is not None:
+            return f"{self.names[int(self.document[i])]}/{int(self.piece[i])}"
         return f"{self.source}/{int(self.document[i])}/{int(self.piece[i])}"
 
 
@@ -104,4 +108,5 @@ def make_samples(documents: Documents, tokenizer: WordPiece | TokenizerFile, max
     piece = (np.arange(len(starts)) - first_piece).astype(np.int32)
     if source is None:
         source = Path(documents.paths[0]).stem if documents.paths else ""
-    return Samples(source=source, tokens=tokens, offsets=offsets, document=document, piece=piece)
+    return Samples(source=source, tokens=tokens, offsets=offsets, document=document, piece=piece,
+                   names=documents.names)

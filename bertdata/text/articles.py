@@ -40,17 +40,19 @@ class Document:
     runner's shuffle, whose memory grows with the dump, and text shrinks about threefold.
     """
 
-    key: tuple[int, int | str]  # (source rank, page id or book name): wiki pages first, by page id
+    key: tuple[int, int | str]  # (source rank, page id or book name): wiki pages first, by page id;
+    # in a recipe's build (corpus rank, document id)
     packed: bytes  # the text as one zstd frame, which records the text's size
+    tokens: int = 0  # its tokens, where a recipe's mix counts them
 
     @classmethod
     def of(cls, key: tuple[int, int | str], sentences: Iterable[str]) -> "Document":
         return cls.of_text(key, joined_text(sentences))
 
     @classmethod
-    def of_text(cls, key: tuple[int, int | str], text: bytes) -> "Document":
+    def of_text(cls, key: tuple[int, int | str], text: bytes, tokens: int = 0) -> "Document":
         """`text`: the sentences as `joined_text` gives them."""
-        return cls(key, _ZSTD.compressor.compress(text))
+        return cls(key, _ZSTD.compressor.compress(text), tokens)
 
     @property
     def text(self) -> bytes:
@@ -138,7 +140,9 @@ def sentence_counts(sentences: Iterable[str]) -> dict[str, int]:
 def quality(counts: dict[str, int]) -> dict[str, float]:
     """Figures that tell at a glance whether the text is the prose BERT wants."""
     sentences = counts.get("sentences", 0)
-    return {"sentences_per_article": round(sentences / max(1, counts.get("articles", 0)), 2),
+    # A recipe's documents, which are no articles, count as articles do.
+    documents = counts.get("articles", 0) or counts.get("documents", 0)
+    return {"sentences_per_article": round(sentences / max(1, documents), 2),
             "words_per_sentence": round(counts.get("words", 0) / max(1, sentences), 2),
             "unterminated_share": round(counts.get("unterminated_sentences", 0) / max(1, sentences), 4)}
 

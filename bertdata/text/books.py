@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from bertdata.text.articles import BOOKS_SOURCE, Document
 from bertdata.errors import BertdataError
 from bertdata.fsutil import binary_kind
+from bertdata.text.plaintext import sentences as plain_sentences
 
-_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
-_SPACES = re.compile(r"\s+")
 SNIFF_BYTES = 1 << 16
 
 
@@ -34,11 +32,7 @@ def book_document(path: str, data: bytes, splitter, counts: Counter) -> Document
     """A book's paragraphs (blank-line separated; hard-wrapped lines joined) split into sentences."""
     counts["books"] += 1
     text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
-    sentences: list[str] = []
-    for paragraph in _PARAGRAPH_BREAK.split(text):
-        paragraph = _SPACES.sub(" ", paragraph).strip()
-        if paragraph:
-            sentences.extend(s for s in (s.strip() for s in splitter.split(paragraph)) if s)
+    sentences = plain_sentences(text, splitter)
     if not sentences:
         counts["skipped_empty_book"] += 1
         return None

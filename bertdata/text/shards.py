@@ -67,10 +67,39 @@ class TextShard:
     sentences: int
     bytes: int
     sha256: str
+    ids: bool = False  # a recipe's: its documents' corpus and id beside it (`ids_path`)
 
     def manifest_entry(self) -> dict:
-        return {"file": self.stem + ".txt", "documents": self.documents, "sentences": self.sentences,
-                "bytes": self.bytes, "sha256": self.sha256}
+        entry = {"file": self.stem + ".txt", "documents": self.documents, "sentences": self.sentences,
+                 "bytes": self.bytes, "sha256": self.sha256}
+        return {**entry, "ids": ids_name(self.stem)} if self.ids else entry
+
+    @property
+    def ids_path(self) -> str | None:
+        return self.path[:-len(".txt")] + IDS_SUFFIX if self.ids else None
+
+
+# Beside a recipe's text shard, its documents' names in order: a JSON string a line,
+# "<corpus>/<document id>" (what each sample's id begins with).
+IDS_SUFFIX = ".ids.jsonl"
+
+
+def ids_name(stem: str) -> str:
+    return stem + IDS_SUFFIX
+
+
+def render_ids(documents: list, corpus_names: tuple[str, ...]) -> bytes:
+    """The ids file of a shard's documents, in the shard's order (sorted by key)."""
+    import json
+
+    ordered = sorted(documents, key=lambda d: d.key)
+    return b"".join(json.dumps(f"{corpus_names[d.key[0]]}/{d.key[1]}").encode() + b"\n" for d in ordered)
+
+
+def read_ids(data: bytes) -> list[str]:
+    import json
+
+    return [json.loads(line) for line in data.splitlines()]
 
 
 def render_shard(documents: list, stem: str, split: str, index: int, path: str) -> tuple[bytes, TextShard]:

@@ -65,7 +65,7 @@ class RunBuffer:
         blocks, offset = {}, 0
         for shard in sorted(self._docs):
             docs = self._docs.pop(shard)
-            block = pickle.dumps([(d.key, d.packed) for d in docs], protocol=pickle.HIGHEST_PROTOCOL)
+            block = pickle.dumps([(d.key, d.packed, d.tokens) for d in docs], protocol=pickle.HIGHEST_PROTOCOL)
             f.write(block)
             blocks[shard] = (offset, len(block), len(docs))
             offset += len(block)
@@ -79,7 +79,7 @@ def run_name(group: int, sequence: int) -> str:
 
 
 def decode_block(block: bytes) -> list[Document]:
-    return [Document(key, packed) for key, packed in pickle.loads(block)]
+    return [Document(key, packed, tokens) for key, packed, tokens in pickle.loads(block)]
 
 
 def merge_blocks(blocks: Iterable[bytes]) -> tuple[list[Document], list[Document]]:

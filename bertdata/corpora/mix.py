@@ -1,0 +1,64 @@
+"""The mix: which documents of each corpus a build keeps so that each corpus holds its share of
+the output's tokens.
+
+Each document draws a bin from a hash of (seed, corpus, document id): never of file order,
+runner or worker count. A corpus keeps its documents of the lowest bins, up to its budget. The
+corpus that runs out first (the smallest tokens over share) sets the total, and keeps every
+document; every other corpus keeps the bins whose tokens come nearest its share of that total.
+The text stage counts each corpus's tokens per bin as it reads (a `Tally`: a few hundred KB,
+whatever the corpus's size) and cuts once every document has been read, so memory never grows
+with the input; with 65,536 bins a cut is a document at most off on small corpora and a
+1/65,536th of the corpus on large ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+BINS = 1 << 16
+
+
+def draw(seed: int, corpus: str, doc_id: str) -> int:
+    digest = hashlib.blake2b(f"{seed}\0{corpus}\0{doc_id}".encode(), digest_size=8, person=b"bertdata-mix").digest()
+    return int.from_bytes(digest, "big") >> (64 - 16)
+
+
+class Tally:
+    """Tokens and documents of one corpus per bin."""
+
+    def __init__(self) -> None:
+        self.tokens = np.zeros(BINS, dtype=np.int64)
+        self.documents = np.zeros(BINS, dtype=np.int64)
+
+    def add(self, bin_: int, tokens: int) -> None:
+        self.tokens[bin_] += tokens
+        self.documents[bin_] += 1
+
+    def sparse(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(bins, tokens, documents) of the bins holding documents: what crosses the launcher."""
+        held = np.flatnonzero(self.documents)
+        return held.astype(np.int32), self.tokens[held], self.documents[held]
+
+    def add_sparse(self, bins: np.ndarray, tokens: np.ndarray, documents: np.ndarray) -> None:
+        np.add.at(self.tokens, bins, tokens)
+        np.add.at(self.documents, bins, documents)
+
+
+def cuts(tallies: dict[str, Tally], shares: dict[str, float]) -> dict[str, int]:
+    """Per corpus, the first bin it does not keep (BINS: all of them)."""
+    totals = {name: int(tallies[name].tokens.sum()) if name in tallies else 0 for name in shares}
+    total = min(totals[name] / shares[name] for name in shares)
+    found = {}
+    for name, share in shares.items():
+        budget = share * total
+        cumulative = np.concatenate(([0], np.cumsum(tallies[name].tokens))) if name in tallies else np.zeros(1)
+        if budget >= cumulative[-1]:
+            found[name] = BINS
+            continue
+        # The cut whose kept tokens come nearest the budget.
+        above = int(np.searchsorted(cumulative, budget, side="left"))
+        below = above - 1
+        found[name] = above if cumulative[above] - budget <= budget - cumulative[below] else below
+    return found

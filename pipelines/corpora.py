@@ -1,0 +1,73 @@
+"""A recipe's corpora resolved before any output is made: the recipe read and checked, each
+corpus's files listed and each file checked by its type (columns, keys, that it opens), and the
+build's record of what it reads, which every manifest holds and a re-run compares."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+from bertdata import corpora
+from bertdata.corpora.recipe import Recipe, load_recipe
+from bertdata.errors import BertdataError
+from bertdata.fsutil import input_errors
+from bertdata.pipelines.runtime import fsio
+
+
+@dataclass(frozen=True)
+class Corpora:
+    """A recipe and the files of each of its corpora."""
+
+    recipe: Recipe
+    files: dict  # corpus name -> its files, sorted
+    sizes: dict  # file -> bytes
+
+    def wikipedia(self):
+        """The recipe's wikipedia corpus, if it has one."""
+        return next((c for c in self.recipe.corpora if getattr(corpora.get(c.type), "reads_dump", False)), None)
+
+    def record(self) -> dict:
+        """What the build reads, as the manifests' `dump` record states a dump: its name, a digest
+        (of the recipe and of every file's path and size: corpora of terabytes are not hashed
+        whole) and its size."""
+        digest = hashlib.sha1()
+        digest.update(repr(sorted(self.recipe.record().items())).encode())
+        for name in self.recipe.names:
+            for path in self.files[name]:
+                digest.update(f"{name}\0{path}\0{self.sizes[path]}\n".encode())
+        return {"name": fsio.split(self.recipe.path)[1], "date": "recipe", "sha1": digest.hexdigest(),
+                "bytes": sum(self.sizes.values()), "recipe": self.recipe.record(),
+                "files": {name: len(self.files[name]) for name in self.recipe.names}}
+
+
+def read_recipe(path: str) -> Recipe:
+    if not fsio.exists(path):
+        raise BertdataError(f"{path}: recipe file not found")
+    with input_errors(path, "recipe"):
+        data = fsio.read_bytes(path)
+    return load_recipe(path, data)
+
+
+def resolve_corpora(path: str) -> Corpora:
+    """The recipe at `path` and its corpora's files, every file checked."""
+    recipe = read_recipe(path)
+    base = fsio.split(path)[0] if "/" in path.replace("\\", "/") else ""
+    files, sizes = {}, {}
+    for spec in recipe.corpora:
+        ctype = corpora.get(spec.type)
+        found = ctype.files(spec, lambda pattern: _match(pattern, base))
+        for file in found:
+            with input_errors(file, f"corpus {spec.name}'s file"):
+                ctype.check(spec, file, fsio.open_file)
+                sizes[file] = fsio.size(file)
+        files[spec.name] = tuple(found)
+    return Corpora(recipe, files, sizes)
+
+
+def _match(pattern: str, base: str) -> list[str]:
+    """A pattern's files: an absolute path or URL as it is; a relative one from the recipe's folder,
+    else from the current folder."""
+    if not fsio.is_local(pattern) or os.path.isabs(pattern) or not base:
+        return fsio.match(pattern)
+    return fsio.match(fsio.join(base, pattern)) or fsio.match(pattern)
