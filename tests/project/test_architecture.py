@@ -67,12 +67,14 @@ def test_the_wheel_lists_every_package():
 
 # The core's layers, lowest first: a module imports only modules of its own layer or below, so
 # each stage builds on the ones before it and none reaches up to a later one. The shared
-# modules (errors, config, files, manifests) sit under every stage; `estimate` reads the format
+# modules (errors, config, files, manifests) sit under every stage; the corpora (a recipe's
+# inputs) are read into text as a dump is; `estimate` reads the format
 # layer for the commands; the CLI and its commands sit above all.
 LAYERS = (
     ("bertdata", "bertdata.errors", "bertdata.config", "bertdata.fsutil", "bertdata.manifest"),
     ("bertdata.download",),
     ("bertdata.text",),
+    ("bertdata.corpora",),
     ("bertdata.instances",),
     ("bertdata.formats",),
     ("bertdata.reshard", "bertdata.estimate"),
@@ -97,8 +99,8 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 def test_the_layer_check_sees_an_import_running_up():
     graph = {"bertdata.text.books": {"bertdata.instances.documents", "bertdata.fsutil"},
              "bertdata.commands.build": {"bertdata.formats"}, "bertdata.fsutil": {"bertdata.errors"}}
-    assert upward_imports(graph) == ["bertdata.text.books (layer 2) imports bertdata.instances.documents (layer 3)"]
-    assert layer("bertdata.formats.lddl.writer") == 4 and layer("bertdata") == 0
+    assert upward_imports(graph) == ["bertdata.text.books (layer 2) imports bertdata.instances.documents (layer 4)"]
+    assert layer("bertdata.formats.lddl.writer") == 5 and layer("bertdata") == 0
 
 
 def test_no_core_import_runs_up_the_layers():
