@@ -29,6 +29,9 @@ from bertdata.errors import BertdataError
 from bertdata.text.plaintext import LINES
 
 Opener = Callable[[str], BinaryIO]
+# Where a corpus names no id: column, a document's id is its `id` column or key (FineWeb's, Dolma's),
+# and where it has none, its file's name and its row (or line) there.
+DEFAULT_ID = "id"
 Matcher = Callable[[str], list[str]]
 
 
@@ -40,7 +43,7 @@ class CorpusSpec:
     type: str
     files: tuple[str, ...]  # patterns; wikipedia: the dump
     text: str = "text"  # the text column or key
-    id: str | None = None  # the id column or key; None: file and row (line)
+    id: str | None = None  # the id column or key; None: `id` where a document has one, else file and row (line)
     where: Filter | None = None
     language: str = "en"  # its punkt model's language
     min_tokens: int = 0  # documents with fewer tokens are dropped (too_short)

@@ -11,7 +11,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 
-from bertdata.corpora.contract import CorpusSpec, CorpusType, Opener, basename, field_text, id_text
+from bertdata.corpora.contract import DEFAULT_ID, CorpusSpec, CorpusType, Opener, basename, field_text, id_text
 from bertdata.corpora.where import MISSING, lookup
 from bertdata.errors import BertdataError
 
@@ -88,7 +88,7 @@ def open_lines(path: str, open_file: Opener):
 class JsonLines(CorpusType):
     name = "jsonl"
     describe = ("JSON lines (.jsonl, .json, plain, .gz or .zst): one document an object a line (Dolma, C4, "
-                "peS2o, RedPajama); keys named by text: and id: (default: the file and line)")
+                "peS2o, RedPajama); keys named by text: and id: (default: id where a line has it, else the file and line)")
 
     def check(self, spec: CorpusSpec, path: str, open_file: Opener) -> None:
         if not path.lower().endswith(SUFFIXES):
@@ -112,7 +112,8 @@ class JsonLines(CorpusType):
                     raise BertdataError(f"{path}:{number}: no key {spec.text!r} (the text: key)")
                 text = field_text(text, f"{path}:{number}: key {spec.text!r}")
                 if spec.id is None:
-                    doc_id = f"{name}:{number}"
+                    value = record.get(DEFAULT_ID)
+                    doc_id = f"{name}:{number}" if value is None else id_text(value)
                 else:
                     value = lookup(record, spec.id)
                     if value is MISSING or value is None:

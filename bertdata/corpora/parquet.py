@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from bertdata.corpora.contract import CorpusSpec, CorpusType, Opener, basename, field_text, id_text
+from bertdata.corpora.contract import DEFAULT_ID, CorpusSpec, CorpusType, Opener, basename, field_text, id_text
 from bertdata.errors import BertdataError
 
 BATCH_ROWS = 1024
@@ -32,7 +32,7 @@ def _top(column: str) -> str:
 class Parquet(CorpusType):
     name = "parquet"
     describe = ("parquet files (FineWeb, FineWeb-Edu, DCLM, PG-19, wikimedia/wikipedia): the text: column "
-                "(default text), the id: column (default: the file and row), only the columns used read")
+                "(default text), the id: column (default: id where there is one, else the file and row), only the columns used read")
 
     def check(self, spec: CorpusSpec, path: str, open_file: Opener) -> None:
         import pyarrow as pa
@@ -55,13 +55,14 @@ class Parquet(CorpusType):
     def documents(self, spec: CorpusSpec, path: str, open_file: Opener, counts: Counter) -> Iterator[tuple[str, str]]:
         import pyarrow as pa
 
-        columns = sorted({_top(c) for c in (spec.text, spec.id, *(spec.where.columns if spec.where else ()))
-                          if c is not None})
         keeps = spec.where.keeps if spec.where else None
         name = basename(path)
         row = 0
         parquet, f = _open(path, open_file)
         with f:
+            id_column = spec.id or (DEFAULT_ID if DEFAULT_ID in parquet.schema_arrow.names else None)
+            columns = sorted({_top(c) for c in (spec.text, id_column, *(spec.where.columns if spec.where else ()))
+                              if c is not None})
             try:
                 for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns):
                     rows = batch.to_pylist()
@@ -74,12 +75,12 @@ class Parquet(CorpusType):
                         if not text:
                             counts["empty"] += 1
                             continue
-                        if spec.id is None:
+                        if id_column is None:
                             doc_id = f"{name}:{number}"
                         else:
-                            value = _get(record, spec.id)
+                            value = _get(record, id_column)
                             if value is None:
-                                raise BertdataError(f"{path}: row {number}: the id column {spec.id!r} is null")
+                                raise BertdataError(f"{path}: row {number}: the id column {id_column!r} is null")
                             doc_id = id_text(value)
                         yield doc_id, text
             except (pa.ArrowException, OSError) as err:

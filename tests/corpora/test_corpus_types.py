@@ -45,10 +45,13 @@ def test_json_lines_plain_and_compressed(tmp_path, suffix, encode):
     path.write_bytes(encode(lines()))
     spec = CorpusSpec("c", "jsonl", (str(path),), where=parse("score >= 4 and meta.lang == 'en'"))
     docs, counts = read(spec, path)
-    assert docs == [(f"part{suffix}:{i + 1}", f"Document {i} says hello.") for i in (5, 7, 9)]
+    assert docs == [(f"d{i}", f"Document {i} says hello.") for i in (5, 7, 9)]  # its id key, named or not
     assert counts == {"filtered": 7}
-    docs, _ = read(CorpusSpec("c", "jsonl", (str(path),), id="id"), path)
-    assert [d[0] for d in docs] == [f"d{i}" for i in range(10)]
+    docs, _ = read(CorpusSpec("c", "jsonl", (str(path),), id="meta.lang"), path)
+    assert [d[0] for d in docs] == ["de", "en"] * 5
+    path.write_bytes(encode(lines([{k: v for k, v in d.items() if k != "id"} for d in DOCS])))
+    docs, _ = read(CorpusSpec("c", "jsonl", (str(path),)), path)  # none: the file and line
+    assert [d[0] for d in docs] == [f"part{suffix}:{i + 1}" for i in range(10)]
 
 
 @pytest.mark.parametrize("suffix, encode, said", [
@@ -105,6 +108,9 @@ def test_parquet_reads_only_what_it_needs_through_the_filter(tmp_path):
     write_parquet(path, DOCS)
     docs, counts = read(CorpusSpec("edu", "parquet", (str(path),), id="id", where=parse("score >= 7")), path)
     assert docs == [(f"d{i}", f"Document {i} says hello.") for i in (7, 8, 9)] and counts == {"filtered": 7}
+    docs, _ = read(CorpusSpec("edu", "parquet", (str(path),), where=parse("meta.lang == 'de'")), path)
+    assert [d[0] for d in docs] == [f"d{i}" for i in range(0, 10, 2)]
+    write_parquet(path, [{k: v for k, v in d.items() if k != "id"} for d in DOCS])
     docs, _ = read(CorpusSpec("edu", "parquet", (str(path),), where=parse("meta.lang == 'de'")), path)
     assert [d[0] for d in docs] == [f"000.parquet:{i}" for i in range(0, 10, 2)]
 
