@@ -86,13 +86,25 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
     t = cfg.text
     dump = local_dump(cfg)
     lines = ["dry run: nothing is written"]
-    if dump is None:
+    recipe = None
+    if cfg.recipe is not None:
+        from bertdata.pipelines.corpora import resolve_corpora
+
+        found = resolve_corpora(cfg.recipe)  # every file checked, as the build checks them
+        recipe = found.recipe
+        lines.append(f"recipe: {cfg.recipe}, seed {recipe.seed}")
+        for spec in recipe.corpora:
+            files = found.files[spec.name]
+            share = f", {recipe.share(spec.name):.3f} of the tokens" if recipe.mix else ", every document"
+            lines.append(f"  {spec.name} ({spec.type}): {len(files)} file(s), "
+                         f"{size_text(sum(found.sizes[f] for f in files))}{share}")
+    elif dump is None:
         source = cfg.dump or f"{cfg.wiki} {cfg.date} from {cfg.mirror}"
         lines.append(f"dump: {source}, downloaded into {fsio.join(cfg.output, 'download')} first; the disk and time "
                      "estimates need its size, known once it is there")
     else:
         lines.append(f"dump: {dump} ({size_text(os.path.getsize(dump))} bz2)")
-    dataset = _dataset(dump, cfg)
+    dataset = recipe.name if recipe is not None else _dataset(dump, cfg)
     text = _finished_text(cfg, dataset, dump)
     if cfg.stop_after == "download":
         lines.append("stages: download only (--stop-after download)")
