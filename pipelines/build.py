@@ -28,6 +28,7 @@ from bertdata.manifest import MANIFEST, Run, tool_record
 from bertdata.text.sentences import choose_punkt
 from bertdata.instances.vocab import is_cased
 from bertdata.pipelines.chain import chain_stages, plan_stages, prepare_stages
+from bertdata.pipelines.corpora import store_paths
 from bertdata.pipelines.cleanup import clean_up_failed_run, remove_temporaries
 from bertdata.pipelines.inputs import (Inputs, corpus_splitter, list_books, resolve_inputs, resolve_recipe,
                                       sentence_splitter)
@@ -49,7 +50,10 @@ def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
     """Run the build `cfg` describes; local workers are forked by `pool` when given."""
     started = time.time()
     check_runner(cfg.runner)
-    args = use_stores((cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books), cfg.runner.beam_args)
+    paths = (cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books, cfg.recipe)
+    args = use_stores(paths, cfg.runner.beam_args)
+    if cfg.recipe is not None:  # and the stores its corpora name, once it can be read
+        args = use_stores(paths + store_paths(cfg.recipe), args)
     cfg = replace(cfg, runner=replace(cfg.runner, beam_args=args))
     made = check_output(cfg.output)
     try:

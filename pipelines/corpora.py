@@ -22,6 +22,7 @@ class Corpora:
     recipe: Recipe
     files: dict  # corpus name -> its files, sorted
     sizes: dict  # file -> bytes
+    base: str = ""  # the recipe's folder
 
     def wikipedia(self):
         """The recipe's wikipedia corpus, if it has one."""
@@ -35,7 +36,9 @@ class Corpora:
         digest.update(repr(sorted(self.recipe.record().items())).encode())
         for name in self.recipe.names:
             for path in self.files[name]:
-                digest.update(f"{name}\0{path}\0{self.sizes[path]}\n".encode())
+                # Relative to the recipe: the same corpora copied elsewhere (to a store) are the same build.
+                shown = path[len(self.base):].lstrip("/") if self.base and path.startswith(self.base) else path
+                digest.update(f"{name}\0{shown}\0{self.sizes[path]}\n".encode())
         return {"name": fsio.split(self.recipe.path)[1], "date": "recipe", "sha1": digest.hexdigest(),
                 "bytes": sum(self.sizes.values()), "recipe": self.recipe.record(),
                 "files": {name: len(self.files[name]) for name in self.recipe.names}}
@@ -47,6 +50,15 @@ def read_recipe(path: str) -> Recipe:
     with input_errors(path, "recipe"):
         data = fsio.read_bytes(path)
     return load_recipe(path, data)
+
+
+def store_paths(path: str | None) -> tuple[str, ...]:
+    """The paths on an object store that a recipe's corpora name outright (what a relative path
+    names lies where the recipe does), for the stores' set-up before any file is read."""
+    if path is None:
+        return ()
+    recipe = read_recipe(path)
+    return tuple(p for spec in recipe.corpora for p in (*spec.files, spec.index) if p and not fsio.is_local(p))
 
 
 def resolve_corpora(path: str) -> Corpora:
@@ -62,7 +74,7 @@ def resolve_corpora(path: str) -> Corpora:
                 ctype.check(spec, file, fsio.open_file)
                 sizes[file] = fsio.size(file)
         files[spec.name] = tuple(found)
-    return Corpora(recipe, files, sizes)
+    return Corpora(recipe, files, sizes, base)
 
 
 def _match(pattern: str, base: str) -> list[str]:

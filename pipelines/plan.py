@@ -82,7 +82,12 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
     """The plan of the build `cfg` describes, as lines; reads the output folder, writes nothing."""
     from bertdata.pipelines.runtime.stores import use_stores
 
-    use_stores((cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books), cfg.runner.beam_args)
+    paths = (cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books, cfg.recipe)
+    args = use_stores(paths, cfg.runner.beam_args)
+    if cfg.recipe is not None:
+        from bertdata.pipelines.corpora import store_paths
+
+        use_stores(paths + store_paths(cfg.recipe), args)
     t = cfg.text
     dump = local_dump(cfg)
     lines = ["dry run: nothing is written"]

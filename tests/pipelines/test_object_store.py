@@ -235,3 +235,26 @@ def test_download_to_the_store_verifies_and_keeps_what_is_there(s3, server, tmp_
     assert client.get_object(Bucket=BUCKET, Key="download/enwiki-20240101-pages-articles-multistream.xml.bz2")[
         "Body"].read() == files["enwiki-20240101-pages-articles-multistream.xml.bz2"]
     clear(client, "download")
+
+
+def test_a_recipe_on_the_store_built_on_dask_gives_the_local_bytes(s3, dask_cluster_without_shared_disk, tmp_path):
+    """A recipe and its corpora on the store, read by a Dask cluster's workers that share no disk."""
+    from servers import tree_digest
+    from corpus_inputs import MIX, RECIPE, write_corpora
+
+    store, client = s3
+    data = tmp_path / "data"
+    write_corpora(data)
+    (data / "mixture.yaml").write_text(RECIPE + MIX)
+    for path in sorted(p for p in data.rglob("*") if p.is_file()):
+        put_file(client, path, f"recipe-data/{path.relative_to(data)}")
+    shape = ("--format", "mds", "parquet", "--vocab", VOCAB, "--training-shards", "4", "--test-shards", "1")
+    run_cli("build", "--recipe", data / "mixture.yaml", "--output", tmp_path / "local", *shape, "--workers", "2")
+    scheduler_file, _ = dask_cluster_without_shared_disk
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    run_cli("build", "--recipe", f"s3://{BUCKET}/recipe-data/mixture.yaml", "--output", f"s3://{BUCKET}/recipe-out",
+            *shape, "--runner", "dask", "--", f"--dask_scheduler_file={scheduler_file}", env={**clean, **store.env},
+            cwd=tmp_path)
+    local = tree_digest(tmp_path / "local")
+    assert any(name.endswith(".ids.jsonl") for name in local)
+    assert store_digest(client, "recipe-out") == local
