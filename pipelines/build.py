@@ -122,12 +122,13 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
 
     text_stage, text_decision = planned[0].stage, planned[0].decision
     finder = functools.partial(this_runs_text_manifest, cfg.output, list(text_stage.folders), run.started_at)
-    ranges = sum(item.marker is not None for item in text_stage.items) if text_decision.run else 0
+    reading = progress.reading_bars([i.marker for i in text_stage.items if i.marker is not None]) \
+        if text_decision.run else []
     # The instance stage's progress: the files of its first format cut per shard, one per text shard and phase.
     per_shard = [(outs[0].format, outs[0].folder) for p in planned if isinstance(p.stage, InstancesStage)
                  for outs in p.stage.shards.values() if outs]
     note(f"running on {cfg.runner.runner} runner, {cfg.runner.workers} worker(s); Beam's own output goes to build.log")
-    run_pipeline(pipeline, cfg.output, inputs.work_dir, finder, ranges or None,
+    run_pipeline(pipeline, cfg.output, inputs.work_dir, finder, reading,
                  [fsio.join(folder, fmt.pattern()) for fmt, folder in per_shard], pool,
                  [cfg.output, *(folder for p in planned for folder in p.stage.folders)])
 
@@ -171,7 +172,7 @@ def _stage_inputs(cfg: BuildConfig, inputs: Inputs, found=None) -> BuildInputs:
                        found, splitters)
 
 
-def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manifest, ranges: int | None,
+def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manifest, reading: list,
                  phase_dirs: list[str], pool: WorkerPool | None = None, folders: list[str] = ()) -> None:
     """Run the pipeline; if it fails or is stopped, end its workers and remove what it left in
     the work folder and in `folders` (every folder the build writes) before the error goes on."""
@@ -184,7 +185,7 @@ def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manif
     pump = None
     try:
         with out_of_collection(), beam_output_to(log_path) as (console, pump), \
-                progress.Watcher(console, work_dir, text_manifest, ranges, phase_dirs), \
+                progress.Watcher(console, work_dir, text_manifest, reading, phase_dirs), \
                 pool.stop_on_death() if pool else contextlib.nullcontext():
             pipeline.run().wait_until_finish()
     except BaseException as err:  # a failure, Ctrl-C or a stop signal alike

@@ -3,6 +3,7 @@ items and books into groups of equal weight (what one worker cleans and spills i
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from bertdata.pipelines.runtime import fsio
@@ -21,7 +22,10 @@ class WorkItem:
 
     @property
     def marker(self) -> tuple | None:
-        """The progress marker of a dump range, None for anything else."""
+        """The progress marker of a dump range or a corpus's file, None for anything else."""
+        if self.kind == "corpus":
+            # "~" is in no corpus's name: each corpus's markers match its own glob only.
+            return (f"corpus~{self.corpus}~{hashlib.sha1(self.path.encode()).hexdigest()[:16]}",)
         return (self.start, self.end) if self.kind == "dump" and self.start is not None else None
 
 
