@@ -183,3 +183,28 @@ def test_bad_input_is_one_line_and_nothing_is_written(tmp_path, what, recipe, da
     left = [p for p in (tmp_path / "out").rglob("*") if p.is_file() and p.name != "build.log"] \
         if (tmp_path / "out").exists() else []
     assert not [p for p in left if p.name == "manifest.json" or p.suffix in (".mds", ".parquet", ".txt")], left
+
+
+@pytest.mark.parametrize("moment", [".bertdata-work/runs/*.run", "sharded_*/mixture/*.txt", "mds/*/*/shard.*"])
+def test_a_killed_build_run_again_ends_with_the_same_bytes(mixture, tmp_path, moment):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from servers import tree_digest
+
+    root, _, tokenizer = mixture
+    args = ["build", "--recipe", str(root / "data" / "mixture.yaml"), "--format", "mds", "parquet", "--tokenizer",
+            str(tokenizer), "--vocab", str(VOCAB), "--workers", "2", "--output", str(tmp_path / "killed")]
+    proc = subprocess.Popen([sys.executable, "-m", "bertdata.cli", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while not list((tmp_path / "killed").glob(moment)):
+        assert proc.poll() is None and time.time() < deadline, f"the build ended before {moment} appeared"
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    run_cli(*args)
+    assert tree_digest(tmp_path / "killed") == tree_digest(root / "w2")
