@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from bertdata.errors import ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings
+from bertdata.formats.report import from_recipe, print_corpora
 from bertdata.fsutil import atomic_path
 from bertdata.instances.samples import Samples
 from bertdata.manifest import MANIFEST
@@ -426,6 +427,9 @@ class HfParquet:
             for info in infos:
                 report.out(f"{info.split:>12} {info.files:>6} {info.rows:>12,} {info.tokens:>14,} "
                            f"{info.mean_length:>7.1f} {info.longest:>8,}")
+            if from_recipe(folder):
+                print_corpora(report, ((sample_id, len(ids)) for info in infos
+                                       for sample_id, ids in read_rows(folder, info.split)))
             if report.show and infos:
                 for i, (sample_id, ids) in zip(range(report.show), read_rows(folder, infos[0].split)):
                     report.out(f"  #{i} {sample_id}: {ids[:32].tolist()}" + (" ..." if len(ids) > 32 else ""))

@@ -23,3 +23,34 @@ def print_words(report: Report, stats, attrs: dict) -> None:
              f"masks cover part of a word in {stats.split_words:,} of {stats.instances:,} instances")
     report.out(f"{'':>10} {attrs.get('masking_scheme', 'token')} masking: {starts:.1%} of masked positions start a "
                f"word; {whole}")
+
+
+def from_recipe(folder) -> bool:
+    """Whether the build that wrote `folder` (its manifest in it or its parent) read a recipe:
+    then every sample's id begins with its corpus's name."""
+    import json
+    from pathlib import Path
+
+    from bertdata.manifest import MANIFEST
+
+    for manifest in (Path(folder) / MANIFEST, Path(folder).parent / MANIFEST):
+        try:
+            dump = json.loads(manifest.read_text(encoding="utf-8")).get("dump")
+        except (OSError, ValueError, AttributeError, RecursionError):
+            continue
+        return isinstance(dump, dict) and "recipe" in dump
+    return False
+
+
+def print_corpora(report: Report, samples) -> None:
+    """A recipe's build's figures per corpus, from each sample's (id, length): samples, tokens and
+    their share, in the order the corpora first come."""
+    figures: dict[str, list[int]] = {}
+    for sample_id, length in samples:
+        corpus = str(sample_id).split("/", 1)[0]
+        figures.setdefault(corpus, [0, 0])
+        figures[corpus][0] += 1
+        figures[corpus][1] += int(length)
+    total = sum(tokens for _, tokens in figures.values()) or 1
+    for corpus, (count, tokens) in figures.items():
+        report.out(f"  corpus {corpus}: {count:,} samples, {tokens:,} tokens ({tokens / total:.1%})")

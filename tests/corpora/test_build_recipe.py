@@ -208,3 +208,11 @@ def test_a_killed_build_run_again_ends_with_the_same_bytes(mixture, tmp_path, mo
     proc.wait()
     run_cli(*args)
     assert tree_digest(tmp_path / "killed") == tree_digest(root / "w2")
+
+
+def test_inspect_reports_each_corpus(mixture):
+    root, _, path = mixture
+    for fmt in ("mds", "parquet"):
+        proc = run_cli("inspect", root / "w2" / fmt / path.parent.name)
+        for corpus in ("edu", "c4", "dolma", "books"):
+            assert re.search(rf"corpus {corpus}: [\d,]+ samples, [\d,]+ tokens \(\d+\.\d%\)", proc.stdout), proc.stdout

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, ClassVar
 from bertdata.errors import ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings, hidden
 from bertdata.formats.mds import codec, reader, writer
+from bertdata.formats.report import from_recipe, print_corpora
 from bertdata.formats.mds.codec import (COLUMN_NAMES, FORMAT, HASHES, INDEX, SIZE_LIMIT, SPLIT_FOLDERS, TOKEN_DTYPES,
                                         ZSTD_LEVEL, column_encodings, encode_sample, encode_shard, index_bytes,
                                         part_name, shard_config, shard_name)
@@ -184,6 +185,8 @@ class MdsSplits:
                        f"{info.samples:,} samples, {info.tokens:,} {info.dtype} tokens, {info.mean_length:.1f} "
                        f"per sample (longest {info.longest:,})"
                        + ("" if vocab_size else " (ids not checked: no vocab size known)"))
+            if from_recipe(folder):
+                print_corpora(report, ((s.get("id"), len(s["input_ids"])) for s in read_samples(folder)))
             if report.show:
                 for i, sample in zip(range(report.show), read_samples(folder)):
                     report.out(f"  #{i} {sample.get('id')}: {sample['input_ids'][:32].tolist()}"
