@@ -44,3 +44,16 @@ def test_the_sparse_form_sums_to_the_same_tally():
     for part in parts:
         summed.add_sparse(*part.sparse())
     assert np.array_equal(summed.tokens, whole.tokens) and np.array_equal(summed.documents, whole.documents)
+
+
+def test_small_corpora_are_cut_to_the_shares_that_come_nearest():
+    # A few large documents each: a cut nearest each budget alone misses, the refined ones less.
+    rng = random.Random(5)
+    docs = {name: [(f"{name}{i}", rng.randint(1000, 20000)) for i in range(n)]
+            for name, n in (("edu", 20), ("c4", 19), ("dolma", 19), ("books", 19))}
+    shares = {"edu": 0.5, "c4": 0.3, "dolma": 0.1, "books": 0.1}
+    tallies = tallies_of(docs)
+    found = cuts(tallies, shares)
+    kept = {name: int(tallies[name].tokens[:found[name]].sum()) for name in shares}
+    total = sum(kept.values())
+    assert max(abs(kept[name] / total - share) for name, share in shares.items()) < 0.02
