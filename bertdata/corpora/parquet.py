@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from bertdata.corpora.contract import DEFAULT_ID, CorpusSpec, CorpusType, Opener, basename, field_text, id_text
 from bertdata.errors import BertdataError
 
-BATCH_ROWS = 1024
+# Rows turned into Python at a time: web documents are a few KB, books a few hundred.
+BATCH_ROWS = 64
 
 
 def _open(path: str, open_file: Opener):
@@ -64,9 +65,13 @@ class Parquet(CorpusType):
             columns = sorted({_top(c) for c in (spec.text, id_column, *(spec.where.columns if spec.where else ()))
                               if c is not None})
             try:
-                for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns):
-                    rows = batch.to_pylist()
-                    for record in rows:
+                # A reader per row group, on this thread: one over the whole file holds memory that
+                # grows with the file (measured: 8 MB for 2.6 MB of parquet, 44 MB for 41 MB).
+                batches = (batch for group in range(parquet.num_row_groups)
+                           for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns,
+                                                             row_groups=[group], use_threads=False))
+                for batch in batches:
+                    for record in batch.to_pylist():
                         number, row = row, row + 1
                         if keeps is not None and not keeps(record):
                             counts["filtered"] += 1
