@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import apache_beam as beam
 
 from bertdata.corpora.mix import Tally, cuts, draw
-from bertdata.corpora.read import corpus_key, file_documents
+from bertdata.corpora.read import copies, corpus_key, file_documents
 from bertdata.text.articles import Document, count_dict, merge_counts, page_document, sentence_counts
 from bertdata.text.books import book_document
 from bertdata.config import TextConfig
@@ -130,7 +130,7 @@ def _recipe_pages(docs, recipe: RecipeReading, counts: Counter, page_counts: Cou
         if tokens < spec.min_tokens:
             counts[corpus_key(spec.name, "dropped_too_short")] += 1
             continue
-        yield f"{spec.name}/{key}", Document((rank, doc.key[1]), doc.packed, tokens)
+        yield from copies(spec, f"{spec.name}/{key}", Document((rank, doc.key[1]), doc.packed, tokens))
     counts.update({k: v for k, v in page_counts.items() if k == "pages" or k.startswith("skipped_")})
 
 
@@ -184,8 +184,8 @@ class _CleanAndSpill(fsio.FilesDoFn):
                     if mix is not None:
                         name = mix.names[doc.key[0]]
                         if name not in tallies:
-                            tallies[name] = Tally()
-                        tallies[name].add(draw(mix.seed, name, str(doc.key[1])), doc.tokens)
+                            tallies[name] = Tally(mix.corpora[doc.key[0]].repeat)
+                        tallies[name].add(place(mix.seed, name, doc.key), doc.tokens)
                     if buffer.add(shard, doc):
                         yield self._write(buffer, number, sequence)
                         sequence += 1
@@ -221,10 +221,11 @@ def plan_mix(records: list, recipe) -> tuple:
     if not recipe.mix:
         return ()
     tallies: dict = {}
+    repeats = {spec.name: spec.repeat for spec in recipe.corpora}
     for record in records:
         if isinstance(record, MixTally):
             for name, sparse in record.tallies.items():
-                tallies.setdefault(name, Tally()).add_sparse(*sparse)
+                tallies.setdefault(name, Tally(repeats[name])).add_sparse(*sparse)
     return tuple(sorted(cuts(tallies, dict(recipe.mix)).items()))
 
 
@@ -284,13 +285,19 @@ class _WriteTextShard(StepDoFn):
                           **{k: -v for k, v in dropped.items()}})
 
 
+def place(seed: int, corpus: str, key: tuple) -> int:
+    """A recipe's document's place in its corpus's mix (bertdata.corpora.mix.draw), from its key:
+    (rank, id), and the copy for a repeat's copies."""
+    return draw(seed, corpus, str(key[1]), key[2] if len(key) > 2 else 0)
+
+
 def _mixed(documents: list, recipe, mix: dict) -> tuple[list, dict]:
     """A recipe's shard's documents that its mix keeps, and its counts: per corpus what it keeps
     (documents, tokens) and leaves out, and the sentence figures of what it keeps."""
     kept, counts = [], Counter()
     for doc in documents:
         name = recipe.names[doc.key[0]]
-        if name in mix and draw(recipe.seed, name, str(doc.key[1])) >= mix[name]:
+        if name in mix and place(recipe.seed, name, doc.key) >= mix[name]:
             counts[corpus_key(name, "dropped_mix")] += 1
             continue
         kept.append(doc)

@@ -47,13 +47,14 @@ class CorpusSpec:
     where: Filter | None = None
     language: str = "en"  # its punkt model's language
     min_tokens: int = 0  # documents with fewer tokens are dropped (too_short)
+    repeat: int = 1  # passes over it the build may take: each document up to this many times (copy k's id ends #k)
     index: str | None = None  # wikipedia: the multistream index, found beside the dump when None
 
     def record(self) -> dict:
         """What the manifest records of it (and a re-run compares)."""
         return {"type": self.type, "files": list(self.files), "text": self.text, "id": self.id,
                 "where": self.where.source if self.where else None, "language": self.language,
-                "min_tokens": self.min_tokens}
+                "min_tokens": self.min_tokens, "repeat": self.repeat}
 
 
 class CorpusType:

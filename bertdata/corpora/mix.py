@@ -20,17 +20,20 @@ import numpy as np
 BINS = 1 << 16
 
 
-def draw(seed: int, corpus: str, doc_id: str) -> int:
+def draw(seed: int, corpus: str, doc_id: str, copy: int = 0) -> int:
+    """The document's place in its corpus's order: its bin, and a corpus read `repeat` times
+    (copies 0, 1, ...) orders every copy k after all copies k - 1, each copy in its document's bin:
+    a share beyond one pass takes whole passes first, then the same documents again."""
     digest = hashlib.blake2b(f"{seed}\0{corpus}\0{doc_id}".encode(), digest_size=8, person=b"bertdata-mix").digest()
-    return int.from_bytes(digest, "big") >> (64 - 16)
+    return copy * BINS + (int.from_bytes(digest, "big") >> (64 - 16))
 
 
 class Tally:
-    """Tokens and documents of one corpus per bin."""
+    """Tokens and documents of one corpus per place (`draw`): BINS for each pass of it."""
 
-    def __init__(self) -> None:
-        self.tokens = np.zeros(BINS, dtype=np.int64)
-        self.documents = np.zeros(BINS, dtype=np.int64)
+    def __init__(self, repeat: int = 1) -> None:
+        self.tokens = np.zeros(BINS * repeat, dtype=np.int64)
+        self.documents = np.zeros(BINS * repeat, dtype=np.int64)
 
     def add(self, bin_: int, tokens: int) -> None:
         self.tokens[bin_] += tokens
@@ -51,7 +54,7 @@ REFINE_ROUNDS = 64
 
 
 def cuts(tallies: dict[str, Tally], shares: dict[str, float]) -> dict[str, int]:
-    """Per corpus, the first bin it does not keep (BINS: all of them)."""
+    """Per corpus, the first place (`draw`) it does not keep (its tally's length: all of them)."""
     empty = np.zeros(BINS, dtype=np.int64)
     tokens = {name: tallies[name].tokens if name in tallies else empty for name in shares}
     cumulative = {name: np.concatenate(([0], np.cumsum(t))) for name, t in tokens.items()}
@@ -60,7 +63,7 @@ def cuts(tallies: dict[str, Tally], shares: dict[str, float]) -> dict[str, int]:
     for name, share in shares.items():
         budget, kept = share * total, cumulative[name]
         if budget >= kept[-1]:
-            found[name] = BINS
+            found[name] = len(tokens[name])
             continue
         # The cut whose kept tokens come nearest the budget.
         above = int(np.searchsorted(kept, budget, side="left"))
@@ -78,7 +81,7 @@ def _refined(found: dict[str, int], cumulative: dict, tokens: dict, shares: dict
         total = sum(kept.values())
         return max(abs(kept[name] / total - shares[name]) for name in shares) if total else 1.0
 
-    movable = [name for name, cut in found.items() if cut < BINS]
+    movable = [name for name, cut in found.items() if cut < len(tokens[name])]
     best = miss(found)
     for _ in range(REFINE_ROUNDS):
         improved = False
@@ -88,7 +91,7 @@ def _refined(found: dict[str, int], cumulative: dict, tokens: dict, shares: dict
             before = held[held < cut]
             after = held[held >= cut]
             for candidate in ((int(before[-1]),) if len(before) else ()) + ((int(after[0]) + 1,) if len(after) else ()):
-                trial = {**found, name: min(candidate, BINS)}
+                trial = {**found, name: min(candidate, len(tokens[name]))}
                 if (error := miss(trial)) < best - 1e-12:
                     found, best, improved = trial, error, True
         if not improved:

@@ -33,6 +33,14 @@ def split_corpus_counts(counts: dict) -> tuple[dict, dict]:
     return other, per
 
 
+def copies(spec: CorpusSpec, key: str, doc: Document) -> Iterator[tuple[str, Document]]:
+    """The document, and as many copies more as its corpus's `repeat` asks: copy k (from 1) keyed
+    (corpus rank, id, k), so that it goes to a shard of its own and its samples' ids end `#k`."""
+    yield key, doc
+    for k in range(1, spec.repeat):
+        yield f"{key}#{k}", Document((*doc.key, k), doc.packed, doc.tokens)
+
+
 def file_documents(spec: CorpusSpec, rank: int, path: str, open_file: Opener, splitter, counts: Counter,
                    count_tokens: Callable[[bytes], int] | None = None) -> Iterator[tuple[str, Document]]:
     """(the document's key for its shard, the Document) for each document of `path` that its
@@ -52,7 +60,7 @@ def file_documents(spec: CorpusSpec, rank: int, path: str, open_file: Opener, sp
         if tokens < spec.min_tokens:
             dropped["too_short"] += 1
             continue
-        yield f"{spec.name}/{doc_id}", Document.of_text((rank, doc_id), joined, tokens)
+        yield from copies(spec, f"{spec.name}/{doc_id}", Document.of_text((rank, doc_id), joined, tokens))
     counts[corpus_key(spec.name, "read")] += sum(at_read.values())
     for reason, n in (at_read + dropped).items():
         counts[corpus_key(spec.name, f"dropped_{reason}")] += n

@@ -22,7 +22,9 @@ from bertdata.corpora.where import parse
 from bertdata.errors import BertdataError
 
 TOP_KEYS = ("corpora", "mix", "seed", "name")
-COMMON_KEYS = ("type", "files", "language", "min_tokens")
+COMMON_KEYS = ("type", "files", "language", "min_tokens", "repeat")
+# Passes over one corpus: more would be a corpus a few documents long, seen past learning anything.
+MAX_REPEAT = 64
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # A recipe is a few lines: a bigger file is not one.
 MAX_BYTES = 1 << 20
@@ -151,11 +153,14 @@ def _corpus(path: str, name: str, entry) -> CorpusSpec:
     min_tokens = entry.get("min_tokens", 0)
     if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 0:
         raise fail(f"min_tokens: must be a whole number of 0 or more (got {min_tokens!r})")
+    repeat = entry.get("repeat", 1)
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= MAX_REPEAT:
+        raise fail(f"repeat: must be a whole number from 1 to {MAX_REPEAT} (got {repeat!r})")
     index = entry.get("index")
     if index is not None and not isinstance(index, str):
         raise fail("index: must name the multistream index file")
     return CorpusSpec(name, kind, tuple(files), where=where, language=language, min_tokens=min_tokens,
-                      index=index, **fields)
+                      repeat=repeat, index=index, **fields)
 
 
 def _mix(path: str, mix, defined: list[str]) -> tuple[tuple[str, float], ...] | None:

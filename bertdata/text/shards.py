@@ -93,7 +93,12 @@ def render_ids(documents: list, corpus_names: tuple[str, ...]) -> bytes:
     import json
 
     ordered = sorted(documents, key=lambda d: d.key)
-    return b"".join(json.dumps(f"{corpus_names[d.key[0]]}/{d.key[1]}").encode() + b"\n" for d in ordered)
+    return b"".join(json.dumps(document_name(corpus_names[d.key[0]], d.key)).encode() + b"\n" for d in ordered)
+
+
+def document_name(corpus: str, key: tuple) -> str:
+    """A recipe's document's name, "<corpus>/<id>", "#<copy>" after it for a copy (`repeat`)."""
+    return f"{corpus}/{key[1]}" + (f"#{key[2]}" if len(key) > 2 else "")
 
 
 def read_ids(data: bytes) -> list[str]:

@@ -216,3 +216,22 @@ def test_inspect_reports_each_corpus(mixture):
         proc = run_cli("inspect", root / "w2" / fmt / path.parent.name)
         for corpus in ("edu", "c4", "dolma", "books"):
             assert re.search(rf"corpus {corpus}: [\d,]+ samples, [\d,]+ tokens \(\d+\.\d%\)", proc.stdout), proc.stdout
+
+
+def test_a_repeated_corpus_gives_copies_named_by_pass(tmp_path):
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    written = write_corpora(data)
+    (data / "rep.yaml").write_text('corpora:\n  edu: {type: parquet, files: "fineweb-edu/*.parquet"}\n'
+                                   '  books: {type: text, files: "books/*.txt", repeat: 3}\n'
+                                   "mix: {edu: 0.3, books: 0.7}\n")
+    build(tmp_path / "out", data / "rep.yaml", "--format", "parquet", "--vocab", VOCAB, "--workers", "2")
+    ids = [i for f in sorted((tmp_path / "out" / "parquet").rglob("*.parquet"))
+           for i in pq.read_table(f).column("id").to_pylist()]
+    copies = {i.rsplit("/", 1)[0] for i in ids if i.startswith("books/")}
+    assert {c.split("#")[0] for c in copies} == {f"books/{name}" for name in written["books"]}  # every book once
+    assert any(c.endswith("#1") for c in copies) and not any(c.endswith("#3") for c in copies)
+    manifest = json.loads(next((tmp_path / "out").glob("sharded_*/rep/manifest.json")).read_text())
+    assert manifest["corpora"]["books"]["documents"] > len(written["books"])
+    assert manifest["corpora"]["books"]["share"] == pytest.approx(0.7, abs=0.03)

@@ -57,3 +57,16 @@ def test_small_corpora_are_cut_to_the_shares_that_come_nearest():
     kept = {name: int(tallies[name].tokens[:found[name]].sum()) for name in shares}
     total = sum(kept.values())
     assert max(abs(kept[name] / total - share) for name, share in shares.items()) < 0.02
+
+
+def test_a_repeated_corpus_takes_whole_passes_before_another():
+    docs = [(f"b{i}", 100) for i in range(200)]
+    tally = Tally(repeat=3)
+    for doc_id, tokens in docs:
+        for copy in range(3):
+            tally.add(draw(0, "books", doc_id, copy), tokens)
+    edu = tallies_of({"edu": [(f"e{i}", 100) for i in range(200)]})["edu"]
+    found = cuts({"books": tally, "edu": edu}, {"books": 0.6, "edu": 0.4})
+    assert found["edu"] == BINS and BINS < found["books"] < 2 * BINS  # all of edu, books once and a half
+    assert int(tally.tokens[:found["books"]].sum()) == 30_000
+    assert all(draw(0, "books", d, 1) == draw(0, "books", d) + BINS for d, _ in docs[:5])

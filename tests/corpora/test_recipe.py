@@ -45,6 +45,8 @@ def test_a_mix_leaves_out_the_corpora_it_does_not_name():
     (b"corpora: {a: {type: jsonl, files: x, txt: body}}\n", "corpora.a: unknown key 'txt'"),
     (b"corpora: {a: {type: jsonl, files: x, where: 'score >>= 3'}}\n", "corpora.a: where 'score >>= 3'"),
     (b"corpora: {a: {type: jsonl, files: x, min_tokens: -1}}\n", "min_tokens: must be a whole number"),
+    (b"corpora: {a: {type: jsonl, files: x, repeat: 0}}\n", "repeat: must be a whole number from 1 to 64"),
+    (b"corpora: {a: {type: jsonl, files: x, repeat: 1.5}}\n", "repeat: must be a whole number from 1 to 64"),
     (b"corpora: {a: {type: jsonl, files: x}}\nmix: {b: 1}\n", "mix: names 'b', which corpora: does not define"),
     (b"corpora: {a: {type: jsonl, files: x}}\nmix: {a: 0}\n", "mix: a's share must be a positive number (got 0)"),
     (b"corpora: {a: {type: jsonl, files: x}}\nmix: {a: -1}\n", "a's share must be a positive number"),
