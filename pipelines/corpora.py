@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bertdata import corpora
 from bertdata.corpora.recipe import Recipe, load_recipe
@@ -23,6 +23,7 @@ class Corpora:
     files: dict  # corpus name -> its files, sorted
     sizes: dict  # file -> bytes
     base: str = ""  # the recipe's folder
+    parts: dict = field(default_factory=dict)  # corpus name -> its files' parts: (file, start, end, bytes), ...
 
     def wikipedia(self):
         """The recipe's wikipedia corpus, if it has one."""
@@ -65,16 +66,17 @@ def resolve_corpora(path: str) -> Corpora:
     """The recipe at `path` and its corpora's files, every file checked."""
     recipe = read_recipe(path)
     base = fsio.split(path)[0] if "/" in path.replace("\\", "/") else ""
-    files, sizes = {}, {}
+    files, sizes, parts = {}, {}, {}
     for spec in recipe.corpora:
         ctype = corpora.get(spec.type)
         found = ctype.files(spec, lambda pattern: _match(pattern, base))
+        parts[spec.name] = []
         for file in found:
             with input_errors(file, f"corpus {spec.name}'s file"):
-                ctype.check(spec, file, fsio.open_file)
                 sizes[file] = fsio.size(file)
+                parts[spec.name] += [(file, *part) for part in ctype.parts(spec, file, fsio.open_file, sizes[file])]
         files[spec.name] = tuple(found)
-    return Corpora(recipe, files, sizes, base)
+    return Corpora(recipe, files, sizes, base, parts)
 
 
 def _match(pattern: str, base: str) -> list[str]:

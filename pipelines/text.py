@@ -99,7 +99,7 @@ def _documents(item: WorkItem, cfg: TextConfig, splitter, markup, counts: Counte
     elif item.kind == "corpus":
         spec = next(c for c in recipe.recipe.corpora if c.name == item.corpus)
         docs = file_documents(spec, recipe.recipe.names.index(spec.name), item.path, open_raw,
-                              recipe.splitters[spec.language], counts, count_tokens)
+                              recipe.splitters[spec.language], counts, count_tokens, item.start, item.end)
     else:
         pages = (iter_pages(item.path, open_raw, max_page_chars=cfg.max_page_chars) if item.start is None
                  else next(range_pages))
@@ -373,14 +373,13 @@ class TextStage(Stage):
         dump = work_items(i.dump, i.index, i.cfg.runner.workers) if i.dump is not None else []
         if i.corpora is None:
             return dump
-        return dump + [WorkItem("corpus", path, corpus=name) for name in i.corpora.recipe.names
-                       for path in i.corpora.files[name] if i.dump is None or path != i.dump]
+        return dump + [WorkItem("corpus", path, start, end, corpus=name, weight=size) for name in i.corpora.recipe.names
+                       for path, start, end, size in i.corpora.parts[name] if i.dump is None or path != i.dump]
 
     def steps(self) -> beam.PTransform:
         i = self.inputs
         workers = i.cfg.runner.workers
-        sizes = i.corpora.sizes if i.corpora is not None else {}
-        return DumpToTextShards(work_groups(self.items, i.books, workers, sizes), i.text, i.cfg.output, i.dataset,
+        return DumpToTextShards(work_groups(self.items, i.books, workers), i.text, i.cfg.output, i.dataset,
                                 i.work_dir, i.splitter, i.site.markup, prefetch=spare_cores(i.cfg.runner),
                                 recipe=self._reading())
 

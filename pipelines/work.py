@@ -19,13 +19,15 @@ class WorkItem:
     start: int | None = None
     end: int | None = None
     corpus: str | None = None  # the recipe's corpus a "corpus" file is of
+    weight: int = 0  # a corpus part's bytes (its file's, or its row groups')
 
     @property
     def marker(self) -> tuple | None:
         """The progress marker of a dump range or a corpus's file, None for anything else."""
         if self.kind == "corpus":
             # "~" is in no corpus's name: each corpus's markers match its own glob only.
-            return (f"corpus~{self.corpus}~{hashlib.sha1(self.path.encode()).hexdigest()[:16]}",)
+            part = f"{self.path}\0{self.start}\0{self.end}"
+            return (f"corpus~{self.corpus}~{hashlib.sha1(part.encode()).hexdigest()[:16]}",)
         return (self.start, self.end) if self.kind == "dump" and self.start is not None else None
 
 
@@ -60,18 +62,17 @@ def work_items(dump: str, index: str | None, workers: int) -> list[WorkItem]:
     return [WorkItem("dump", dump, start, end) for start, end in plan_ranges(ranges, target)]
 
 
-def _weight(item: WorkItem, sizes: dict) -> float:
+def _weight(item: WorkItem) -> float:
     if item.kind == "corpus":
-        return sizes[item.path] * (1 if item.path.lower().endswith(COMPRESSED) else BOOK_BYTE_WEIGHT)
+        return item.weight * (1 if item.path.lower().endswith(COMPRESSED) else BOOK_BYTE_WEIGHT)
     return (item.end - item.start) if item.start is not None else 1
 
 
-def work_groups(items: list[WorkItem], books: list[str], workers: int, sizes: dict | None = None
-                ) -> list[list[WorkItem]]:
-    """Dump items, corpus files (`sizes`: their bytes) and books cut into about GROUPS_PER_WORKER
-    x workers groups of equal weight. Items stay in order, group after group, so (group, run)
-    order is dump order: the first copy of a repeated page id is the one kept."""
-    weighted = [(item, _weight(item, sizes or {})) for item in items]
+def work_groups(items: list[WorkItem], books: list[str], workers: int) -> list[list[WorkItem]]:
+    """Dump items, corpus parts and books cut into about GROUPS_PER_WORKER x workers groups of
+    equal weight. Items stay in order, group after group, so (group, run) order is dump order:
+    the first copy of a repeated page id is the one kept."""
+    weighted = [(item, _weight(item)) for item in items]
     weighted += [(WorkItem("book", b), fsio.size(b) * BOOK_BYTE_WEIGHT) for b in books]
     count = max(1, min(len(weighted), GROUPS_PER_WORKER * workers))
     total = sum(w for _, w in weighted) or 1

@@ -8,9 +8,12 @@ states its `name`, the recipe keys it takes beyond the common ones, and:
 - `check(spec, path, open_file)`: before any output is made, what can be known of a file
   cheaply (a parquet footer's columns, a JSON-lines file's first record), as one-line errors
   naming the file;
-- `documents(spec, path, open_file, counts)`: the file's documents, read in bounded memory,
-  as (document id, text), after the corpus's `where:` filter (what it drops is counted in
-  `counts` by reason).
+- `parts(spec, path, open_file, size)`: the file checked, and cut into the parts one worker
+  reads at a time, (start, end, bytes): a parquet file's runs of row groups; by default the
+  file whole, (None, None, size);
+- `documents(spec, path, open_file, counts, start, end)`: a part's documents, read in bounded
+  memory, as (document id, text), after the corpus's `where:` filter (what it drops is counted
+  in `counts` by reason).
 
 Cleaning and sentence splitting are the same for every type holding plain text
 (bertdata.text.plaintext); a type says how its paragraphs are marked (`paragraphs`). Wikipedia
@@ -29,6 +32,9 @@ from bertdata.errors import BertdataError
 from bertdata.text.plaintext import LINES
 
 Opener = Callable[[str], BinaryIO]
+# A part of a file one worker reads in one piece: (start, end, its bytes); what start and end
+# count is the type's (a parquet file's row groups); (None, None, size): the file whole.
+Part = tuple[int | None, int | None, int]
 # Where a corpus names no id: column, a document's id is its `id` column or key (FineWeb's, Dolma's),
 # and where it has none, its file's name and its row (or line) there.
 DEFAULT_ID = "id"
@@ -77,7 +83,12 @@ class CorpusType:
     def check(self, spec: CorpusSpec, path: str, open_file: Opener) -> None:
         """Before any output: refuse a file this corpus cannot read, in one line naming it."""
 
-    def documents(self, spec: CorpusSpec, path: str, open_file: Opener, counts: Counter) -> Iterator[tuple[str, str]]:
+    def parts(self, spec: CorpusSpec, path: str, open_file: Opener, size: int) -> list[Part]:
+        self.check(spec, path, open_file)
+        return [(None, None, size)]
+
+    def documents(self, spec: CorpusSpec, path: str, open_file: Opener, counts: Counter,
+                  start: int | None = None, end: int | None = None) -> Iterator[tuple[str, str]]:
         raise NotImplementedError
 
 

@@ -99,7 +99,8 @@ class JsonLines(CorpusType):
                     _check_keys(spec, _record(line, path, number), f"{path}:{number}")
                     return
 
-    def documents(self, spec: CorpusSpec, path: str, open_file: Opener, counts: Counter) -> Iterator[tuple[str, str]]:
+    def documents(self, spec: CorpusSpec, path: str, open_file: Opener, counts: Counter,
+                  start: int | None = None, end: int | None = None) -> Iterator[tuple[str, str]]:
         name = basename(path)
         keeps = spec.where.keeps if spec.where else None
         with open_lines(path, open_file) as f:

@@ -7,11 +7,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from bertdata.corpora.contract import DEFAULT_ID, CorpusSpec, CorpusType, Opener, basename, field_text, id_text
+from bertdata.corpora.contract import (DEFAULT_ID, CorpusSpec, CorpusType, Opener, Part, basename, field_text,
+                                       id_text)
 from bertdata.errors import BertdataError
 
 # Rows turned into Python at a time: web documents are a few KB, books a few hundred.
 BATCH_ROWS = 64
+# Uncompressed bytes of row groups a worker reads in one part: a file of many row groups (a
+# FineWeb file holds gigabytes) is read by several workers, in pieces of about this much.
+PART_BYTES = 256 << 20
 
 
 def _open(path: str, open_file: Opener):
@@ -36,11 +40,24 @@ class Parquet(CorpusType):
                 "(default text), the id: column (default: id where there is one, else the file and row), only the columns used read")
 
     def check(self, spec: CorpusSpec, path: str, open_file: Opener) -> None:
-        import pyarrow as pa
+        self.parts(spec, path, open_file, 0)
 
+    def parts(self, spec: CorpusSpec, path: str, open_file: Opener, size: int) -> list[Part]:
+        """The file's columns checked from its footer; runs of row groups of about PART_BYTES."""
         parquet, f = _open(path, open_file)
         with f:
-            schema = parquet.schema_arrow
+            schema, meta = parquet.schema_arrow, parquet.metadata
+        self._check_schema(spec, path, schema)
+        found, start, held = [], 0, 0
+        for group in range(meta.num_row_groups):
+            held += meta.row_group(group).total_byte_size
+            if held >= PART_BYTES or group == meta.num_row_groups - 1:
+                found.append((start, group + 1, held))
+                start, held = group + 1, 0
+        return found or [(0, 0, size)]
+
+    def _check_schema(self, spec: CorpusSpec, path: str, schema) -> None:
+        import pyarrow as pa
         wanted = [(spec.text, "the text: column")]
         if spec.id is not None:
             wanted.append((spec.id, "the id: column"))
@@ -53,13 +70,16 @@ class Parquet(CorpusType):
         if kind is not None and not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
             raise BertdataError(f"{path}: column {spec.text!r} (the text) holds {kind}, not strings")
 
-    def documents(self, spec: CorpusSpec, path: str, open_file: Opener, counts: Counter) -> Iterator[tuple[str, str]]:
+    def documents(self, spec: CorpusSpec, path: str, open_file: Opener, counts: Counter,
+                  start: int | None = None, end: int | None = None) -> Iterator[tuple[str, str]]:
         import pyarrow as pa
 
         keeps = spec.where.keeps if spec.where else None
         name = basename(path)
-        row = 0
         parquet, f = _open(path, open_file)
+        groups = range(start or 0, parquet.num_row_groups if end is None else end)
+        # A row's number is its place in the file, whichever part reads it.
+        row = sum(parquet.metadata.row_group(g).num_rows for g in range(groups.start))
         with f:
             id_column = spec.id or (DEFAULT_ID if DEFAULT_ID in parquet.schema_arrow.names else None)
             columns = sorted({_top(c) for c in (spec.text, id_column, *(spec.where.columns if spec.where else ()))
@@ -67,7 +87,7 @@ class Parquet(CorpusType):
             try:
                 # A reader per row group, on this thread: one over the whole file holds memory that
                 # grows with the file (measured: 8 MB for 2.6 MB of parquet, 44 MB for 41 MB).
-                batches = (batch for group in range(parquet.num_row_groups)
+                batches = (batch for group in groups
                            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns,
                                                              row_groups=[group], use_threads=False))
                 for batch in batches:

@@ -42,14 +42,16 @@ def copies(spec: CorpusSpec, key: str, doc: Document) -> Iterator[tuple[str, Doc
 
 
 def file_documents(spec: CorpusSpec, rank: int, path: str, open_file: Opener, splitter, counts: Counter,
-                   count_tokens: Callable[[bytes], int] | None = None) -> Iterator[tuple[str, Document]]:
-    """(the document's key for its shard, the Document) for each document of `path` that its
+                   count_tokens: Callable[[bytes], int] | None = None, start: int | None = None,
+                   end: int | None = None) -> Iterator[tuple[str, Document]]:
+    """(the document's key for its shard, the Document) for each document of `path` (its part
+    from `start` to `end`, where the type cuts files into parts) that its
     corpus keeps: not filtered out, with text, and of `spec.min_tokens` tokens or more (counted by
     `count_tokens` where the build counts tokens)."""
     ctype = corpora.get(spec.type)
     at_read: Counter = Counter()  # what the type drops as it reads (filtered, no text)
     dropped: Counter = Counter()
-    for doc_id, text in ctype.documents(spec, path, open_file, at_read):
+    for doc_id, text in ctype.documents(spec, path, open_file, at_read, start, end):
         counts[corpus_key(spec.name, "read")] += 1
         sentences = plaintext.sentences(plaintext.normalize(text), splitter, ctype.paragraphs)
         if not sentences:

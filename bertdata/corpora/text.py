@@ -32,7 +32,8 @@ class PlainText(CorpusType):
         with open_file(path) as f:
             check_text_file(path, f.read(SNIFF_BYTES))
 
-    def documents(self, spec: CorpusSpec, path: str, open_file: Opener, counts: Counter) -> Iterator[tuple[str, str]]:
+    def documents(self, spec: CorpusSpec, path: str, open_file: Opener, counts: Counter,
+                  start: int | None = None, end: int | None = None) -> Iterator[tuple[str, str]]:
         with open_file(path) as f:
             text = f.read().decode("utf-8", errors="replace")
         if text.strip():

@@ -151,3 +151,20 @@ def test_text_files_are_one_document_each_named_by_file(tmp_path):
     assert docs == [("a.txt", "A book.\n\nIts second paragraph.\n")] and counts == {"empty": 1}
     with pytest.raises(BertdataError, match="no file matches"):
         corpora.get("text").files(CorpusSpec("books", "text", ("nothing/*.txt",)), lambda p: [])
+
+
+def test_a_parquet_file_is_cut_into_parts_of_row_groups_that_read_as_the_whole(tmp_path, monkeypatch):
+    from bertdata.corpora import parquet
+
+    path = tmp_path / "000.parquet"
+    rows = [{"text": f"Row {i} " + "x" * 500} for i in range(40)]
+    write_parquet(path, rows)  # row groups of 3 rows
+    monkeypatch.setattr(parquet, "PART_BYTES", 4000)
+    spec = CorpusSpec("edu", "parquet", (str(path),))
+    parts = corpora.get("parquet").parts(spec, str(path), opener, path.stat().st_size)
+    assert len(parts) > 3 and parts[0][0] == 0 and parts[-1][1] == 14  # 40 rows in 14 groups of 3
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    whole = list(corpora.get("parquet").documents(spec, str(path), opener, Counter()))
+    pieces = [d for start, end, _ in parts
+              for d in corpora.get("parquet").documents(spec, str(path), opener, Counter(), start, end)]
+    assert pieces == whole and whole[39] == ("000.parquet:39", rows[39]["text"])
