@@ -91,7 +91,8 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     resolved = resolve_inputs(cfg)
     record, vocab = resolved.record, resolved.vocab
     note(f"dump {record['name']} ({record['bytes'] / 1e6:.1f} MB, sha1 {record['sha1'][:12]}…), "
-         f"vocab {vocab.path} ({len(vocab)} tokens)")
+         + (f"vocab {vocab.path} ({len(vocab)} tokens)" if vocab is not None
+            else f"tokenizer {cfg.documents.tokenizer} (no WordPiece vocab: no format uses one)"))
     if cfg.stop_after == "download":
         return {"dump": record}
     inputs = _stage_inputs(cfg, resolved)
@@ -137,7 +138,7 @@ def _stage_inputs(cfg: BuildConfig, inputs: Inputs) -> BuildInputs:
     english = site.language in ENGLISH_CODES
     dataset = (BOOKS_WIKI_DATASET if english else f"books_wiki_{site.language}_corpus") if books else site.dataset
     t = cfg.text
-    if t.lowercase and is_cased(vocab):
+    if t.lowercase and vocab is not None and is_cased(vocab):
         if cfg.vocab is None:  # the multilingual vocab: cased text is what it was made from
             t = replace(t, lowercase=False)
         else:
