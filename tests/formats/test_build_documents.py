@@ -141,3 +141,36 @@ def test_inspect_checks_and_shard_refuses_the_document_folders(five, tmp_path):
                        check=False)
         assert proc.returncode == 2 and f"{folder} files hold documents, not instances to re-partition" in proc.stderr
         assert not (tmp_path / folder).exists()
+
+
+def offline(cache: Path) -> dict:
+    """The environment of a user with no network and an empty cache: any download fails at once."""
+    import os
+
+    dead = "http://127.0.0.1:9"
+    return {**os.environ, "XDG_CACHE_HOME": str(cache), "HTTP_PROXY": dead, "HTTPS_PROXY": dead,
+            "http_proxy": dead, "https_proxy": dead, "NO_PROXY": "", "no_proxy": ""}
+
+
+def test_a_tokenizer_build_neither_reads_nor_downloads_a_vocab(tmp_path):
+    """--tokenizer alone, formats cut per split: offline, an empty cache, rc 0; the file lies in
+    each format's folder; --dry-run says the same; a format that needs the vocab still asks."""
+    from bertdata.text.wikidump import sample_paths
+
+    path = trained_tokenizer("bpe")
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    args = ("build", "--wiki-only", "--dump", sample_paths()[0], "--output", out, "--phase", "1", *SAMPLE_SHARDS,
+            "--format", "mds", "parquet", "--tokenizer", path)
+    plan = run_cli(*args, "--dry-run", env=offline(cache))
+    assert f"tokenizer: {path} for every format; no WordPiece vocab is read or downloaded" in plan.stdout
+    proc = run_cli(*args, "--workers", "1", env=offline(cache), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert not list(cache.rglob("*.txt"))
+    assert "no WordPiece vocab" in proc.stdout + proc.stderr
+    for folder in ("mds", "parquet"):
+        assert (out / folder / path.parent.name / "tokenizer.json").read_bytes() == path.read_bytes()
+    # hdf5 beside it needs the vocab: the default one, not at hand offline.
+    refused = run_cli(*args[:-4], "hdf5", "mds", "--tokenizer", path, "--force", env=offline(cache), check=False)
+    assert refused.returncode == 2 and "could not be downloaded" in refused.stderr
+    plan = run_cli(*args[:-4], "hdf5", "mds", "--tokenizer", path, "--dry-run", env=offline(cache))
+    assert "bert-base-uncased's" in plan.stdout and "downloaded there first" in plan.stdout
