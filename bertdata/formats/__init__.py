@@ -83,7 +83,11 @@ BUILTIN = {
     "megatron": Entry("bertdata.formats.megatron:MEGATRON"),
     "mds": Entry("bertdata.formats.mds:MDS", (
         FormatFlag("compression", "compress the shard files (streaming's StreamingDataset reads them; ModernBERT's "
-                   "NoStreamingDataset reads only uncompressed ones; default: uncompressed)", ("zstd",)),)),
+                   "NoStreamingDataset reads only uncompressed ones; default: uncompressed)", ("zstd",)),
+        FormatFlag("schema", "how input_ids are stored, by the reader: input_ids (the tokenizer's uint16 or "
+                   "uint32; streaming's StreamingDataset, ModernBERT's NoStreamingDataset; the default) or int64 "
+                   "(ModernBERT's streaming: true, StreamingTextDataset, which reads them as int64 bytes)",
+                   ("input_ids", "int64")))),
     "parquet": Entry("bertdata.formats.hfparquet:PARQUET"),
 }
 _loaded: dict[str, Format] = {}

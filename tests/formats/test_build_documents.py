@@ -174,3 +174,22 @@ def test_a_tokenizer_build_neither_reads_nor_downloads_a_vocab(tmp_path):
     assert refused.returncode == 2 and "could not be downloaded" in refused.stderr
     plan = run_cli(*args[:-4], "hdf5", "mds", "--tokenizer", path, "--dry-run", env=offline(cache))
     assert "bert-base-uncased's" in plan.stdout and "downloaded there first" in plan.stdout
+
+
+def test_the_int64_schema_holds_the_default_builds_ids(tmp_path):
+    """--mds-schema int64 (ModernBERT's streaming reader): every sample of the default build, its ids
+    stored as int64, the schema recorded in the manifest."""
+    from bertdata.formats.mds import read_samples
+
+    path = trained_tokenizer("bpe")
+    for schema in ("input_ids", "int64"):
+        build(tmp_path / schema, "--format", "mds", "--tokenizer", path, "--mds-schema", schema, "--workers", "1")
+    read = {}
+    for schema in ("input_ids", "int64"):
+        folder = tmp_path / schema / "mds" / path.parent.name
+        options = json.loads((folder / "manifest.json").read_text())["options"]
+        assert options["schema"] == schema and options["dtype"] == ("uint16" if schema == "input_ids" else "int64")
+        read[schema] = [(s["id"], s["input_ids"].tolist(), s["input_ids"].dtype.name)
+                        for split in ("train", "val") for s in read_samples(folder / split)]
+    assert [r[:2] for r in read["int64"]] == [r[:2] for r in read["input_ids"]]
+    assert {r[2] for r in read["int64"]} == {"int64"}

@@ -359,6 +359,59 @@ def test_modernbert_packs_batches_from_the_folder(tmp_path):
     assert 0.25 < found["masked"] / found["real"] < 0.35
 
 
+def test_the_int64_schema_holds_the_same_ids_as_int64(tmp_path):
+    """--mds-schema int64: the default's ids, stored as ndarray:int64, checked by inspect's reader."""
+    parts = shards(2)
+    write_split(tmp_path / "int64" / "train", parts, schema="int64")
+    index = mds.read_index(tmp_path / "int64" / "train")
+    assert {tuple(e["column_encodings"]) for e in index} == {("str", "ndarray:int64", "int32")}
+    samples = list(mds.read_samples(tmp_path / "int64" / "train"))
+    assert [(s["id"], s["input_ids"].tolist()) for s in samples] == [tuple(w) for w in expected(parts)]
+    assert {s["input_ids"].dtype.name for s in samples} == {"int64"}
+    assert mds.validate_split(tmp_path / "int64" / "train", 30522).dtype == "int64"
+    with pytest.raises(BertdataError, match="MDS schema 'int32': one of input_ids, int64"):
+        mds.write_part(parts[0], tmp_path, schema="int32")
+
+
+# ModernBERT's StreamingTextDataset (`streaming: true`) on an MDS sample, as its src/text_data.py reads
+# `input_ids`: the column's buffer taken as int64, whatever dtype streaming decoded it in.
+MODERNBERT_STREAMING_CHECK = r'''
+import json, sys
+import numpy as np
+from streaming import StreamingDataset
+from streaming.base.util import clean_stale_shared_memory
+
+args = json.load(open(sys.argv[1]))
+out = {}
+for name in args["schemas"]:
+    clean_stale_shared_memory()
+    ds = StreamingDataset(local=f"{args['root']}/{name}", split="train", shuffle=False, batch_size=1)
+    read = []
+    for i in range(len(ds)):
+        try:
+            read.append(np.frombuffer(ds[i]["input_ids"], dtype=np.int64).tolist())
+        except ValueError as err:  # "buffer size must be a multiple of element size"
+            read.append(str(err))
+    out[name] = read
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.slow
+def test_modernberts_streaming_reader_takes_the_int64_schema(tmp_path):
+    """Read through mosaicml-streaming's StreamingDataset as ModernBERT's StreamingTextDataset reads
+    a sample (np.frombuffer(sample["input_ids"], dtype=np.int64)): every sample of the int64 schema
+    is our ids; of the default uint16 one, hardly any."""
+    parts = shards(2)
+    for schema in ("input_ids", "int64"):
+        write_split(tmp_path / "mds" / schema / "train", parts, schema=schema)
+    found = run_in_venv("streaming", MODERNBERT_STREAMING_CHECK,
+                        {"root": str(tmp_path / "mds"), "schemas": ["input_ids", "int64"]}, tmp_path)
+    want = [ids for _id, ids in expected(parts)]
+    assert found["int64"] == want
+    assert sum(a == b for a, b in zip(found["input_ids"], want)) < len(want) / 10
+
+
 def test_finish_split_does_its_io_through_the_callables(tmp_path):
     """The build's file system layer (s3, gs) does the moves and the index's write: finish_split
     only names. Each part's files, in part order, get the next shard names; the index comes last."""

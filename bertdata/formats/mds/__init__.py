@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, ClassVar
 from bertdata.errors import ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings, hidden
 from bertdata.formats.mds import codec, reader, writer
-from bertdata.formats.mds.codec import (COLUMN_NAMES, FORMAT, HASHES, INDEX, SIZE_LIMIT, SPLIT_FOLDERS, TOKEN_DTYPES,
-                                        ZSTD_LEVEL, column_encodings, encode_sample, encode_shard, index_bytes,
-                                        part_name, shard_config, shard_name)
+from bertdata.formats.mds.codec import (COLUMN_NAMES, DEFAULT_SCHEMA, FORMAT, HASHES, INDEX, SCHEMAS, SIZE_LIMIT,
+                                        SPLIT_FOLDERS, TOKEN_DTYPES, ZSTD_LEVEL, column_encodings, encode_sample,
+                                        encode_shard, index_bytes, part_name, schema_dtype, shard_config, shard_name)
 from bertdata.formats.mds.reader import (SplitInfo, is_split_folder, read_index, read_input_ids, read_samples,
                                          validate_split)
 from bertdata.formats.mds.writer import finish_local_split, finish_split, write_part
@@ -50,7 +50,8 @@ from bertdata.manifest import MANIFEST
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["COLUMN_NAMES", "FORMAT", "HASHES", "INDEX", "MDS", "SIZE_LIMIT", "SPLIT_FOLDERS", "TOKEN_DTYPES",
+__all__ = ["COLUMN_NAMES", "DEFAULT_SCHEMA", "FORMAT", "HASHES", "INDEX", "MDS", "SCHEMAS", "SIZE_LIMIT", "SPLIT_FOLDERS",
+           "TOKEN_DTYPES", "schema_dtype",
            "ZSTD_LEVEL", "MdsSplits", "SplitInfo", "codec", "column_encodings", "encode_sample", "encode_shard",
            "finish_local_split", "finish_split", "folder_name", "index_bytes", "is_split_folder", "part_name",
            "read_index", "read_input_ids", "read_samples", "reader", "shard_config", "shard_name", "validate_split",
@@ -101,15 +102,17 @@ class MdsSplits:
         return folder_name(settings.label)
 
     def options(self, settings: SplitSettings) -> dict:
-        return {**settings.samples_options(), "dtype": settings.tokenizer.id_dtype.name,
-                "compression": settings.flag("compression")}
+        return {**settings.samples_options(),
+                "dtype": schema_dtype(settings.flag("schema"), settings.tokenizer.id_dtype).name,
+                "compression": settings.flag("compression"), "schema": settings.flag("schema") or DEFAULT_SCHEMA}
 
     def write_part(self, shard, documents, settings: SplitSettings, local: str) -> dict:
         """The text shard's samples as MDS files in `local`: their index entries and tokens."""
         from bertdata.instances.samples import make_samples
 
         samples = make_samples(documents, settings.tokenizer, settings.max_seq_length, shard.stem)
-        return {"entries": write_part(samples, local, compression=settings.flag("compression")),
+        return {"entries": write_part(samples, local, compression=settings.flag("compression"),
+                                      schema=settings.flag("schema")),
                 "tokens": int(samples.offsets[-1])}
 
     def finish_split(self, split: str, parts: list, settings: SplitSettings, folder: str, files) -> dict:

@@ -26,13 +26,27 @@ ZSTD_LEVEL = 3  # streaming's `zstd`; `zstd:<level>` names another
 # Written by default so that `inspect` (and streaming with `validate_hash`) can check every file.
 HASHES = ("sha1",)
 COLUMN_NAMES = ("id", "input_ids", "len")
-TOKEN_DTYPES = (np.dtype(np.uint16), np.dtype(np.uint32))
+# --mds-schema: the dtype `input_ids` is stored in, by the reader it is written for. `input_ids`: the
+# tokenizer's own (uint16, uint32 past 65,536 ids; streaming's StreamingDataset, ModernBERT's
+# NoStreamingDataset); `int64`: ModernBERT's StreamingTextDataset (`streaming: true`) takes the
+# column's buffer as int64 (np.frombuffer), whatever dtype it was written in.
+SCHEMAS = {"input_ids": None, "int64": np.dtype(np.int64)}
+DEFAULT_SCHEMA = "input_ids"
+TOKEN_DTYPES = (np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.int64))
 # streaming's NDArray encoding: the code of the dtype a shape is stored in.
 SHAPE_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64))
 U32 = struct.Struct("<I")
 # The id dtypes a reader takes (other writers' MDS too), by streaming's NDArray dtype codes.
 ID_DTYPE_CODES = {8: "uint8", 16: "uint16", 32: "uint32", 33: "int32", 64: "uint64", 65: "int64"}
 ID_DTYPES = set(ID_DTYPE_CODES.values())
+
+
+def schema_dtype(schema: str | None, dtype: np.dtype) -> np.dtype:
+    """The dtype ids of the tokenizer's `dtype` are stored in under `schema` (None: the default)."""
+    schema = schema or DEFAULT_SCHEMA
+    if schema not in SCHEMAS:
+        raise BertdataError(f"MDS schema {schema!r}: one of {', '.join(SCHEMAS)}")
+    return SCHEMAS[schema] or np.dtype(dtype)
 
 
 def column_encodings(dtype: np.dtype) -> list[str]:
@@ -67,7 +81,7 @@ def encode_sample(sample_id: str, ids: np.ndarray) -> bytes:
         raise ValueError(f"sample {sample_id}: no ids (streaming's ndarray encoding refuses an empty array)")
     code = next(c for c, dt in enumerate(SHAPE_DTYPES) if n < (1 << (8 * dt.itemsize)))
     key = sample_id.encode("utf-8")
-    array = bytes((1 << 2 | code,)) + np.array([n], SHAPE_DTYPES[code]).tobytes() + ids.tobytes()
+    array = bytes((1 << 2 | code,)) + np.array([n], SHAPE_DTYPES[code]).tobytes() + ids.astype(ids.dtype.newbyteorder("<")).tobytes()
     return b"".join((U32.pack(len(key)), U32.pack(len(array)), key, array, np.int32(n).tobytes()))
 
 
