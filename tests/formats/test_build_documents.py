@@ -169,6 +169,9 @@ def test_a_tokenizer_build_neither_reads_nor_downloads_a_vocab(tmp_path):
     assert "no WordPiece vocab" in proc.stdout + proc.stderr
     for folder in ("mds", "parquet"):
         assert (out / folder / path.parent.name / "tokenizer.json").read_bytes() == path.read_bytes()
+    # The card names the tokenizer by its folder, as the dataset's folder is named.
+    card = (out / "parquet" / path.parent.name / "README.md").read_text(encoding="utf-8")
+    assert f' tokenized by {path.parent.name}"\n' in card and "tokenized by tokenizer.json" not in card
     # hdf5 beside it needs the vocab: the default one, not at hand offline.
     refused = run_cli(*args[:-4], "hdf5", "mds", "--tokenizer", path, "--force", env=offline(cache), check=False)
     assert refused.returncode == 2 and "could not be downloaded" in refused.stderr
