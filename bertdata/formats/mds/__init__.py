@@ -10,7 +10,8 @@ A split folder (`train/`, `val/`) holds `index.json` and the shard files `shard.
   version); the samples.
 - A sample: the byte size (u32) of each variable-size column, in column order; then each
   column's bytes, in column order. Columns are sorted by name: `id` (`str`: UTF-8),
-  `input_ids` (`ndarray:uint16`, `ndarray:uint32` for a vocab of more than 65,536 entries:
+  `input_ids` (`ndarray:uint16`, `ndarray:uint32` for a vocab of more than 65,536 entries,
+  `ndarray:int64` with `--mds-schema int64` for ModernBERT's StreamingTextDataset:
   one byte `ndim << 2 | shape dtype code` (codes 0-3: uint8-uint64, the smallest that holds
   the length), the length in that dtype, the ids) and `len` (`int32`, fixed: no size).
 - `index.json`: `{"shards": [entry, ...], "version": 2}` (`sort_keys=True`); an entry is the
