@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, SAMPLE_SHARDS, VOCAB, run_cli, trained_tokenizer
-from readers import MODERNBERT_STREAMING_CHECK, run_in_venv
+from readers import MODERNBERT_STREAMING_CHECK, STREAMING_CHECK, run_in_venv
 
 pytestmark = pytest.mark.slow
 
@@ -42,9 +42,11 @@ def build_command(text: str) -> list[str]:
 
 
 def test_the_modernbert_how_to(tmp_path):
-    """Its build writes the folder its YAML names; the YAML packs under train_loader, both loaders
-    read a split the folder has, at the build's length; ModernBERT's streaming reader (its int64
-    read of input_ids, through mosaicml-streaming) takes every sample of both splits."""
+    """Its build writes the folder its YAML names; the YAML packs under train_loader and both
+    loaders read a split the folder has, at the build's length. Both of ModernBERT's readers take
+    every sample of both splits, as they read them through mosaicml-streaming: NoStreamingDataset
+    (the YAML's `streaming: false`: reader_from_json's arrays) and StreamingTextDataset (the
+    `streaming: true` it names for a bucket: the int64 read of `input_ids`)."""
     import yaml
 
     from bertdata.formats.mds import read_samples
@@ -58,19 +60,21 @@ def test_the_modernbert_how_to(tmp_path):
     (config,) = [yaml.safe_load(block) for block in blocks(text, "yaml")]
     folder = tmp_path / config["data_local"]
     options = json.loads((folder / "manifest.json").read_text())["options"]
-    assert config["max_seq_len"] == options["max_seq_length"]
+    assert config["max_seq_len"] == options["max_seq_length"] and options["schema"] == "int64"
     assert config["train_loader"]["sequence_packing"] is True and "sequence_packing" not in config
-    reads = []
+    splits = []
     for loader in ("train_loader", "eval_loader"):
         dataset = config[loader]["dataset"]
         assert dataset["local"] == "${data_local}" and dataset["max_seq_len"] == "${max_seq_len}"
-        assert (folder / dataset["split"] / "index.json").is_file()
-        assert dataset["streaming"] is True and options["schema"] == "int64"
-        reads.append([str(folder), dataset["split"]])
-    found = run_in_venv("streaming", MODERNBERT_STREAMING_CHECK, {"reads": reads}, tmp_path)
-    for (_local, split), read in zip(reads, found):
+        assert (folder / dataset["split"] / "index.json").is_file() and dataset["streaming"] is False
+        splits.append(dataset["split"])
+    streamed = run_in_venv("streaming", MODERNBERT_STREAMING_CHECK,
+                           {"reads": [[str(folder), split] for split in splits]}, tmp_path)
+    read = run_in_venv("streaming", STREAMING_CHECK, {"root": str(folder), "splits": splits}, tmp_path)
+    for split, as_int64 in zip(splits, streamed):
         ours = [s["input_ids"].tolist() for s in read_samples(folder / split)]
-        assert read == ours and ours and max(map(len, ours)) <= config["max_seq_len"]
+        assert ours and max(map(len, ours)) <= config["max_seq_len"]
+        assert as_int64 == ours and [ids for _id, ids in read[split]["read"]] == ours
     assert (folder / "tokenizer.json").read_bytes() == (tmp_path / tokenizer).read_bytes()
 
 
