@@ -14,6 +14,8 @@ A split folder (`train/`, `val/`) holds `index.json` and the shard files `shard.
   `ndarray:int64` with `--mds-schema int64` for ModernBERT's StreamingTextDataset:
   one byte `ndim << 2 | shape dtype code` (codes 0-3: uint8-uint64, the smallest that holds
   the length), the length in that dtype, the ids) and `len` (`int32`, fixed: no size).
+  `--mds-schema eurobert` writes EuroBERT's columns instead: `metadata` (`json`, the id) and
+  `tokens` (`ndarray:int32`); see codec.SCHEMAS.
 - `index.json`: `{"shards": [entry, ...], "version": 2}` (`sort_keys=True`); an entry is the
   shard's config plus its sample count and `raw_data` / `zip_data`: basename, bytes and hashes
   of the file as written and, compressed, of the zstd file (`zip_data` null uncompressed).

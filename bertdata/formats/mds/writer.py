@@ -15,7 +15,7 @@ import zstandard
 from bertdata.errors import BertdataError
 from bertdata.formats.mds.codec import (HASHES, INDEX, MAX_SIZE_LIMIT, SIZE_LIMIT, TOKEN_DTYPES, PathLike,
                                         encode_sample, encode_shard, index_bytes, level_of, part_name, schema_dtype,
-                                        shard_config, shard_name)
+                                        schema_of, shard_config, shard_name)
 from bertdata.fsutil import atomic_path
 from bertdata.instances.samples import Samples
 
@@ -34,6 +34,7 @@ def write_part(samples: Samples, folder: PathLike, size_limit: int = SIZE_LIMIT,
     level = level_of(compression)
     if np.dtype(samples.tokens.dtype) not in TOKEN_DTYPES[:2]:
         raise ValueError(f"{samples.source}: ids of {samples.tokens.dtype}; a tokenizer's ids are uint16 or uint32")
+    layout = schema_of(schema)
     dtype = schema_dtype(schema, samples.tokens.dtype)
     tokens = samples.tokens.astype(dtype, copy=False)
     if not 0 < size_limit <= MAX_SIZE_LIMIT:
@@ -43,7 +44,7 @@ def write_part(samples: Samples, folder: PathLike, size_limit: int = SIZE_LIMIT,
     lengths = np.diff(samples.offsets)
     if len(lengths) and int(lengths.min()) <= 0:
         raise ValueError(f"{samples.source}: sample {int(np.argmin(lengths))} holds no ids")
-    config = shard_config(dtype, compression, hashes, size_limit)
+    config = shard_config(dtype, compression, hashes, size_limit, layout)
     config_bytes = json.dumps(config, sort_keys=True).encode("utf-8")
     compressor = None if level is None else zstandard.ZstdCompressor(level=level)
     entries: list[dict] = []
@@ -68,7 +69,7 @@ def write_part(samples: Samples, folder: PathLike, size_limit: int = SIZE_LIMIT,
     encoded: list[bytes] = []
     size = empty
     for i in range(len(samples)):
-        sample = encode_sample(samples.sample_id(i), tokens[samples.offsets[i]:samples.offsets[i + 1]])
+        sample = encode_sample(samples.sample_id(i), tokens[samples.offsets[i]:samples.offsets[i + 1]], layout)
         if encoded and size + len(sample) + 4 > size_limit:
             flush(encoded)
             encoded, size = [], empty
