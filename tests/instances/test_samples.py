@@ -4,6 +4,7 @@ room), and decoded by `tokenizers` back to the documents' text."""
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 import numpy as np
@@ -185,6 +186,7 @@ def shard_documents() -> list[list[str]]:
     return documents + [current] if current else documents
 
 
+@functools.lru_cache(maxsize=None)  # trained once per session
 def roberta_style(tmp_path_factory, kind: str):
     """Tokenizers trained here on the shard's first 2,000 sentences, as today's models ship them:
     a byte-level BPE with no prefix space (RoBERTa's, ModernBERT's: `ĠThe` after the first
@@ -224,7 +226,7 @@ def no_prefix_space(request, tmp_path_factory):
     return roberta_style(tmp_path_factory, request.param)
 
 
-@pytest.mark.parametrize("max_length", [48, 1024])
+@pytest.mark.parametrize("max_length", [48, pytest.param(1024, marks=pytest.mark.slow)])
 def test_samples_are_runs_of_the_tokenizers_ids_on_each_documents_text(no_prefix_space, max_length):
     """A document's text is its sentences joined by one space; its samples, special tokens
     stripped, are `tokenizer.encode(text)` in order, cut at sentence boundaries."""
@@ -258,6 +260,7 @@ def test_a_sentence_after_the_first_starts_with_the_space_before_it(tmp_path_fac
             s += 1
 
 
+@pytest.mark.slow  # the whole shard through each of four tokenizers
 @pytest.mark.parametrize("kind", [*TOKENIZER_KINDS, "vocab.txt"])
 def test_every_kind_gives_its_ids_on_the_documents_text_whatever_the_blocks(kind, monkeypatch):
     """The suite's tokenizers, and the compiled WordPiece of a vocab.txt, give each document's
