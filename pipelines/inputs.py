@@ -51,8 +51,8 @@ def resolve_inputs(cfg: BuildConfig) -> Inputs:
 
     if cfg.sample:
         dump, index, sample_vocab = (str(p) for p in wikidump.sample_paths())
-        return _inputs(dump, index, None, wikidump.read_site(dump, cfg.lang, open_raw),
-                       _vocab(cfg, "en") if cfg.vocab else load_vocab(sample_vocab) if uses_vocab(cfg) else None)
+        vocab = _vocab(cfg, "en") if cfg.vocab or not uses_vocab(cfg) else load_vocab(sample_vocab)
+        return _inputs(dump, index, None, wikidump.read_site(dump, cfg.lang, open_raw), vocab)
     if cfg.dump is None:
         from bertdata.download.dumps import DumpSpec
 

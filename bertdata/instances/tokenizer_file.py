@@ -114,32 +114,32 @@ class TokenizerFile:
         sentence), so lines tokenized alone would not give the tokenizer's ids on the text."""
         count = len(lines)
         documents = np.asarray(documents)
-        lengths = np.fromiter(map(len, lines), dtype=np.int64, count=count)
-        # Each line's first character in the lines joined by single characters; a document's
-        # text is its lines' run of that, so where a line starts in its document's text is
-        # this less where the document's first line starts.
+        # Positions in all lines joined by one space, documents and all: a document's text is a
+        # run of that, from its first line's start.
         line_start = np.zeros(count + 1, dtype=np.int64)
-        np.cumsum(lengths + 1, out=line_start[1:])
+        np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=count) + 1, out=line_start[1:])
         firsts = np.flatnonzero(np.diff(documents, prepend=documents[0] - 1)) if count else np.empty(0, np.int64)
-        bounds = np.append(firsts, count).tolist()
-        # A token belongs to the line it starts in, a line beginning at the space before it.
+        bounds = np.append(firsts, count)  # each document's first line, and the end
+        # A token belongs to the line it starts in, a line after its document's first beginning
+        # at the space before it.
         line_from = line_start[:-1] - 1
         line_from[firsts] += 1
         ids_parts: list[np.ndarray] = []
         line_tokens = np.zeros(count, dtype=np.int64)
         first = 0  # the first document of the next batch
         while first < len(firsts):
-            done = int(line_start[bounds[first]])
-            stop = max(first + 1, int(np.searchsorted(line_start[firsts], done + ENCODE_CHARS, side="right")))
-            stop = min(stop, len(firsts))
-            texts = [" ".join(lines[a:b]) for a, b in zip(bounds[first:stop], bounds[first + 1:stop + 1])]
+            done = int(line_start[firsts[first]])
+            stop = int(np.searchsorted(line_start[firsts], done + ENCODE_CHARS, side="right"))
+            stop = min(max(first + 1, stop), len(firsts))
+            texts = [" ".join(lines[a:b])
+                     for a, b in zip(bounds[first:stop].tolist(), bounds[first + 1:stop + 1].tolist())]
             encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
             ids = list(itertools.chain.from_iterable(e.ids for e in encodings))
             ids_parts.append(np.fromiter(ids, dtype=dtype, count=len(ids)))
             token_docs = np.repeat(np.arange(first, stop), [len(e.ids) for e in encodings])
             starts = np.fromiter(itertools.chain.from_iterable(itertools.chain.from_iterable(
                 e.offsets for e in encodings)), dtype=np.int64, count=2 * len(ids))[::2]
-            where = starts + line_start[np.asarray(bounds)[token_docs]]
+            where = starts + line_start[firsts[token_docs]]
             # In order even where a normalizer's offsets are not: each line's tokens a run.
             line_of = np.maximum.accumulate(np.searchsorted(line_from, where, side="right") - 1) \
                 if len(where) else where

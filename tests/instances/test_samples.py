@@ -4,8 +4,8 @@ room), and decoded by `tokenizers` back to the documents' text."""
 
 from __future__ import annotations
 
-import functools
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -186,8 +186,7 @@ def shard_documents() -> list[list[str]]:
     return documents + [current] if current else documents
 
 
-@functools.lru_cache(maxsize=None)  # trained once per session
-def roberta_style(tmp_path_factory, kind: str):
+def roberta_style(folder: Path, kind: str) -> Path:
     """Tokenizers trained here on the shard's first 2,000 sentences, as today's models ship them:
     a byte-level BPE with no prefix space (RoBERTa's, ModernBERT's: `ĠThe` after the first
     sentence, `The` first), and a Metaspace Unigram behind a normalizer that changes the text
@@ -216,14 +215,27 @@ def roberta_style(tmp_path_factory, kind: str):
         tokenizer.post_processor = processors.TemplateProcessing(
             single="<cls> $A <sep>", pair="<cls> $A <sep> $B <sep>",
             special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("<cls>", "<sep>")])
-    path = tmp_path_factory.mktemp(kind) / "tokenizer.json"
+    path = folder / "tokenizer.json"
     tokenizer.save(str(path))
     return path
 
 
+@pytest.fixture(scope="module")
+def trained_here(tmp_path_factory):
+    """`roberta_style`'s tokenizer of a kind, trained once for the module."""
+    made: dict[str, Path] = {}
+
+    def get(kind: str) -> Path:
+        if kind not in made:
+            made[kind] = roberta_style(tmp_path_factory.mktemp(kind), kind)
+        return made[kind]
+
+    return get
+
+
 @pytest.fixture(scope="module", params=["bpe", "unigram"])
-def no_prefix_space(request, tmp_path_factory):
-    return roberta_style(tmp_path_factory, request.param)
+def no_prefix_space(request, trained_here):
+    return trained_here(request.param)
 
 
 @pytest.mark.parametrize("max_length", [48, pytest.param(1024, marks=pytest.mark.slow)])
@@ -244,10 +256,10 @@ def test_samples_are_runs_of_the_tokenizers_ids_on_each_documents_text(no_prefix
         assert [t for piece in pieces for t in piece] == theirs.encode(text, add_special_tokens=False).ids
 
 
-def test_a_sentence_after_the_first_starts_with_the_space_before_it(tmp_path_factory):
+def test_a_sentence_after_the_first_starts_with_the_space_before_it(trained_here):
     """Byte-level, no prefix space: each sentence's tokens decode to the sentence, after the
     first with the space that joins it to the one before (`ĠThe`, not `The`)."""
-    path = roberta_style(tmp_path_factory, "bpe")
+    path = trained_here("bpe")
     theirs = Tokenizer.from_file(str(path))
     documents = read_documents(SHARD_A, TokenizerFile(path))
     sentences = shard_documents()

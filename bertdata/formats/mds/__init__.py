@@ -53,11 +53,10 @@ from bertdata.manifest import MANIFEST
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["COLUMN_NAMES", "DEFAULT_SCHEMA", "FORMAT", "HASHES", "INDEX", "MDS", "SCHEMAS", "SIZE_LIMIT", "SPLIT_FOLDERS",
-           "TOKEN_DTYPES", "schema_dtype",
-           "ZSTD_LEVEL", "MdsSplits", "SplitInfo", "codec", "column_encodings", "encode_sample", "encode_shard",
+__all__ = ["COLUMN_NAMES", "DEFAULT_SCHEMA", "FORMAT", "HASHES", "INDEX", "MDS", "SCHEMAS", "SIZE_LIMIT",
+           "SPLIT_FOLDERS", "TOKEN_DTYPES", "ZSTD_LEVEL", "MdsSplits", "SplitInfo", "codec", "column_encodings", "encode_sample", "encode_shard",
            "finish_local_split", "finish_split", "folder_name", "index_bytes", "is_split_folder", "part_name",
-           "read_index", "read_input_ids", "read_samples", "reader", "shard_config", "shard_name", "validate_split",
+           "read_index", "read_input_ids", "read_samples", "reader", "schema_dtype", "shard_config", "shard_name", "validate_split",
            "write_part", "writer"]
 
 
