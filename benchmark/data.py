@@ -39,6 +39,7 @@ import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -119,10 +120,30 @@ class DocumentTokens:
     random_ids: np.ndarray
 
 
+def recorded_tokenizer(recorded: dict, where: str) -> Path | None:
+    """The file of the tokenizer a manifest records (by its sha256), where bertdata has it offline:
+    under the name recorded in the folder or the two above it (a build puts its --tokenizer file
+    in the format's folder, beside the splits), else among the cache's vocabs and tokenizers."""
+    from bertdata.fsutil import cache_dir
+    from bertdata.manifest import file_sha256
+
+    sha, name = recorded.get("tokenizer_sha256"), recorded.get("tokenizer")
+    folders = [Path(where).absolute(), *Path(where).absolute().parents][:3]
+    candidates = [folder / name for folder in folders] if name else []
+    candidates += sorted(p for p in cache_dir().glob("*") if p.suffix in (".json", ".txt"))
+    for candidate in candidates:
+        if candidate.is_file():
+            with open(candidate, "rb") as f:
+                if file_sha256(f) == sha:
+                    return candidate
+    return None
+
+
 def document_tokens(recorded: dict, vocab_path: str | None, where: str) -> DocumentTokens:
     """The tokenizer of a documents folder whose manifest records `recorded`: `vocab_path` (a
     WordPiece vocab.txt or a tokenizer.json), refused if the manifest records another, or without
-    it the bundled sample's vocab or the default one where the manifest's sha256 is theirs."""
+    it the bundled sample's vocab, the recorded file where bertdata has it (`recorded_tokenizer`),
+    or the default vocab, by the manifest's sha256."""
     from bertdata.instances.tokenizer_file import TokenizerFile
     from bertdata.instances.vocab import DEFAULT_VOCAB_SHA256, load_vocab, resolve_vocab
     from bertdata.text.wikidump import sample_paths
@@ -133,21 +154,19 @@ def document_tokens(recorded: dict, vocab_path: str | None, where: str) -> Docum
             raise BertdataError(f"{where}: no manifest.json records the tokenizer its samples were made with; give "
                                 "its vocab.txt or tokenizer.json with --vocab (masking shows its mask token)")
         sample = load_vocab(sample_paths()[2])
+        found = None if sample.sha256 == sha else recorded_tokenizer(recorded, where)
         if sample.sha256 == sha:
             tokenizer = sample
+        elif found is not None:
+            tokenizer = _tokenizer_or_vocab(str(found))
         elif sha == DEFAULT_VOCAB_SHA256:
             tokenizer = resolve_vocab(None)
         else:
             raise BertdataError(f"{where}: its samples were made with {recorded.get('tokenizer', 'a tokenizer')} "
-                                f"(sha256 {sha[:12]}...), not a vocab bertdata has; give that file with --vocab "
-                                "(masking shows its mask token)")
+                                f"(sha256 {sha[:12]}...), which is neither in the folder nor in bertdata's cache; "
+                                "give that file with --vocab (masking shows its mask token)")
     else:
-        try:
-            with open(vocab_path, "rb") as f:
-                is_file = f.read(4096).lstrip().startswith(b"{")
-        except OSError as err:
-            raise BertdataError(f"{vocab_path}: cannot read the tokenizer ({err.strerror})") from None
-        tokenizer = TokenizerFile(vocab_path) if is_file else load_vocab(vocab_path)
+        tokenizer = _tokenizer_or_vocab(vocab_path)
         if sha is not None and tokenizer.sha256 != sha:
             raise BertdataError(f"{vocab_path}: sha256 {tokenizer.sha256[:12]}... is not that of the tokenizer "
                                 f"{where}'s manifest records ({recorded.get('tokenizer')}, {sha[:12]}...)")
@@ -172,6 +191,19 @@ def document_tokens(recorded: dict, vocab_path: str | None, where: str) -> Docum
         raise BertdataError(f"{where}: its manifest records a vocab of {recorded['vocab_size']:,} ids, but "
                             f"{tokenizer.path} has {size:,}")
     return DocumentTokens(tokenizer.path, size, tuple(specials), int(mask_id), np.asarray(random_ids, np.int32))
+
+
+def _tokenizer_or_vocab(path: str):
+    """A tokenizer.json as a TokenizerFile, else a WordPiece vocab.txt as a Vocab."""
+    from bertdata.instances.tokenizer_file import TokenizerFile
+    from bertdata.instances.vocab import load_vocab
+
+    try:
+        with open(path, "rb") as f:
+            is_file = f.read(4096).lstrip().startswith(b"{")
+    except OSError as err:
+        raise BertdataError(f"{path}: cannot read the tokenizer ({err.strerror})") from None
+    return TokenizerFile(path) if is_file else load_vocab(path)
 
 
 def survey_documents(fmt, units: list[str], data: str, vocab_path: str | None) -> tuple[list[PartInfo], Reading]:

@@ -96,15 +96,17 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     found = None
     if cfg.recipe is not None:
         resolved, found = resolve_recipe(cfg)
-        record, vocab = resolved.record, resolved.vocab
-        files = sum(len(f) for f in found.files.values())
-        note(f"recipe {record['name']}: {len(found.recipe.corpora)} corpora ({', '.join(found.recipe.names)}), "
-             f"{files} files, {record['bytes'] / 1e6:.1f} MB; vocab {vocab.path} ({len(vocab)} tokens)")
     else:
         resolved = resolve_inputs(cfg)
-        record, vocab = resolved.record, resolved.vocab
-        note(f"dump {record['name']} ({record['bytes'] / 1e6:.1f} MB, sha1 {record['sha1'][:12]}…), "
-             f"vocab {vocab.path} ({len(vocab)} tokens)")
+    record, vocab = resolved.record, resolved.vocab
+    tokens = (f"vocab {vocab.path} ({len(vocab)} tokens)" if vocab is not None
+              else f"tokenizer {cfg.documents.tokenizer} (no WordPiece vocab: no format uses one)")
+    if found is not None:
+        files = sum(len(f) for f in found.files.values())
+        note(f"recipe {record['name']}: {len(found.recipe.corpora)} corpora ({', '.join(found.recipe.names)}), "
+             f"{files} files, {record['bytes'] / 1e6:.1f} MB; {tokens}")
+    else:
+        note(f"dump {record['name']} ({record['bytes'] / 1e6:.1f} MB, sha1 {record['sha1'][:12]}…), {tokens}")
     if cfg.stop_after == "download":
         return {"dump": record}
     inputs = _stage_inputs(cfg, resolved, found)
@@ -154,7 +156,7 @@ def _stage_inputs(cfg: BuildConfig, inputs: Inputs, found=None) -> BuildInputs:
     if found is not None:
         dataset = found.recipe.name
     t = cfg.text
-    if t.lowercase and is_cased(vocab):
+    if t.lowercase and vocab is not None and is_cased(vocab):
         if cfg.vocab is None:  # the multilingual vocab: cased text is what it was made from
             t = replace(t, lowercase=False)
         else:

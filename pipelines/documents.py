@@ -107,6 +107,10 @@ def write_manifest(stage: StageRecords, provenance: Provenance, out: SplitOutput
     done = sorted((d for d in stage.of_kind(SplitDone) if d.format == name), key=lambda d: SPLITS.index(d.split))
     entries = [{"split": d.split, **d.entry} for d in done]
     extra = out.format.finish_folder(entries, out.settings, out.folder, fsio)
+    if out.settings.tokenizer_file:
+        # Beside the splits, so that the folder is read (`bench --data`) with no other file at hand.
+        tokenizer = out.settings.tokenizer
+        fsio.write_bytes(fsio.join(out.folder, tokenizer.name), fsio.read_bytes(tokenizer.path))
     counts = {k: sum(p.counts.get(k, 0) for p in parts) for k in ("documents", "sentences", "tokens")}
     # And every count the splits' entries hold (samples, shard files, ...; their own tokens, specials included).
     counts.update({k: sum(e[k] for e in entries) for k in dict.fromkeys(k for e in entries for k in e)
@@ -207,12 +211,13 @@ def document_tokenizer(tokenizer) -> DocumentTokenizer:
 
 
 def settings(fmt: SplitFormat, cfg: BuildConfig, vocab: Vocab | None, dataset: str, lowercase: bool,
-             language: str = "", dump: str = "") -> SplitSettings:
-    """What the format's writer is told; `vocab` None: for its folder's name alone (a dry run)."""
+             language: str = "", dump: str = "", dry: bool = False) -> SplitSettings:
+    """What the format's writer is told (`vocab`: None where --tokenizer's file serves); `dry`:
+    for its folder's name alone, no tokenizer read (a dry run)."""
     flags = tuple((flag, value) for name, flag, value in cfg.format_flags if name == fmt.name)
     path = cfg.documents.tokenizer
     tokenizer = None
-    if vocab is not None:
+    if not dry:
         from bertdata.instances.samples import check_sample_length
         from bertdata.instances.tokenize import WordPiece
         from bertdata.instances.tokenizer_file import TokenizerFile
@@ -254,6 +259,6 @@ def dry_run(fmt: SplitFormat, cfg: BuildConfig, chosen: tuple[InstanceConfig, ..
     """`build --dry-run`'s line for the format's stage."""
     if not chosen:
         return []
-    where = fsio.join(cfg.output, fmt.folder(settings(fmt, cfg, None, dataset, lowercase)))
+    where = fsio.join(cfg.output, fmt.folder(settings(fmt, cfg, None, dataset, lowercase, dry=True)))
     done = fsio.exists(fsio.join(where, MANIFEST)) and not cfg.force
     return [f"{fmt.name}: {'reuse (complete)' if done else 'run'}: {fmt.writes} -> {where}"]

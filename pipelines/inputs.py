@@ -27,13 +27,23 @@ _DUMP_DATE = re.compile(r"-(\d{8}|latest)-")
 
 @dataclass(frozen=True)
 class Inputs:
-    """What a build reads: the dump, its index, its record for the manifest, its wiki, the vocab."""
+    """What a build reads: the dump, its index, its record for the manifest, its wiki, the vocab
+    (None where no format uses it: `uses_vocab`)."""
 
     dump: str
     index: str | None
     record: dict
     site: Site
-    vocab: Vocab
+    vocab: Vocab | None
+
+
+def uses_vocab(cfg: BuildConfig) -> bool:
+    """Whether the build reads the WordPiece vocab: every format does but those cut per split,
+    which take --tokenizer's file in its place where one is given."""
+    from bertdata import formats
+    from bertdata.formats import PER_SPLIT
+
+    return cfg.documents.tokenizer is None or any(formats.get(name).cut != PER_SPLIT for name in cfg.formats)
 
 
 def resolve_inputs(cfg: BuildConfig) -> Inputs:
@@ -41,13 +51,13 @@ def resolve_inputs(cfg: BuildConfig) -> Inputs:
 
     if cfg.sample:
         dump, index, sample_vocab = (str(p) for p in wikidump.sample_paths())
-        return _inputs(dump, index, None, wikidump.read_site(dump, cfg.lang, open_raw),
-                       _vocab(cfg.vocab, "en") if cfg.vocab else load_vocab(sample_vocab))
+        vocab = _vocab(cfg, "en") if cfg.vocab or not uses_vocab(cfg) else load_vocab(sample_vocab)
+        return _inputs(dump, index, None, wikidump.read_site(dump, cfg.lang, open_raw), vocab)
     if cfg.dump is None:
         from bertdata.download.dumps import DumpSpec
 
         # The vocab first: offline without one, fail before a download of hours.
-        vocab = _vocab(cfg.vocab, dump_language(f"{cfg.wiki}-", None, cfg.lang))
+        vocab = _vocab(cfg, dump_language(f"{cfg.wiki}-", None, cfg.lang))
         got = download(DumpSpec(wiki=cfg.wiki, date=cfg.date, mirror=cfg.mirror), fsio.join(cfg.output, "download"))
         record = {"name": os.path.basename(got["dump"]["path"]), "date": got["date"],
                   "source": got["mirror"], "sha1": got["dump"]["sha1"], "bytes": got["dump"]["bytes"]}
@@ -63,7 +73,7 @@ def resolve_inputs(cfg: BuildConfig) -> Inputs:
         raise BertdataError(f"{index}: multistream index not found")
     with input_errors(dump, "dump file"):
         site = wikidump.read_site(dump, cfg.lang, open_raw)
-    return _inputs(dump, index, None, site, _vocab(cfg.vocab, site.language))
+    return _inputs(dump, index, None, site, _vocab(cfg, site.language))
 
 
 def resolve_recipe(cfg: BuildConfig):
@@ -91,11 +101,15 @@ def resolve_recipe(cfg: BuildConfig):
         record = {**record, "sha1": hashlib.sha1(f"{record['sha1']}\0{dump_record['sha1']}".encode()).hexdigest(),
                   "dump": dump_record}
     record = {**record, "wiki": site.siteinfo.get("dbname"), "language": site.language}
-    return Inputs(dump, index, record, site, _vocab(cfg.vocab, site.language)), found
+    return Inputs(dump, index, record, site, _vocab(cfg, site.language)), found
 
 
-def _vocab(path: str | None, language: str) -> Vocab:
-    """The vocab at `path` (wherever it is stored), else the language's default."""
+def _vocab(cfg: BuildConfig, language: str) -> Vocab | None:
+    """The vocab at --vocab's path (wherever it is stored), else the language's default; None,
+    neither read nor downloaded, where no format uses it."""
+    path = cfg.vocab
+    if not uses_vocab(cfg):
+        return None
     if path is None or fsio.is_local(path):
         return resolve_vocab(path, language)
     if not fsio.exists(path):
@@ -151,7 +165,7 @@ def _fetched(url: str, folder: str) -> str:
     return path
 
 
-def _inputs(dump: str, index: str | None, record: dict | None, site: Site, vocab: Vocab) -> Inputs:
+def _inputs(dump: str, index: str | None, record: dict | None, site: Site, vocab: Vocab | None) -> Inputs:
     record = {**(record or _dump_record(dump, index)), "wiki": site.siteinfo.get("dbname"),
               "language": site.language}
     return Inputs(dump, index, record, site, vocab)

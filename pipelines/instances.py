@@ -82,7 +82,7 @@ class PhaseOutput:
 class _MakeInstances(StepDoFn):
     takes = (TextShard,)
 
-    def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool, same_seed_per_shard: bool,
+    def __init__(self, vocab: Vocab | None, phases: list[PhaseOutput], lowercase: bool, same_seed_per_shard: bool,
                  force: bool, shard_sinks: tuple[ShardSink, ...] = (), helper_threads: bool = True,
                  tokenizer_file: str | None = None):
         super().__init__()
@@ -98,7 +98,8 @@ class _MakeInstances(StepDoFn):
         # cores (a 32x build was slower with it).
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-        self.tokenizers = {"vocab": WordPiece(self.vocab, self.lowercase)}
+        # No vocab where --tokenizer's file serves every format (pipelines.inputs.uses_vocab).
+        self.tokenizers = {} if self.vocab is None else {"vocab": WordPiece(self.vocab, self.lowercase)}
         if any(sink.tokenizer == "file" for sink in self.shard_sinks):
             from bertdata.instances.tokenizer_file import TokenizerFile
 

@@ -109,6 +109,7 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
                      "estimates need its size, known once it is there")
     else:
         lines.append(f"dump: {dump} ({size_text(os.path.getsize(dump))} bz2)")
+    lines.append(_tokenizer_line(cfg))
     dataset = recipe.name if recipe is not None else _dataset(dump, cfg)
     text = _finished_text(cfg, dataset, dump)
     if cfg.stop_after == "download":
@@ -153,6 +154,26 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
                      f"{dump_bytes_per_second(workers) / max(1, workers) / 1e6:.2f} MB of bz2 dump per second per "
                      "worker (README, Performance); less for stages reused")
     return lines
+
+
+def _tokenizer_line(cfg: BuildConfig) -> str:
+    """What the build tokenizes with, and whether it downloads a vocab first."""
+    from bertdata.fsutil import cache_dir
+    from bertdata.instances.vocab import DEFAULT_VOCAB_NAME
+    from bertdata.pipelines.inputs import uses_vocab
+
+    tokenizer = cfg.documents.tokenizer
+    if not uses_vocab(cfg):
+        return f"tokenizer: {tokenizer} for every format; no WordPiece vocab is read or downloaded"
+    also = f"; {tokenizer} for the formats holding documents" if tokenizer else ""
+    if cfg.vocab:
+        return f"vocab: {cfg.vocab}{also}"
+    if cfg.sample:
+        return f"vocab: the bundled sample's{also}"
+    english = cache_dir() / DEFAULT_VOCAB_NAME
+    return (f"vocab: the language's default (English: bert-base-uncased's, {english}"
+            f"{'' if english.is_file() else ', downloaded there first'}; others: bert-base-multilingual-cased's, "
+            f"downloaded once beside it){also}")
 
 
 def _dataset(dump: str | None, cfg: BuildConfig) -> str:

@@ -89,9 +89,9 @@ def reusable_text_stage(folders: list[str], dump: dict, text_options: dict, forc
     return None
 
 
-def refuse_another_build(output: str, dump: dict, language: str, vocab: Vocab, force: bool) -> None:
+def refuse_another_build(output: str, dump: dict, language: str, vocab: Vocab | None, force: bool) -> None:
     """Refuse, unless `force`, a build into a folder holding a finished build of another dump,
-    language or vocab, naming the difference: a build replaces what its stages write, and its
+    language or vocab (where this one uses one), naming the difference: a build replaces what its stages write, and its
     stages' own checks see only the folders this build writes (another shard count, language or
     phase writes others), so the first build would be lost, or mixed with this one, unasked."""
     if force:
@@ -102,7 +102,7 @@ def refuse_another_build(output: str, dump: dict, language: str, vocab: Vocab, f
             difference = f"made from another dump ({dump_difference(made_from, dump)})"
         elif options.get("language", language) != language:
             difference = f"in another language ({options['language']}, now {language})"
-        elif options.get("vocab_sha256", vocab.sha256) != vocab.sha256:
+        elif vocab is not None and options.get("vocab_sha256", vocab.sha256) != vocab.sha256:
             difference = (f"made with another vocab (sha256 {options['vocab_sha256'][:12]}…, now {vocab.path}, "
                           f"sha256 {vocab.sha256[:12]}…)")
         else:

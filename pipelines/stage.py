@@ -110,7 +110,7 @@ class BuildInputs:
     dump: str
     index: str | None
     dump_record: dict
-    vocab: Vocab
+    vocab: Vocab | None  # None where no format uses it (pipelines.inputs.uses_vocab)
     site: Site
     text: TextConfig  # lowercase settled against the vocab
     dataset: str
@@ -147,8 +147,9 @@ class BuildInputs:
         return self.at_end().instance_options(p)
 
     def at_end(self) -> EndInputs:
-        return EndInputs(self.text_options, self.work_dir, self.vocab.sha256, len(self.vocab), self.text.lowercase,
-                         self.cfg.same_seed_per_shard)
+        vocab = self.vocab
+        return EndInputs(self.text_options, self.work_dir, vocab and vocab.sha256, vocab and len(vocab),
+                         self.text.lowercase, self.cfg.same_seed_per_shard)
 
 
 @dataclass(frozen=True)
@@ -160,8 +161,8 @@ class EndInputs:
 
     text_options: dict
     work_dir: str
-    vocab_sha256: str
-    vocab_size: int
+    vocab_sha256: str | None
+    vocab_size: int | None
     lowercase: bool
     same_seed_per_shard: bool
 

@@ -82,8 +82,10 @@ class RecipeReading:
             tokenizer = WordPiece(self.vocab, self.lowercase)
 
         def count(text: bytes) -> int:
+            # Its sentences tokenized as one document, as the instance stage tokenizes them.
             starts = np.concatenate(([0], np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10) + 1))
-            return int(tokenizer.encode_joined(text, starts.astype(np.int64))[1].sum())
+            return int(tokenizer.encode_joined(text, starts.astype(np.int64),
+                                               documents=np.zeros(len(starts), np.int64))[1].sum())
 
         return count
 

@@ -37,6 +37,31 @@ print(json.dumps(out))
 '''
 
 
+# ModernBERT's StreamingTextDataset (`streaming: true`) on an MDS split, as its src/text_data.py reads a
+# sample's `input_ids`: the column's buffer taken as int64, whatever dtype streaming decoded it in.
+# args: {"reads": [[local, split], ...]}; prints each read's samples (or the error a sample raised).
+MODERNBERT_STREAMING_CHECK = r'''
+import json, sys
+import numpy as np
+from streaming import StreamingDataset
+from streaming.base.util import clean_stale_shared_memory
+
+args = json.load(open(sys.argv[1]))
+out = []
+for local, split in args["reads"]:
+    clean_stale_shared_memory()
+    ds = StreamingDataset(local=local, split=split, shuffle=False, batch_size=1)
+    read = []
+    for i in range(len(ds)):
+        try:
+            read.append(np.frombuffer(ds[i]["input_ids"], dtype=np.int64).tolist())
+        except ValueError as err:  # "buffer size must be a multiple of element size"
+            read.append(str(err))
+    out.append(read)
+print(json.dumps(out))
+'''
+
+
 DATASETS_CHECK = r'''
 import json, sys
 import datasets, transformers

@@ -145,6 +145,9 @@ VENVS = {
     # Hugging Face's loader and collator, which read `--format parquet`. Apart from .venv: datasets
     # pulls pandas, which Beam then imports in every process (+0.3 s and ~40 MB each).
     "datasets": ("datasets==5.2.0", "transformers==5.25.0"),
+    # The README's Hugging Face how-to as written: the same two with what `Trainer` runs on (the bench
+    # extra's torch, whose CPU wheel is at hand).
+    "trainer": ("datasets==5.2.0", "transformers==5.25.0", "torch==2.13.0", "accelerate==1.16.0"),
 }
 
 

@@ -83,7 +83,12 @@ BUILTIN = {
     "megatron": Entry("bertdata.formats.megatron:MEGATRON"),
     "mds": Entry("bertdata.formats.mds:MDS", (
         FormatFlag("compression", "compress the shard files (streaming's StreamingDataset reads them; ModernBERT's "
-                   "NoStreamingDataset reads only uncompressed ones; default: uncompressed)", ("zstd",)),)),
+                   "NoStreamingDataset reads only uncompressed ones; default: uncompressed)", ("zstd",)),
+        FormatFlag("schema", "how the ids are stored, by the reader: input_ids (the tokenizer's uint16 or "
+                   "uint32; streaming's StreamingDataset, ModernBERT's NoStreamingDataset; the default), int64 "
+                   "(ModernBERT's streaming: true, StreamingTextDataset, which reads them as int64 bytes) or "
+                   "eurobert (EuroBERT's optimus: tokens as int32 beside a metadata json)",
+                   ("input_ids", "int64", "eurobert")))),
     "parquet": Entry("bertdata.formats.hfparquet:PARQUET"),
 }
 _loaded: dict[str, Format] = {}

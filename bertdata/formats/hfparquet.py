@@ -362,8 +362,12 @@ class HfParquet:
         t = settings.tokenizer
         kind = f"{t.name} (sha256 {t.sha256[:12]}…)" + (", lower case" if settings.lowercase and not settings.tokenizer_file
                                                       else "")
-        card = Card(pretty_name=f"{settings.dataset} tokenized by {t.name}", language=settings.language, dump=settings.dump, build=f"bertdata, samples of at most {settings.max_seq_length} "
-                                                           "tokens", tokenizer=kind)
+        # A tokenizer file is named by its folder (every tokenizer.json is named alike), as the
+        # dataset's folder is; a vocab by its file.
+        by = settings.label if settings.tokenizer_file else t.name
+        card = Card(pretty_name=f"{settings.dataset} tokenized by {by}", language=settings.language,
+                    dump=settings.dump, build=f"bertdata, samples of at most {settings.max_seq_length} tokens",
+                    tokenizer=kind)
         write_card(figures, card, lambda name, data: files.write_bytes(files.join(folder, name), data))
         return {}
 

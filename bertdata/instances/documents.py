@@ -80,16 +80,35 @@ def read_documents(inputs: str | os.PathLike | Sequence[str | os.PathLike],
     # Documents are numbered by how many blank lines came before, across files, as the
     # reference keeps appending to its last document when a new file starts.
     blank_lines = 0
+
+    def encode(joined: bytes, starts: np.ndarray, docs: np.ndarray) -> None:
+        ids, lengths = tokenizer.encode_joined(joined, starts, dtype=tokenizer.id_dtype, documents=docs)
+        id_parts.append(ids)
+        length_parts.append(lengths)
+        doc_parts.append(docs)
+
+    # The last document's lines (UTF-8 joined by newlines, where each starts, its number): a
+    # document is tokenized whole, and it may go on in the next block or file.
+    held = (b"", np.empty(0, np.int64), np.empty(0, np.int64))
     for path in paths:
         for joined, starts, blank in _blocks(path, errors, progress):
             blank = np.frombuffer(blank, dtype=bool)
             doc_of_line = np.cumsum(blank) + blank_lines
             blank_lines = int(doc_of_line[-1])
-            ids, lengths = tokenizer.encode_joined(joined, np.frombuffer(starts, dtype=np.int64),
-                                                   dtype=tokenizer.id_dtype)
-            id_parts.append(ids)
-            length_parts.append(lengths)
-            doc_parts.append(doc_of_line[~blank])
+            starts, docs = np.frombuffer(starts, dtype=np.int64), doc_of_line[~blank]
+            if len(held[1]) and len(starts):
+                joined, starts = held[0] + b"\n" + joined, np.concatenate((held[1], starts + len(held[0]) + 1))
+                docs = np.concatenate((held[2], docs))
+            elif len(held[1]):
+                joined, starts, docs = held
+            # Lines of a document that a blank line has not ended yet wait for the rest of it.
+            keep = int(np.searchsorted(docs, blank_lines)) if len(docs) else 0
+            cut = int(starts[keep]) if keep < len(starts) else len(joined) + 1
+            if keep:
+                encode(joined[:cut - 1], starts[:keep], docs[:keep])
+            held = (joined[cut:], starts[keep:] - cut, docs[keep:])
+    if len(held[1]):
+        encode(*held)
     lengths = np.concatenate(length_parts) if length_parts else np.empty(0, np.int32)
     doc_of_sentence = np.concatenate(doc_parts) if doc_parts else np.empty(0, np.int64)
     kept = lengths > 0

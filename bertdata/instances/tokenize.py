@@ -110,10 +110,12 @@ class WordPiece:
 
         return self._encode_all(len(lines), batch, dtype)
 
-    def encode_joined(self, joined: bytes, starts: np.ndarray, dtype: np.dtype | type = np.int32
-                      ) -> tuple[np.ndarray, np.ndarray]:
+    def encode_joined(self, joined: bytes, starts: np.ndarray, dtype: np.dtype | type = np.int32,
+                      documents: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`encode_lines` of lines given in UTF-8, joined by newlines, `starts` where each begins
-        (as `_wordpiece.text_lines` gives them): no str is made but for a line sent whole."""
+        (as `_wordpiece.text_lines` gives them): no str is made but for a line sent whole.
+        `documents` (each line's document) changes nothing: BERT's pre-tokenizer splits at every
+        space, so a document's lines tokenized alone give its text's ids, joined by spaces."""
         count = len(starts)
         ends = np.append(starts[1:] - 1, len(joined)).tolist()
         starts = starts.tolist()

@@ -106,14 +106,59 @@ class TokenizerFile:
             start = stop
         return (np.concatenate(parts) if parts else np.empty(0, dtype)), lengths
 
-    def encode_joined(self, joined: bytes, starts: np.ndarray, dtype: np.dtype | type = np.int32
-                      ) -> tuple[np.ndarray, np.ndarray]:
+    def encode_documents(self, lines: list[str], documents: np.ndarray, dtype: np.dtype | type = np.int32
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids of each document's text, its lines (`documents`: each line's document, in
+        order) joined by one space, flat, and each line's token count: the tokens that start in
+        it or in the space before it. A byte-level BPE sees that space (`ĠThe` after the first
+        sentence), so lines tokenized alone would not give the tokenizer's ids on the text."""
+        count = len(lines)
+        documents = np.asarray(documents)
+        # Positions in all lines joined by one space, documents and all: a document's text is a
+        # run of that, from its first line's start.
+        line_start = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=count) + 1, out=line_start[1:])
+        firsts = np.flatnonzero(np.diff(documents, prepend=documents[0] - 1)) if count else np.empty(0, np.int64)
+        bounds = np.append(firsts, count)  # each document's first line, and the end
+        # A token belongs to the line it starts in, a line after its document's first beginning
+        # at the space before it.
+        line_from = line_start[:-1] - 1
+        line_from[firsts] += 1
+        ids_parts: list[np.ndarray] = []
+        line_tokens = np.zeros(count, dtype=np.int64)
+        first = 0  # the first document of the next batch
+        while first < len(firsts):
+            done = int(line_start[firsts[first]])
+            stop = int(np.searchsorted(line_start[firsts], done + ENCODE_CHARS, side="right"))
+            stop = min(max(first + 1, stop), len(firsts))
+            texts = [" ".join(lines[a:b])
+                     for a, b in zip(bounds[first:stop].tolist(), bounds[first + 1:stop + 1].tolist())]
+            encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+            ids = list(itertools.chain.from_iterable(e.ids for e in encodings))
+            ids_parts.append(np.fromiter(ids, dtype=dtype, count=len(ids)))
+            token_docs = np.repeat(np.arange(first, stop), [len(e.ids) for e in encodings])
+            starts = np.fromiter(itertools.chain.from_iterable(itertools.chain.from_iterable(
+                e.offsets for e in encodings)), dtype=np.int64, count=2 * len(ids))[::2]
+            where = starts + line_start[firsts[token_docs]]
+            # In order even where a normalizer's offsets are not: each line's tokens a run.
+            line_of = np.maximum.accumulate(np.searchsorted(line_from, where, side="right") - 1) \
+                if len(where) else where
+            line_tokens += np.bincount(line_of, minlength=count)
+            first = stop
+        ids = np.concatenate(ids_parts) if ids_parts else np.empty(0, dtype)
+        return ids, line_tokens.astype(np.int32)
+
+    def encode_joined(self, joined: bytes, starts: np.ndarray, dtype: np.dtype | type = np.int32,
+                      documents: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`encode_lines` of lines given in UTF-8, joined by newlines, `starts` where each begins
-        (as `_wordpiece.text_lines` gives them)."""
+        (as `_wordpiece.text_lines` gives them); with `documents` (each line's document),
+        `encode_documents`."""
         lines = joined.decode("utf-8").split("\n") if len(starts) else []
         if len(lines) != len(starts):
             raise ValueError("encode_joined: a line contains a newline")
-        return self.encode_lines(lines, dtype)
+        if documents is None:
+            return self.encode_lines(lines, dtype)
+        return self.encode_documents(lines, documents, dtype)
 
 
 def _unpickled(path: str, data: bytes, max_length: int | None) -> TokenizerFile:

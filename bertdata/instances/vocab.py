@@ -14,6 +14,8 @@ from bertdata.errors import BertdataError
 from bertdata.fsutil import cache_dir, input_errors
 from bertdata.text.languages import ENGLISH_CODES
 
+# The default vocab's name in the cache (fsutil.cache_dir), downloaded there once.
+DEFAULT_VOCAB_NAME = "bert-base-uncased-vocab.txt"
 DEFAULT_VOCAB_URL = "https://huggingface.co/bert-base-uncased/resolve/main/vocab.txt"
 DEFAULT_VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -178,7 +180,7 @@ def resolve_vocab(path: str | os.PathLike | None, language: str = "en") -> Vocab
     if language not in ENGLISH_CODES:
         return multilingual_vocab()
     cached = _downloaded_once(
-        "bert-base-uncased-vocab.txt", DEFAULT_VOCAB_URL, DEFAULT_VOCAB_SHA256,
+        DEFAULT_VOCAB_NAME, DEFAULT_VOCAB_URL, DEFAULT_VOCAB_SHA256,
         "no vocab given and the default bert-base-uncased vocab could not be downloaded into {cached} ({err}); "
         "pass --vocab PATH to a WordPiece vocab.txt")
     vocab = load_vocab(cached)

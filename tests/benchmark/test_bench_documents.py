@@ -105,3 +105,27 @@ def test_bad_uses_are_one_line(built, tmp_path):
             make_plan(tiny(built / FOLDERS[1]))
     finally:
         manifest.write_text(saved)
+
+
+def test_a_tokenizer_files_folder_trains_offline_with_the_file_the_build_put_there(tmp_path, monkeypatch):
+    """A --tokenizer build's folder holds its file; bench finds it there by the manifest's sha256,
+    offline with an empty cache, or in the cache where the folder lost it."""
+    from conftest import trained_tokenizer
+
+    path = trained_tokenizer("bpe")
+    out = tmp_path / "out"
+    run_cli("build", "--wiki-only", "--sample", "--output", out, "--phase", "1", *SAMPLE_SHARDS,
+            "--format", "mds", "--tokenizer", path, "--max-seq-length", "128")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    data = out / "mds" / path.parent.name
+    plan = make_plan(tiny(data))
+    assert plan.model.vocab_size == json.loads((data / "manifest.json").read_text())["options"]["vocab_size"]
+    assert run(tiny(data, steps=2))["objective"] == "mlm"
+    (data / "tokenizer.json").unlink()
+    with pytest.raises(BertdataError, match="neither in the folder nor in bertdata's cache"):
+        make_plan(tiny(data))
+    (cache / "bertdata").mkdir(parents=True)
+    (cache / "bertdata" / "my-bpe.json").write_bytes(path.read_bytes())
+    assert make_plan(tiny(data)).model.vocab_size == plan.model.vocab_size

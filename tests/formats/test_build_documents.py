@@ -141,3 +141,58 @@ def test_inspect_checks_and_shard_refuses_the_document_folders(five, tmp_path):
                        check=False)
         assert proc.returncode == 2 and f"{folder} files hold documents, not instances to re-partition" in proc.stderr
         assert not (tmp_path / folder).exists()
+
+
+def offline(cache: Path) -> dict:
+    """The environment of a user with no network and an empty cache: any download fails at once."""
+    import os
+
+    dead = "http://127.0.0.1:9"
+    return {**os.environ, "XDG_CACHE_HOME": str(cache), "HTTP_PROXY": dead, "HTTPS_PROXY": dead,
+            "http_proxy": dead, "https_proxy": dead, "NO_PROXY": "", "no_proxy": ""}
+
+
+def test_a_tokenizer_build_neither_reads_nor_downloads_a_vocab(tmp_path):
+    """--tokenizer alone, formats cut per split: offline, an empty cache, rc 0; the file lies in
+    each format's folder; --dry-run says the same; a format that needs the vocab still asks."""
+    from bertdata.text.wikidump import sample_paths
+
+    path = trained_tokenizer("bpe")
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    args = ("build", "--wiki-only", "--dump", sample_paths()[0], "--output", out, "--phase", "1", *SAMPLE_SHARDS,
+            "--format", "mds", "parquet", "--tokenizer", path)
+    plan = run_cli(*args, "--dry-run", env=offline(cache))
+    assert f"tokenizer: {path} for every format; no WordPiece vocab is read or downloaded" in plan.stdout
+    proc = run_cli(*args, "--workers", "1", env=offline(cache), check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert not list(cache.rglob("*.txt"))
+    assert "no WordPiece vocab" in proc.stdout + proc.stderr
+    for folder in ("mds", "parquet"):
+        assert (out / folder / path.parent.name / "tokenizer.json").read_bytes() == path.read_bytes()
+    # The card names the tokenizer by its folder, as the dataset's folder is named.
+    card = (out / "parquet" / path.parent.name / "README.md").read_text(encoding="utf-8")
+    assert f' tokenized by {path.parent.name}"\n' in card and "tokenized by tokenizer.json" not in card
+    # hdf5 beside it needs the vocab: the default one, not at hand offline.
+    refused = run_cli(*args[:-4], "hdf5", "mds", "--tokenizer", path, "--force", env=offline(cache), check=False)
+    assert refused.returncode == 2 and "could not be downloaded" in refused.stderr
+    plan = run_cli(*args[:-4], "hdf5", "mds", "--tokenizer", path, "--dry-run", env=offline(cache))
+    assert "bert-base-uncased's" in plan.stdout and "downloaded there first" in plan.stdout
+
+
+def test_the_int64_schema_holds_the_default_builds_ids(tmp_path):
+    """--mds-schema int64 (ModernBERT's streaming reader): every sample of the default build, its ids
+    stored as int64, the schema recorded in the manifest."""
+    from bertdata.formats.mds import read_samples
+
+    path = trained_tokenizer("bpe")
+    for schema in ("input_ids", "int64"):
+        build(tmp_path / schema, "--format", "mds", "--tokenizer", path, "--mds-schema", schema, "--workers", "1")
+    read = {}
+    for schema in ("input_ids", "int64"):
+        folder = tmp_path / schema / "mds" / path.parent.name
+        options = json.loads((folder / "manifest.json").read_text())["options"]
+        assert options["schema"] == schema and options["dtype"] == ("uint16" if schema == "input_ids" else "int64")
+        read[schema] = [(s["id"], s["input_ids"].tolist(), s["input_ids"].dtype.name)
+                        for split in ("train", "val") for s in read_samples(folder / split)]
+    assert [r[:2] for r in read["int64"]] == [r[:2] for r in read["input_ids"]]
+    assert {r[2] for r in read["int64"]} == {"int64"}

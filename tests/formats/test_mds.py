@@ -21,7 +21,7 @@ from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats import Report, mds
 from bertdata.instances.samples import Samples
 from conftest import VOCAB, folder_bytes, text_samples
-from readers import STREAMING_CHECK, run_in_venv
+from readers import MODERNBERT_STREAMING_CHECK, STREAMING_CHECK, run_in_venv
 
 
 def shards(count: int = 3) -> list[Samples]:
@@ -357,6 +357,70 @@ def test_modernbert_packs_batches_from_the_folder(tmp_path):
     assert packed and not packed - samples
     assert sum(packed.values()) > 0.8 * len(want)
     assert 0.25 < found["masked"] / found["real"] < 0.35
+
+
+def test_the_int64_schema_holds_the_same_ids_as_int64(tmp_path):
+    """--mds-schema int64: the default's ids, stored as ndarray:int64, checked by inspect's reader."""
+    parts = shards(2)
+    write_split(tmp_path / "int64" / "train", parts, schema="int64")
+    index = mds.read_index(tmp_path / "int64" / "train")
+    assert {tuple(e["column_encodings"]) for e in index} == {("str", "ndarray:int64", "int32")}
+    samples = list(mds.read_samples(tmp_path / "int64" / "train"))
+    assert [(s["id"], s["input_ids"].tolist()) for s in samples] == [tuple(w) for w in expected(parts)]
+    assert {s["input_ids"].dtype.name for s in samples} == {"int64"}
+    assert mds.validate_split(tmp_path / "int64" / "train", 30522).dtype == "int64"
+    with pytest.raises(BertdataError, match="MDS schema 'int32': one of input_ids, int64, eurobert"):
+        mds.write_part(parts[0], tmp_path, schema="int32")
+
+
+@pytest.mark.slow
+def test_modernberts_streaming_reader_takes_the_int64_schema(tmp_path):
+    """Read through mosaicml-streaming's StreamingDataset as ModernBERT's StreamingTextDataset reads
+    a sample (np.frombuffer(sample["input_ids"], dtype=np.int64)): every sample of the int64 schema
+    is our ids; of the default uint16 one, hardly any."""
+    parts = shards(2)
+    for schema in ("input_ids", "int64"):
+        write_split(tmp_path / "mds" / schema / "train", parts, schema=schema)
+    reads = [[str(tmp_path / "mds" / schema), "train"] for schema in ("input_ids", "int64")]
+    default, int64 = run_in_venv("streaming", MODERNBERT_STREAMING_CHECK, {"reads": reads}, tmp_path)
+    want = [ids for _id, ids in expected(parts)]
+    assert int64 == want
+    assert sum(a == b for a, b in zip(default, want)) < len(want) / 10
+
+
+def test_the_eurobert_schema_is_tokens_and_metadata(tmp_path):
+    """--mds-schema eurobert: EuroBERT's optimus columns (`metadata` json, `tokens` ndarray:int32),
+    read back by inspect's reader as every sample's ids and id."""
+    parts = shards(2)
+    write_split(tmp_path / "eurobert" / "train", parts, schema="eurobert")
+    (entry, *_) = mds.read_index(tmp_path / "eurobert" / "train")
+    assert (entry["column_names"], entry["column_encodings"], entry["column_sizes"]) == (
+        ["metadata", "tokens"], ["json", "ndarray:int32"], [None, None])
+    samples = list(mds.read_samples(tmp_path / "eurobert" / "train"))
+    assert [(s["id"], s["input_ids"].tolist()) for s in samples] == [tuple(w) for w in expected(parts)]
+    assert mds.validate_split(tmp_path / "eurobert" / "train", 30522).dtype == "int32"
+
+
+# EuroBERT's optimus (optimus/trainer/data.py): MaskingDataset, a StreamingDataset, masks item["tokens"].
+EUROBERT_CHECK = r'''
+import json, sys
+from streaming import StreamingDataset
+
+args = json.load(open(sys.argv[1]))
+ds = StreamingDataset(local=args["root"], split="train", shuffle=False, batch_size=1)
+print(json.dumps([[ds[i]["metadata"], ds[i]["tokens"].tolist(), ds[i]["tokens"].dtype.name] for i in range(len(ds))]))
+'''
+
+
+@pytest.mark.slow
+def test_streaming_reads_the_eurobert_schema_as_optimus_does(tmp_path):
+    """Through mosaicml-streaming, as EuroBERT's MaskingDataset takes a sample: `tokens`, int32,
+    every sample's ids; `metadata` a dict holding its id."""
+    parts = shards(2)
+    write_split(tmp_path / "mds" / "train", parts, schema="eurobert")
+    found = run_in_venv("streaming", EUROBERT_CHECK, {"root": str(tmp_path / "mds")}, tmp_path)
+    assert [(m["id"], ids) for m, ids, _dtype in found] == [tuple(w) for w in expected(parts)]
+    assert {dtype for _m, _ids, dtype in found} == {"int32"}
 
 
 def test_finish_split_does_its_io_through_the_callables(tmp_path):

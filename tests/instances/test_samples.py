@@ -5,6 +5,7 @@ room), and decoded by `tokenizers` back to the documents' text."""
 from __future__ import annotations
 
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from bertdata.instances.samples import check_sample_length, make_samples
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.tokenizer_file import TokenizerFile
 from bertdata.instances.vocab import load_vocab
-from conftest import SHARD_A, VOCAB, trained_tokenizer
+from conftest import SHARD_A, TOKENIZER_KINDS, VOCAB, trained_tokenizer
 
 
 def reference(documents: Documents, room: int) -> list[tuple[int, int, list[int]]]:
@@ -171,3 +172,120 @@ def test_a_length_the_tokenizer_cannot_hold_is_one_line(bpe, tmp_path):
     check_sample_length(limited, 512)
     with pytest.raises(BertdataError, match="a sample length of 1024 is over the 512 tokens the tokenizer states"):
         make_samples(read_documents(SHARD_A, limited), limited, 1024)
+
+
+def shard_documents() -> list[list[str]]:
+    """SHARD_A's documents, each its sentences (lines stripped, a blank line between documents)."""
+    documents, current = [], []
+    for line in SHARD_A.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            current.append(line.strip())
+        elif current:
+            documents.append(current)
+            current = []
+    return documents + [current] if current else documents
+
+
+def roberta_style(folder: Path, kind: str) -> Path:
+    """Tokenizers trained here on the shard's first 2,000 sentences, as today's models ship them:
+    a byte-level BPE with no prefix space (RoBERTa's, ModernBERT's: `ĠThe` after the first
+    sentence, `The` first), and a Metaspace Unigram behind a normalizer that changes the text
+    (lower case, runs of spaces and quotes rewritten)."""
+    from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    lines = [s for document in shard_documents() for s in document][:2000]
+    if kind == "bpe":
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        tokenizer.train_from_iterator(lines, trainers.BpeTrainer(
+            vocab_size=3000, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+        tokenizer.post_processor = processors.RobertaProcessing(
+            ("</s>", tokenizer.token_to_id("</s>")), ("<s>", tokenizer.token_to_id("<s>")))
+    else:
+        tokenizer = Tokenizer(models.Unigram())
+        tokenizer.normalizer = normalizers.Sequence([
+            normalizers.NFKD(), normalizers.StripAccents(), normalizers.Lowercase(),
+            normalizers.Replace(Regex(" {2,}"), " "), normalizers.Replace("``", '"')])
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+        tokenizer.decoder = decoders.Metaspace(prepend_scheme="first")
+        tokenizer.train_from_iterator(lines, trainers.UnigramTrainer(
+            vocab_size=2000, special_tokens=["<cls>", "<sep>", "<unk>"], unk_token="<unk>", show_progress=False))
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single="<cls> $A <sep>", pair="<cls> $A <sep> $B <sep>",
+            special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("<cls>", "<sep>")])
+    path = folder / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained_here(tmp_path_factory):
+    """`roberta_style`'s tokenizer of a kind, trained once for the module."""
+    made: dict[str, Path] = {}
+
+    def get(kind: str) -> Path:
+        if kind not in made:
+            made[kind] = roberta_style(tmp_path_factory.mktemp(kind), kind)
+        return made[kind]
+
+    return get
+
+
+@pytest.fixture(scope="module", params=["bpe", "unigram"])
+def no_prefix_space(request, trained_here):
+    return trained_here(request.param)
+
+
+@pytest.mark.parametrize("max_length", [48, pytest.param(1024, marks=pytest.mark.slow)])
+def test_samples_are_runs_of_the_tokenizers_ids_on_each_documents_text(no_prefix_space, max_length):
+    """A document's text is its sentences joined by one space; its samples, special tokens
+    stripped, are `tokenizer.encode(text)` in order, cut at sentence boundaries."""
+    theirs = Tokenizer.from_file(str(no_prefix_space))
+    tokenizer = TokenizerFile(no_prefix_space)
+    documents = read_documents(SHARD_A, tokenizer)
+    samples = make_samples(documents, tokenizer, max_length)
+    check(samples, documents, tokenizer, max_length)
+    texts = [" ".join(sentences) for sentences in shard_documents()]
+    assert documents.num_documents == len(texts)
+    prefix, suffix = len(tokenizer.prefix), len(tokenizer.suffix)
+    for d, text in enumerate(texts):
+        pieces = [samples.sample(i)[prefix:len(samples.sample(i)) - suffix].tolist()
+                  for i in np.flatnonzero(samples.document == d)]
+        assert [t for piece in pieces for t in piece] == theirs.encode(text, add_special_tokens=False).ids
+
+
+def test_a_sentence_after_the_first_starts_with_the_space_before_it(trained_here):
+    """Byte-level, no prefix space: each sentence's tokens decode to the sentence, after the
+    first with the space that joins it to the one before (`ĠThe`, not `The`)."""
+    path = trained_here("bpe")
+    theirs = Tokenizer.from_file(str(path))
+    documents = read_documents(SHARD_A, TokenizerFile(path))
+    sentences = shard_documents()
+    assert documents.num_sentences == sum(map(len, sentences))
+    s = 0
+    for d, lines in enumerate(sentences):
+        for k, line in enumerate(lines):
+            ids = documents.tokens[documents.sentence_offsets[s]:documents.sentence_offsets[s + 1]].tolist()
+            assert theirs.decode(ids) == (" " if k else "") + line
+            s += 1
+
+
+@pytest.mark.slow  # the whole shard through each of four tokenizers
+@pytest.mark.parametrize("kind", [*TOKENIZER_KINDS, "vocab.txt"])
+def test_every_kind_gives_its_ids_on_the_documents_text_whatever_the_blocks(kind, monkeypatch):
+    """The suite's tokenizers, and the compiled WordPiece of a vocab.txt, give each document's
+    ids on its whole text, with documents cut across the blocks the shard is read in."""
+    from bertdata.instances import documents as documents_module
+    from bertdata.instances.tokenizer_file import open_tokenizer
+
+    theirs = Tokenizer.from_file(str(trained_tokenizer("wordpiece" if kind == "vocab.txt" else kind)))
+    tokenizer = open_tokenizer(VOCAB if kind == "vocab.txt" else trained_tokenizer(kind))
+    monkeypatch.setattr(documents_module, "BLOCK_BYTES", 5000)
+    documents = read_documents(SHARD_A, tokenizer)
+    texts = [" ".join(sentences) for sentences in shard_documents()]
+    assert documents.num_documents == len(texts)
+    expected = [theirs.encode(text, add_special_tokens=False).ids for text in texts]
+    assert documents.tokens.tolist() == [t for ids in expected for t in ids]
+    assert np.diff(documents.sentence_offsets[documents.doc_offsets]).tolist() == list(map(len, expected))

@@ -10,9 +10,12 @@ A split folder (`train/`, `val/`) holds `index.json` and the shard files `shard.
   version); the samples.
 - A sample: the byte size (u32) of each variable-size column, in column order; then each
   column's bytes, in column order. Columns are sorted by name: `id` (`str`: UTF-8),
-  `input_ids` (`ndarray:uint16`, `ndarray:uint32` for a vocab of more than 65,536 entries:
+  `input_ids` (`ndarray:uint16`, `ndarray:uint32` for a vocab of more than 65,536 entries,
+  `ndarray:int64` with `--mds-schema int64` for ModernBERT's StreamingTextDataset:
   one byte `ndim << 2 | shape dtype code` (codes 0-3: uint8-uint64, the smallest that holds
   the length), the length in that dtype, the ids) and `len` (`int32`, fixed: no size).
+  `--mds-schema eurobert` writes EuroBERT's columns instead: `metadata` (`json`, the id) and
+  `tokens` (`ndarray:int32`); see codec.SCHEMAS.
 - `index.json`: `{"shards": [entry, ...], "version": 2}` (`sort_keys=True`); an entry is the
   shard's config plus its sample count and `raw_data` / `zip_data`: basename, bytes and hashes
   of the file as written and, compressed, of the zstd file (`zip_data` null uncompressed).
@@ -40,9 +43,9 @@ from bertdata.errors import ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings, hidden
 from bertdata.formats.mds import codec, reader, writer
 from bertdata.formats.report import from_recipe, print_corpora
-from bertdata.formats.mds.codec import (COLUMN_NAMES, FORMAT, HASHES, INDEX, SIZE_LIMIT, SPLIT_FOLDERS, TOKEN_DTYPES,
-                                        ZSTD_LEVEL, column_encodings, encode_sample, encode_shard, index_bytes,
-                                        part_name, shard_config, shard_name)
+from bertdata.formats.mds.codec import (COLUMN_NAMES, DEFAULT_SCHEMA, FORMAT, HASHES, INDEX, SCHEMAS, SIZE_LIMIT,
+                                        SPLIT_FOLDERS, TOKEN_DTYPES, ZSTD_LEVEL, column_encodings, encode_sample,
+                                        encode_shard, index_bytes, part_name, schema_dtype, shard_config, shard_name)
 from bertdata.formats.mds.reader import (SplitInfo, is_split_folder, read_index, read_input_ids, read_samples,
                                          validate_split)
 from bertdata.formats.mds.writer import finish_local_split, finish_split, write_part
@@ -51,10 +54,10 @@ from bertdata.manifest import MANIFEST
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["COLUMN_NAMES", "FORMAT", "HASHES", "INDEX", "MDS", "SIZE_LIMIT", "SPLIT_FOLDERS", "TOKEN_DTYPES",
-           "ZSTD_LEVEL", "MdsSplits", "SplitInfo", "codec", "column_encodings", "encode_sample", "encode_shard",
+__all__ = ["COLUMN_NAMES", "DEFAULT_SCHEMA", "FORMAT", "HASHES", "INDEX", "MDS", "SCHEMAS", "SIZE_LIMIT",
+           "SPLIT_FOLDERS", "TOKEN_DTYPES", "ZSTD_LEVEL", "MdsSplits", "SplitInfo", "codec", "column_encodings", "encode_sample", "encode_shard",
            "finish_local_split", "finish_split", "folder_name", "index_bytes", "is_split_folder", "part_name",
-           "read_index", "read_input_ids", "read_samples", "reader", "shard_config", "shard_name", "validate_split",
+           "read_index", "read_input_ids", "read_samples", "reader", "schema_dtype", "shard_config", "shard_name", "validate_split",
            "write_part", "writer"]
 
 
@@ -102,15 +105,17 @@ class MdsSplits:
         return folder_name(settings.label)
 
     def options(self, settings: SplitSettings) -> dict:
-        return {**settings.samples_options(), "dtype": settings.tokenizer.id_dtype.name,
-                "compression": settings.flag("compression")}
+        return {**settings.samples_options(),
+                "dtype": schema_dtype(settings.flag("schema"), settings.tokenizer.id_dtype).name,
+                "compression": settings.flag("compression"), "schema": settings.flag("schema") or DEFAULT_SCHEMA}
 
     def write_part(self, shard, documents, settings: SplitSettings, local: str) -> dict:
         """The text shard's samples as MDS files in `local`: their index entries and tokens."""
         from bertdata.instances.samples import make_samples
 
         samples = make_samples(documents, settings.tokenizer, settings.max_seq_length, shard.stem)
-        return {"entries": write_part(samples, local, compression=settings.flag("compression")),
+        return {"entries": write_part(samples, local, compression=settings.flag("compression"),
+                                      schema=settings.flag("schema")),
                 "tokens": int(samples.offsets[-1])}
 
     def finish_split(self, split: str, parts: list, settings: SplitSettings, folder: str, files) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -26,7 +27,32 @@ ZSTD_LEVEL = 3  # streaming's `zstd`; `zstd:<level>` names another
 # Written by default so that `inspect` (and streaming with `validate_hash`) can check every file.
 HASHES = ("sha1",)
 COLUMN_NAMES = ("id", "input_ids", "len")
-TOKEN_DTYPES = (np.dtype(np.uint16), np.dtype(np.uint32))
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A sample's columns, as one trainer's loader reads them: `names` sorted, as streaming's
+    writer orders them; `ids` the one holding the sample's ids, in `dtype` (None: the tokenizer's,
+    uint16 or uint32). The others: `id` (str), `len` (int32, the ids' count) and `metadata` (json:
+    {"id": the sample's id})."""
+
+    names: tuple[str, ...]
+    ids: str
+    dtype: np.dtype | None
+
+
+# --mds-schema, by the reader each is written for. `input_ids`: streaming's StreamingDataset,
+# ModernBERT's NoStreamingDataset; `int64`: ModernBERT's StreamingTextDataset (`streaming: true`)
+# takes the column's buffer as int64 (np.frombuffer), whatever dtype it was written in;
+# `eurobert`: EuroBERT's optimus (MaskingDataset reads `tokens`; its tokenize_dataset.py writes
+# `tokens` as ndarray:int32 beside a `metadata` json).
+SCHEMAS = {"input_ids": Schema(COLUMN_NAMES, "input_ids", None),
+           "int64": Schema(COLUMN_NAMES, "input_ids", np.dtype(np.int64)),
+           "eurobert": Schema(("metadata", "tokens"), "tokens", np.dtype(np.int32))}
+DEFAULT_SCHEMA = "input_ids"
+ID_COLUMNS = ("input_ids", "tokens")
+TOKEN_DTYPES = (np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.int64), np.dtype(np.int32))
+ENCODINGS = {"id": "str", "len": "int32", "metadata": "json"}
 # streaming's NDArray encoding: the code of the dtype a shape is stored in.
 SHAPE_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64))
 U32 = struct.Struct("<I")
@@ -35,12 +61,26 @@ ID_DTYPE_CODES = {8: "uint8", 16: "uint16", 32: "uint32", 33: "int32", 64: "uint
 ID_DTYPES = set(ID_DTYPE_CODES.values())
 
 
-def column_encodings(dtype: np.dtype) -> list[str]:
-    """The encodings of COLUMN_NAMES for ids of `dtype`."""
-    return ["str", f"ndarray:{np.dtype(dtype).name}", "int32"]
+def schema_of(name: str | None) -> Schema:
+    """The schema --mds-schema names (None: the default)."""
+    if (name or DEFAULT_SCHEMA) not in SCHEMAS:
+        raise BertdataError(f"MDS schema {name!r}: one of {', '.join(SCHEMAS)}")
+    return SCHEMAS[name or DEFAULT_SCHEMA]
 
 
-COLUMN_SIZES = [None, None, 4]
+def schema_dtype(schema: str | None, dtype: np.dtype) -> np.dtype:
+    """The dtype ids of the tokenizer's `dtype` are stored in under `schema` (None: the default)."""
+    return schema_of(schema).dtype or np.dtype(dtype)
+
+
+def column_encodings(dtype: np.dtype, schema: Schema = SCHEMAS[DEFAULT_SCHEMA]) -> list[str]:
+    """The encodings of the schema's columns for ids of `dtype`."""
+    return [f"ndarray:{np.dtype(dtype).name}" if name == schema.ids else ENCODINGS[name] for name in schema.names]
+
+
+def column_sizes(schema: Schema) -> list[int | None]:
+    """Each column's fixed size in bytes (`len`'s int32), None for one of variable size."""
+    return [4 if name == "len" else None for name in schema.names]
 
 
 def level_of(compression: str | None) -> int | None:
@@ -53,22 +93,28 @@ def level_of(compression: str | None) -> int | None:
     return int(level) if level else ZSTD_LEVEL
 
 
-def shard_config(dtype: np.dtype, compression: str | None, hashes: Sequence[str], size_limit: int) -> dict:
+def shard_config(dtype: np.dtype, compression: str | None, hashes: Sequence[str], size_limit: int,
+                 schema: Schema = SCHEMAS[DEFAULT_SCHEMA]) -> dict:
     """What every shard file's header and index entry say of how it was written."""
-    return {"column_encodings": column_encodings(dtype), "column_names": list(COLUMN_NAMES),
-            "column_sizes": list(COLUMN_SIZES), "compression": compression, "format": FORMAT,
+    return {"column_encodings": column_encodings(dtype, schema), "column_names": list(schema.names),
+            "column_sizes": column_sizes(schema), "compression": compression, "format": FORMAT,
             "hashes": list(hashes), "size_limit": size_limit, "version": VERSION}
 
 
-def encode_sample(sample_id: str, ids: np.ndarray) -> bytes:
-    """One sample as a shard file holds it."""
+def encode_sample(sample_id: str, ids: np.ndarray, schema: Schema = SCHEMAS[DEFAULT_SCHEMA]) -> bytes:
+    """One sample as a shard file holds it: the byte sizes of its variable-size columns, then every
+    column's bytes, in the schema's order."""
     n = len(ids)
     if n == 0:
         raise ValueError(f"sample {sample_id}: no ids (streaming's ndarray encoding refuses an empty array)")
     code = next(c for c, dt in enumerate(SHAPE_DTYPES) if n < (1 << (8 * dt.itemsize)))
-    key = sample_id.encode("utf-8")
-    array = bytes((1 << 2 | code,)) + np.array([n], SHAPE_DTYPES[code]).tobytes() + ids.tobytes()
-    return b"".join((U32.pack(len(key)), U32.pack(len(array)), key, array, np.int32(n).tobytes()))
+    array = (bytes((1 << 2 | code,)) + np.array([n], SHAPE_DTYPES[code]).tobytes()
+             + ids.astype(ids.dtype.newbyteorder("<")).tobytes())
+    columns = {schema.ids: array, "id": sample_id.encode("utf-8"), "len": np.int32(n).tobytes(),
+               "metadata": json.dumps({"id": sample_id}).encode("utf-8")}
+    data = [columns[name] for name in schema.names]
+    sizes = [U32.pack(len(value)) for value, size in zip(data, column_sizes(schema)) if size is None]
+    return b"".join((*sizes, *data))
 
 
 def encode_shard(samples: Sequence[bytes], config: bytes) -> bytes:
@@ -105,23 +151,26 @@ class Layout:
     names: list[str]
     dtypes: list[np.dtype | None]  # an ndarray column's fixed dtype, else None
     sizes: list[int | None]
+    ids: str = "input_ids"  # the column of the ids (ID_COLUMNS)
 
 
 def layout_of(entry: dict, where: str) -> Layout:
     names, encodings, sizes = entry["column_names"], entry["column_encodings"], entry["column_sizes"]
-    if "input_ids" not in names:
+    ids = next((name for name in ID_COLUMNS if name in names), None)
+    if ids is None:
         raise ValidationError(f"{where}: no input_ids column ({', '.join(names)})")
     dtypes = []
     for name, encoding in zip(names, encodings):
         kind, _, dtype = encoding.partition(":")
-        if name == "input_ids" and not (encoding == "ndarray" or (kind == "ndarray" and dtype in ID_DTYPES)):
-            raise ValidationError(f"{where}: input_ids encoded as {encoding!r}, not a 1-d ndarray of integer ids")
-        dtypes.append(np.dtype(dtype) if name == "input_ids" and dtype else None)
-    return Layout(names, dtypes, sizes)
+        if name == ids and not (encoding == "ndarray" or (kind == "ndarray" and dtype in ID_DTYPES)):
+            raise ValidationError(f"{where}: {ids} encoded as {encoding!r}, not a 1-d ndarray of integer ids")
+        dtypes.append(np.dtype(dtype) if name == ids and dtype else None)
+    return Layout(names, dtypes, sizes, ids)
 
 
 def decode_samples(raw: bytes, layout: Layout, count: int, path: str) -> Iterator[dict[str, Any]]:
-    """Every sample of a shard's raw bytes, its structure checked; `input_ids` as an array,
+    """Every sample of a shard's raw bytes, its structure checked; its ids (`input_ids`, or
+    EuroBERT's `tokens`) as the array `input_ids`,
     `id` as str, `len` as int."""
     if len(raw) < 4 or U32.unpack_from(raw)[0] != count:
         found = U32.unpack_from(raw)[0] if len(raw) >= 4 else None
@@ -151,12 +200,15 @@ def decode_samples(raw: bytes, layout: Layout, count: int, path: str) -> Iterato
         for name, dtype, size in zip(layout.names, layout.dtypes, sizes):
             value = data[pos:pos + size]
             pos += size
-            if name == "input_ids":
-                sample[name] = decode_ids(value, dtype, f"{path}: sample {i}")
+            if name == layout.ids:
+                sample["input_ids"] = decode_ids(value, dtype, f"{path}: sample {i}")
             elif name == "id":
                 sample[name] = value.decode("utf-8", "replace")
             elif name == "len":
                 sample[name] = int(np.frombuffer(value, "<i4")[0]) if size == 4 else None
+            elif name == "metadata":  # EuroBERT's: the sample's id, where it is ours
+                with contextlib.suppress(ValueError, AttributeError):
+                    sample["id"] = str(json.loads(value).get("id"))
         yield sample
 
 

@@ -14,8 +14,8 @@ import zstandard
 
 from bertdata.errors import BertdataError
 from bertdata.formats.mds.codec import (HASHES, INDEX, MAX_SIZE_LIMIT, SIZE_LIMIT, TOKEN_DTYPES, PathLike,
-                                        encode_sample, encode_shard, index_bytes, level_of, part_name, shard_config,
-                                        shard_name)
+                                        encode_sample, encode_shard, index_bytes, level_of, part_name, schema_dtype,
+                                        schema_of, shard_config, shard_name)
 from bertdata.fsutil import atomic_path
 from bertdata.instances.samples import Samples
 
@@ -25,15 +25,18 @@ def _hashes(data: bytes, algorithms: Sequence[str]) -> dict[str, str]:
 
 
 def write_part(samples: Samples, folder: PathLike, size_limit: int = SIZE_LIMIT, compression: str | None = None,
-               hashes: Sequence[str] = HASHES) -> list[dict]:
+               hashes: Sequence[str] = HASHES, schema: str | None = None) -> list[dict]:
     """One text shard's samples as one or more shard files in the local `folder`, each written
-    under a temporary name and renamed to its part name when whole. Returns each file's index
-    entry, in order, its basename the part name (`finish_split` renames it). Bad arguments are
-    refused before anything is written."""
+    under a temporary name and renamed to its part name when whole, their ids in the dtype of
+    `schema` (codec.SCHEMAS; None: the default). Returns each file's index entry, in order, its
+    basename the part name (`finish_split` renames it). Bad arguments are refused before anything
+    is written."""
     level = level_of(compression)
-    dtype = np.dtype(samples.tokens.dtype)
-    if dtype not in TOKEN_DTYPES:
-        raise ValueError(f"{samples.source}: ids of {dtype.name}; MDS columns here hold uint16 or uint32")
+    if np.dtype(samples.tokens.dtype) not in TOKEN_DTYPES[:2]:
+        raise ValueError(f"{samples.source}: ids of {samples.tokens.dtype}; a tokenizer's ids are uint16 or uint32")
+    layout = schema_of(schema)
+    dtype = schema_dtype(schema, samples.tokens.dtype)
+    tokens = samples.tokens.astype(dtype, copy=False)
     if not 0 < size_limit <= MAX_SIZE_LIMIT:
         raise BertdataError(f"MDS size limit {size_limit:,}: between 1 and {MAX_SIZE_LIMIT:,} bytes (u32 offsets)")
     if list(hashes) != sorted(set(hashes)) or any(algo not in hashlib.algorithms_guaranteed for algo in hashes):
@@ -41,7 +44,7 @@ def write_part(samples: Samples, folder: PathLike, size_limit: int = SIZE_LIMIT,
     lengths = np.diff(samples.offsets)
     if len(lengths) and int(lengths.min()) <= 0:
         raise ValueError(f"{samples.source}: sample {int(np.argmin(lengths))} holds no ids")
-    config = shard_config(dtype, compression, hashes, size_limit)
+    config = shard_config(dtype, compression, hashes, size_limit, layout)
     config_bytes = json.dumps(config, sort_keys=True).encode("utf-8")
     compressor = None if level is None else zstandard.ZstdCompressor(level=level)
     entries: list[dict] = []
@@ -66,7 +69,7 @@ def write_part(samples: Samples, folder: PathLike, size_limit: int = SIZE_LIMIT,
     encoded: list[bytes] = []
     size = empty
     for i in range(len(samples)):
-        sample = encode_sample(samples.sample_id(i), samples.sample(i))
+        sample = encode_sample(samples.sample_id(i), tokens[samples.offsets[i]:samples.offsets[i + 1]], layout)
         if encoded and size + len(sample) + 4 > size_limit:
             flush(encoded)
             encoded, size = [], empty
