@@ -145,6 +145,12 @@ VENVS = {
     # Hugging Face's loader and collator, which read `--format parquet`. Apart from .venv: datasets
     # pulls pandas, which Beam then imports in every process (+0.3 s and ~40 MB each).
     "datasets": ("datasets==5.2.0", "transformers==5.25.0"),
+    # datatrove, the reference scripts/perf_corpora.py times bertdata against: its ParquetReader
+    # needs pyarrow and its DocumentTokenizer `tokenizers`, and no other extra (its `processing`
+    # extra pulls fasttext, trafilatura and nltk, which neither step imports). tokenizers and pyarrow
+    # pinned to the versions .venv runs, so that both tools tokenize with the same Rust code and
+    # the ratio measures the pipelines, not two releases of the tokenizer.
+    "datatrove": ("datatrove==0.10.1", "tokenizers==0.23.3", "pyarrow==25.0.1"),
 }
 
 
