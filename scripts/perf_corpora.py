@@ -174,6 +174,9 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="a check that the script runs: 1 copy, 1 run, bertdata's side only")
     parser.add_argument("--work", type=Path, help="folder for the corpus and outputs (default: a temporary one)")
+    parser.add_argument("--profile", action="store_true",
+                        help="instead: one bertdata build per tokenizer under cProfile (--runner in-memory, so the "
+                             "worker runs in the profiled process), its top costs printed")
     # datatrove's side, run by its virtualenv's python (see run_datatrove)
     parser.add_argument("--datatrove-side", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--files", type=Path, help=argparse.SUPPRESS)
@@ -191,7 +194,8 @@ def main() -> int:
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
     from conftest import VOCAB, trained_tokenizer
 
-    python, why_not = (None, "--smoke" if args.smoke else "--no-datatrove") if args.no_datatrove else datatrove_python()
+    python, why_not = (None, "--smoke" if args.smoke else "--no-datatrove" if args.no_datatrove else "--profile") \
+        if args.no_datatrove or args.profile else datatrove_python()
     with tempfile.TemporaryDirectory(prefix="perf_corpora-") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -209,6 +213,9 @@ def main() -> int:
             print(f"datatrove: skipped ({why_not})", flush=True)
         for kind in args.tokenizers:
             tokenizer = trained_tokenizer(kind)
+            if args.profile:
+                profile(kind, recipe, tokenizer, VOCAB, work)
+                continue
             ours: list[dict] = []
             theirs: list[dict] = []
             for _ in range(args.runs):
@@ -217,6 +224,29 @@ def main() -> int:
                     theirs.append(run_datatrove(python, files, tokenizer, work / "out-datatrove"))
             report(kind, tokenizer, ours, theirs)
     return 0
+
+
+def profile(kind: str, recipe: Path, tokenizer: Path, vocab: Path, work: Path, top: int = 20) -> None:
+    """One build under cProfile, in the profiled process (`main`, not the console script, whose
+    os._exit would end it before the profile is written): the functions of most time of their
+    own, and of most time with what they call, in CPU seconds (a busy machine would inflate wall
+    time). cProfile's cost per call inflates the pure-Python
+    steps against those in C: compare the shares with care (perf_scale.py's sampler explains)."""
+    out, stats = work / "out-profile", work / f"profile-{kind}.pstats"
+    shutil.rmtree(out, ignore_errors=True)
+    argv = ["build", "--recipe", str(recipe), "--format", "mds", "--tokenizer", str(tokenizer), "--vocab", str(vocab),
+            "--workers", "1", "--runner", "in-memory", "--output", str(out)]
+    code = ("import cProfile, sys, time\nfrom bertdata.cli import main\nprofiler = cProfile.Profile(time.process_time)\n"
+            f"code = profiler.runcall(main, {argv!r})\nprofiler.dump_stats({str(stats)!r})\nsys.exit(code)")
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, check=True, cwd=recipe.parent)
+    print(f"{TOKENIZER_NAMES[kind]}: cProfile of one build, {time.perf_counter() - start:.1f} s wall ({stats})",
+          flush=True)
+    import pstats
+
+    for order in ("tottime", "cumulative"):
+        pstats.Stats(str(stats), stream=sys.stdout).sort_stats(order).print_stats(top)
+    sys.stdout.flush()
 
 
 def parquet_rows(files: Path) -> int:
@@ -245,6 +275,11 @@ def report(kind: str, tokenizer: Path, ours: list[dict], theirs: list[dict]) -> 
     pairs = ", ".join(f"{(o['tokens'] / o['cpu']) / (t['tokens'] / t['cpu']):.2f}x" for o, t in zip(ours, theirs))
     print(f"  bertdata/datatrove, tokens/s: CPU {ratio['cpu']:.2f}x, wall {ratio['wall']:.2f}x, the pipelines' "
           f"own wall {ratio['work_wall']:.2f}x (each pair on CPU: {pairs})")
+    import tokenizers
+
+    versions = theirs[0]["versions"]
+    same = "the same" if versions["tokenizers"] == tokenizers.__version__ else f"NOT bertdata's {tokenizers.__version__}"
+    print(f"  datatrove {versions['datatrove']}, tokenizers {versions['tokenizers']} ({same})")
     # datatrove writes each document whole with the post-processor's tokens around it; bertdata
     # cuts each document into samples of at most 1,024 tokens, each with those tokens around it,
     # from its cleaned text tokenized sentence by sentence.

@@ -154,13 +154,19 @@ VENVS = {
 }
 
 
+def venv_python(name: str) -> Path:
+    """Where the python of virtualenv `name` (VENVS) is once made: the folder is named by its
+    requirements, so a change of them makes a new one."""
+    key = hashlib.sha256("\n".join(VENVS[name]).encode()).hexdigest()[:12]
+    return CACHE / "venvs" / f"{name}-{key}" / "bin" / "python"
+
+
 def venv(name: str) -> Path:
-    """The python of virtualenv `name` (VENVS) in the cache, made once: the folder is named by its
-    requirements, so a change of them makes a new one; it is renamed into place only when whole."""
+    """The python of virtualenv `name` (VENVS) in the cache, made once; it is renamed into place
+    only when whole."""
     requirements = VENVS[name]
-    key = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:12]
-    folder = CACHE / "venvs" / f"{name}-{key}"
-    python = folder / "bin" / "python"
+    python = venv_python(name)
+    folder = python.parents[1]
     if python.exists():
         return python
     folder.parent.mkdir(parents=True, exist_ok=True)
