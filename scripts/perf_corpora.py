@@ -19,7 +19,8 @@ tokens/s per core on CPU time, the pipeline's own wall time (bertdata: the manif
 seconds; datatrove: its executor's run), and bertdata/datatrove on each. CPU time is the figure
 to trust on a shared machine. The token counts differ by design; the last line says by how much.
 
-usage: python scripts/perf_corpora.py [--runs 3] [--copies 24] [--smoke] [--no-datatrove]
+usage: python scripts/perf_corpora.py [--runs 3] [--copies 24] [--tokenizers wordpiece bpe] [--smoke]
+                                      [--no-datatrove] [--profile] [--work DIR]
 """
 
 from __future__ import annotations
@@ -167,8 +168,8 @@ def median(runs: list[dict], key: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3, help="runs per tool and tokenizer, alternating; medians count")
-    parser.add_argument("--copies", type=int, default=32,
-                        help="copies of the fragment's FineWeb-Edu share (about 1 MB of text each; default 32)")
+    parser.add_argument("--copies", type=int, default=24,
+                        help="copies of the fragment's FineWeb-Edu share (about 0.6 MB of parquet each; default 24)")
     parser.add_argument("--tokenizers", nargs="+", choices=TOKENIZERS, default=list(TOKENIZERS))
     parser.add_argument("--no-datatrove", action="store_true", help="bertdata's side only")
     parser.add_argument("--smoke", action="store_true",
@@ -222,7 +223,7 @@ def main() -> int:
                 ours.append(run_bertdata(recipe, tokenizer, VOCAB, work / "out-bertdata"))
                 if python is not None:
                     theirs.append(run_datatrove(python, files, tokenizer, work / "out-datatrove"))
-            report(kind, tokenizer, ours, theirs)
+            report(kind, tokenizer, files, ours, theirs)
     return 0
 
 
@@ -255,7 +256,7 @@ def parquet_rows(files: Path) -> int:
     return sum(pq.ParquetFile(p).metadata.num_rows for p in files.glob("*.parquet"))
 
 
-def report(kind: str, tokenizer: Path, ours: list[dict], theirs: list[dict]) -> None:
+def report(kind: str, tokenizer: Path, files: Path, ours: list[dict], theirs: list[dict]) -> None:
     """One tokenizer's figures: each tool's medians, the ratios, and the two token counts."""
     print(f"{TOKENIZER_NAMES[kind]} ({tokenizer}):")
     rows = [("bertdata", ours)] + ([("datatrove", theirs)] if theirs else [])
@@ -290,6 +291,24 @@ def report(kind: str, tokenizer: Path, ours: list[dict], theirs: list[dict]) -> 
           f"datatrove {t['tokens']:,} ({t['documents']:,} documents); less the {specials} special tokens around "
           f"each sample (bertdata) or document (datatrove): {bare_ours:,} vs {bare_theirs:,} "
           f"({(bare_ours - bare_theirs) / bare_theirs:+.2%})")
+    raw, spaced, documents = line_end_tokens(files, tokenizer)
+    print(f"  line ends: {documents} of the documents, tokenized whole, give {(spaced - raw) / raw:+.2%} tokens with "
+          f"their line ends made spaces (bertdata's sentences hold none; datatrove encodes them)")
+
+
+def line_end_tokens(files: Path, tokenizer: Path, documents: int = 64) -> tuple[int, int, int]:
+    """Tokens of the first `documents` documents as they are and with every line end a space:
+    the share of the counts' difference that the line ends between paragraphs make, which a
+    byte-level BPE encodes as tokens of their own and WordPiece drops as whitespace."""
+    import pyarrow.parquet as pq
+    from tokenizers import Tokenizer
+
+    texts = pq.read_table(sorted(files.glob("*.parquet"))[0], columns=["text"])["text"].to_pylist()[:documents]
+    encoder = Tokenizer.from_file(str(tokenizer))
+    raw = sum(len(e.ids) for e in encoder.encode_batch_fast(texts, add_special_tokens=False))
+    spaced = sum(len(e.ids) for e in encoder.encode_batch_fast([t.replace("\n", " ") for t in texts],
+                                                                 add_special_tokens=False))
+    return raw, spaced, len(texts)
 
 
 if __name__ == "__main__":
