@@ -17,7 +17,12 @@ Printed per tokenizer and tool: tokens written, wall and CPU seconds of the whol
 process of it, waited for: getrusage(RUSAGE_CHILDREN); interpreter start and imports included),
 tokens/s per core on CPU time, the pipeline's own wall time (bertdata: the manifest's run
 seconds; datatrove: its executor's run), and bertdata/datatrove on each. CPU time is the figure
-to trust on a shared machine. The token counts differ by design; the last line says by how much.
+to trust on a shared machine. The token counts differ by design; the last two lines say by how
+much and why.
+
+--profile runs one bertdata build per tokenizer under cProfile instead (the in-memory runner, so
+the worker is the profiled process) and prints its top costs; --smoke (1 copy, 1 run, bertdata's
+side only) is the test suite's check that the script still runs (tests/project/test_perf_corpora.py).
 
 usage: python scripts/perf_corpora.py [--runs 3] [--copies 24] [--tokenizers wordpiece bpe] [--smoke]
                                       [--no-datatrove] [--profile] [--work DIR]
@@ -69,9 +74,9 @@ def datatrove_side(args: argparse.Namespace) -> int:
                               local_working_dir=str(out / "work")),
         ],
         tasks=1, workers=1, logging_dir=str(out / "logs"))
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall = time.perf_counter()
     executor.run()
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    wall = time.perf_counter() - wall
     ends = sorted((out / "tokens").glob("*.ds.index"))
     # One uint64 per document in the index, its end in tokens: the last is the file's tokens.
     documents = sum(p.stat().st_size // 8 for p in ends)
@@ -79,12 +84,10 @@ def datatrove_side(args: argparse.Namespace) -> int:
     for index in ends:
         data = index.read_bytes()
         tokens += int.from_bytes(data[-8:], "little") if data else 0
-    import datatrove
-    import tokenizers
+    from importlib.metadata import version
 
-    print(json.dumps({"tokens": tokens, "documents": documents, "work_wall": wall, "work_cpu": cpu,
-                      "versions": {"datatrove": getattr(datatrove, "__version__", "0.10.1"),
-                                   "tokenizers": tokenizers.__version__}}))
+    print(json.dumps({"tokens": tokens, "documents": documents, "work_wall": wall,
+                      "versions": {"datatrove": version("datatrove"), "tokenizers": version("tokenizers")}}))
     return 0
 
 
@@ -117,6 +120,7 @@ def run_bertdata(recipe: Path, tokenizer: Path, vocab: Path, out: Path) -> dict:
 
 
 def run_datatrove(python: Path, files: Path, tokenizer: Path, out: Path) -> dict:
+    """One run of datatrove's pipeline by `python` (this file's --datatrove-side), its figures."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [str(python), str(Path(__file__).resolve()), "--datatrove-side", "--files", str(files),
            "--tokenizer", str(tokenizer), "--output", str(out)]
@@ -190,13 +194,17 @@ def main() -> int:
         args.copies, args.runs, args.no_datatrove = 1, 1, True
     # One core for this process and all it starts: each tool's launcher, helpers and worker share
     # it, as one worker of a larger build has its core to itself.
+    core = "any"
     if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        core = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {core})
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
     from conftest import VOCAB, trained_tokenizer
 
-    python, why_not = (None, "--smoke" if args.smoke else "--no-datatrove" if args.no_datatrove else "--profile") \
-        if args.no_datatrove or args.profile else datatrove_python()
+    if args.no_datatrove or args.profile:
+        python, why_not = None, "--smoke" if args.smoke else "--no-datatrove" if args.no_datatrove else "--profile"
+    else:
+        python, why_not = datatrove_python()
     with tempfile.TemporaryDirectory(prefix="perf_corpora-") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -206,9 +214,8 @@ def main() -> int:
         megabytes = sum(p.stat().st_size for p in files.glob("*.parquet")) / 1e6
         print(f"corpus: FineWeb-Edu layout, {args.copies} copies, {documents:,} documents, "
               f"{megabytes:.1f} MB of parquet in {len(list(files.glob('*.parquet')))} files; one core "
-              f"(cpu {min(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}), one worker, "
-              f"one task, RAYON_NUM_THREADS=1; median of {args.runs}, runs alternating; load average "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other work shares the machine: trust CPU time)",
+              f"(cpu {core}), one worker, one task, RAYON_NUM_THREADS=1; median of {args.runs}, runs alternating; "
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other work shares the machine: trust CPU time)",
               flush=True)
         if python is None:
             print(f"datatrove: skipped ({why_not})", flush=True)
@@ -231,13 +238,14 @@ def profile(kind: str, recipe: Path, tokenizer: Path, vocab: Path, work: Path, t
     """One build under cProfile, in the profiled process (`main`, not the console script, whose
     os._exit would end it before the profile is written): the functions of most time of their
     own, and of most time with what they call, in CPU seconds (a busy machine would inflate wall
-    time). cProfile's cost per call inflates the pure-Python
-    steps against those in C: compare the shares with care (perf_scale.py's sampler explains)."""
+    time). cProfile's cost per call inflates the pure-Python steps against those in C: compare
+    the shares with care (perf_scale.py's sampler explains)."""
     out, stats = work / "out-profile", work / f"profile-{kind}.pstats"
     shutil.rmtree(out, ignore_errors=True)
     argv = ["build", "--recipe", str(recipe), "--format", "mds", "--tokenizer", str(tokenizer), "--vocab", str(vocab),
             "--workers", "1", "--runner", "in-memory", "--output", str(out)]
-    code = ("import cProfile, sys, time\nfrom bertdata.cli import main\nprofiler = cProfile.Profile(time.process_time)\n"
+    code = ("import cProfile, sys, time\nfrom bertdata.cli import main\n"
+            "profiler = cProfile.Profile(time.process_time)\n"
             f"code = profiler.runcall(main, {argv!r})\nprofiler.dump_stats({str(stats)!r})\nsys.exit(code)")
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, check=True, cwd=recipe.parent)
@@ -279,7 +287,8 @@ def report(kind: str, tokenizer: Path, files: Path, ours: list[dict], theirs: li
     import tokenizers
 
     versions = theirs[0]["versions"]
-    same = "the same" if versions["tokenizers"] == tokenizers.__version__ else f"NOT bertdata's {tokenizers.__version__}"
+    ours_version = tokenizers.__version__
+    same = "the same" if versions["tokenizers"] == ours_version else f"NOT bertdata's {ours_version}"
     print(f"  datatrove {versions['datatrove']}, tokenizers {versions['tokenizers']} ({same})")
     # datatrove writes each document whole with the post-processor's tokens around it; bertdata
     # cuts each document into samples of at most 1,024 tokens, each with those tokens around it,
