@@ -20,8 +20,8 @@ seconds; datatrove: its executor's run), and bertdata/datatrove on each. CPU tim
 to trust on a shared machine. The token counts differ by design; the last two lines say by how
 much and why.
 
---profile runs one bertdata build per tokenizer under cProfile instead (the in-memory runner, so
-the worker is the profiled process) and prints its top costs; --smoke (1 copy, 1 run, bertdata's
+--profile instead profiles bertdata's build per tokenizer (the in-memory runner, so the worker is
+the profiled process): perf_scale.py's sampler's shares, then cProfile's top costs; --smoke (1 copy, 1 run, bertdata's
 side only) is the test suite's check that the script still runs (tests/project/test_perf_corpora.py).
 
 usage: python scripts/perf_corpora.py [--runs 3] [--copies 24] [--tokenizers wordpiece bpe] [--smoke]
@@ -180,8 +180,8 @@ def main() -> int:
                         help="a check that the script runs: 1 copy, 1 run, bertdata's side only")
     parser.add_argument("--work", type=Path, help="folder for the corpus and outputs (default: a temporary one)")
     parser.add_argument("--profile", action="store_true",
-                        help="instead: one bertdata build per tokenizer under cProfile (--runner in-memory, so the "
-                             "worker runs in the profiled process), its top costs printed")
+                        help="instead: bertdata's build per tokenizer sampled and under cProfile (--runner "
+                             "in-memory, so the worker runs in the profiled process), its top costs printed")
     # datatrove's side, run by its virtualenv's python (see run_datatrove)
     parser.add_argument("--datatrove-side", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--files", type=Path, help=argparse.SUPPRESS)
@@ -215,7 +215,8 @@ def main() -> int:
         print(f"corpus: FineWeb-Edu layout, {args.copies} copies, {documents:,} documents, "
               f"{megabytes:.1f} MB of parquet in {len(list(files.glob('*.parquet')))} files; one core "
               f"(cpu {core}), one worker, one task, RAYON_NUM_THREADS=1; median of {args.runs}, runs alternating; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other work shares the machine: trust CPU time)",
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other work shares the machine: "
+              "trust CPU time)",
               flush=True)
         if python is None:
             print(f"datatrove: skipped ({why_not})", flush=True)
@@ -235,22 +236,30 @@ def main() -> int:
 
 
 def profile(kind: str, recipe: Path, tokenizer: Path, vocab: Path, work: Path, top: int = 20) -> None:
-    """One build under cProfile, in the profiled process (`main`, not the console script, whose
-    os._exit would end it before the profile is written): the functions of most time of their
-    own, and of most time with what they call, in CPU seconds (a busy machine would inflate wall
-    time). cProfile's cost per call inflates the pure-Python steps against those in C: compare
-    the shares with care (perf_scale.py's sampler explains)."""
-    out, stats = work / "out-profile", work / f"profile-{kind}.pstats"
-    shutil.rmtree(out, ignore_errors=True)
+    """Two builds of one worker in one process (the in-memory runner): one under
+    perf_scale.py's sampler, whose shares of the main thread's CPU time are the ones to trust,
+    and one under cProfile, for call counts and what calls what. cProfile's cost per call
+    inflates the pure-Python steps against those in C (perf_scale.py explains). The profiled
+    build runs `main`, not the console script, whose os._exit would end it before the profile
+    is written; its timer is CPU time, which a busy machine inflates less than wall time."""
+    out, report, stats = work / "out-profile", work / f"sampled-{kind}.json", work / f"profile-{kind}.pstats"
     argv = ["build", "--recipe", str(recipe), "--format", "mds", "--tokenizer", str(tokenizer), "--vocab", str(vocab),
             "--workers", "1", "--runner", "in-memory", "--output", str(out)]
-    code = ("import cProfile, sys, time\nfrom bertdata.cli import main\n"
-            "profiler = cProfile.Profile(time.process_time)\n"
-            f"code = profiler.runcall(main, {argv!r})\nprofiler.dump_stats({str(stats)!r})\nsys.exit(code)")
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, check=True, cwd=recipe.parent)
-    print(f"{TOKENIZER_NAMES[kind]}: cProfile of one build, {time.perf_counter() - start:.1f} s wall ({stats})",
-          flush=True)
+    sampled = (f"import sys\nsys.path.insert(0, {str(ROOT / 'scripts')!r})\nimport perf_scale\n"
+               f"perf_scale.sampled_build({argv!r}, {str(report)!r})")
+    profiled = ("import cProfile, sys, time\nfrom bertdata.cli import main\n"
+                "profiler = cProfile.Profile(time.process_time)\n"
+                f"code = profiler.runcall(main, {argv!r})\nprofiler.dump_stats({str(stats)!r})\nsys.exit(code)")
+    for code in (sampled, profiled):
+        shutil.rmtree(out, ignore_errors=True)
+        subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, check=True, cwd=recipe.parent)
+    result = json.loads(report.read_text())
+    total = sum(result["functions"].values())
+    print(f"{TOKENIZER_NAMES[kind]}: the main thread's CPU time, sampled every ms: {total:.2f} s; the innermost "
+          "Python function (time in C is its caller's):")
+    for name, seconds in sorted(result["functions"].items(), key=lambda kv: -kv[1])[:15]:
+        print(f"  {seconds / total:6.1%}  {seconds:6.2f} s  {name}")
+    print(f"{TOKENIZER_NAMES[kind]}: cProfile of one build ({stats}), CPU seconds", flush=True)
     import pstats
 
     for order in ("tottime", "cumulative"):
