@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 # The compiled loops: a change to one rebuilds the install.
 CSRC   := $(wildcard bertdata/*/_*.c bertdata/*/_*.h)
 
-.PHONY: demo test test-data test-unit test-fast test-sanitize fuzz perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk clean
+.PHONY: demo test test-data test-unit test-fast test-sanitize fuzz perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk perf-corpora clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -134,6 +134,11 @@ perf-megatron: $(VENV)/.installed-dev $(COMPILED)
 # Bytes written per byte of dump, per format and phase, and the time ratios: bertdata/estimate.py's figures.
 perf-disk: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python scripts/perf_disk.py
+
+# A parquet corpus (FineWeb-Edu's layout) into MDS beside datatrove 0.10.1 on one core, WordPiece and
+# byte-level BPE (issue 58's speed check); datatrove gets a virtualenv of its own in the tests' cache.
+perf-corpora: $(VENV)/.installed-dev $(COMPILED)
+	$(BIN)/python scripts/perf_corpora.py
 
 clean:
 	rm -rf $(VENV) $(VENV_GCS) demo-data perf build *.egg-info

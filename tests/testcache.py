@@ -148,16 +148,28 @@ VENVS = {
     # The README's Hugging Face how-to as written: the same two with what `Trainer` runs on (the bench
     # extra's torch, whose CPU wheel is at hand).
     "trainer": ("datasets==5.2.0", "transformers==5.25.0", "torch==2.13.0", "accelerate==1.16.0"),
+    # datatrove, the reference scripts/perf_corpora.py times bertdata against: its ParquetReader
+    # needs pyarrow and its DocumentTokenizer `tokenizers`, and no other extra (its `processing`
+    # extra pulls fasttext, trafilatura and nltk, which neither step imports). tokenizers and pyarrow
+    # pinned to the versions .venv runs, so that both tools tokenize with the same Rust code and
+    # the ratio measures the pipelines, not two releases of the tokenizer.
+    "datatrove": ("datatrove==0.10.1", "tokenizers==0.23.3", "pyarrow==25.0.1"),
 }
 
 
+def venv_python(name: str) -> Path:
+    """Where the python of virtualenv `name` (VENVS) is once made: the folder is named by its
+    requirements, so a change of them makes a new one."""
+    key = hashlib.sha256("\n".join(VENVS[name]).encode()).hexdigest()[:12]
+    return CACHE / "venvs" / f"{name}-{key}" / "bin" / "python"
+
+
 def venv(name: str) -> Path:
-    """The python of virtualenv `name` (VENVS) in the cache, made once: the folder is named by its
-    requirements, so a change of them makes a new one; it is renamed into place only when whole."""
+    """The python of virtualenv `name` (VENVS) in the cache, made once; it is renamed into place
+    only when whole."""
     requirements = VENVS[name]
-    key = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:12]
-    folder = CACHE / "venvs" / f"{name}-{key}"
-    python = folder / "bin" / "python"
+    python = venv_python(name)
+    folder = python.parents[1]
     if python.exists():
         return python
     folder.parent.mkdir(parents=True, exist_ok=True)
