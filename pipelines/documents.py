@@ -207,17 +207,17 @@ def document_tokenizer(tokenizer) -> DocumentTokenizer:
 
 
 def settings(fmt: SplitFormat, cfg: BuildConfig, vocab: Vocab | None, dataset: str, lowercase: bool,
-             language: str = "", dump: str = "") -> SplitSettings:
-    """What the format's writer is told; `vocab` None: for its folder's name alone (a dry run)."""
+             language: str = "", dump: str = "", tokenizer_file=None) -> SplitSettings:
+    """What the format's writer is told; `vocab` None: for its folder's name alone (a dry run).
+    `tokenizer_file`: --tokenizer's, as the build read it (BuildInputs.tokenizer_file)."""
     flags = tuple((flag, value) for name, flag, value in cfg.format_flags if name == fmt.name)
     path = cfg.documents.tokenizer
     tokenizer = None
     if vocab is not None:
         from bertdata.instances.samples import check_sample_length
         from bertdata.instances.tokenize import WordPiece
-        from bertdata.instances.tokenizer_file import TokenizerFile
 
-        tokenizer = document_tokenizer(WordPiece(vocab, lowercase) if path is None else TokenizerFile(path))
+        tokenizer = document_tokenizer(WordPiece(vocab, lowercase) if path is None else tokenizer_file)
         check_sample_length(tokenizer, cfg.documents.max_seq_length)
     return SplitSettings(dataset, lowercase, tokenizer, cfg.documents.max_seq_length, flags,
                          tokenizer_file=path is not None, label=tokenizer_label(path, lowercase), language=language,
@@ -235,7 +235,7 @@ def tokenizer_label(path: str | None, lowercase: bool) -> str:
 
 def output(fmt: SplitFormat, inputs: BuildInputs) -> SplitOutput:
     s = settings(fmt, inputs.cfg, inputs.vocab, inputs.dataset, inputs.text.lowercase, inputs.site.language,
-                 inputs.dump_record["name"])
+                 inputs.dump_record["name"], inputs.tokenizer_file)
     return SplitOutput(fmt, fsio.join(inputs.cfg.output, fmt.folder(s)), fsio.join(inputs.work_dir, fmt.name), s)
 
 

@@ -8,7 +8,6 @@ are what say a stage finished: they are written last, and atomically.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 from bertdata.config import TextConfig
 from bertdata.errors import BertdataError
 from bertdata.formats import PerShardFormat
+from bertdata.fsutil import load_json
 from bertdata.text.shards import text_folder, TextShard
 from bertdata.manifest import MANIFEST, RUN_KEY
 from bertdata.instances.vocab import Vocab
@@ -42,7 +42,7 @@ def read_manifest(folder: str) -> dict | None:
     if not fsio.exists(path):
         return None
     try:
-        return json.loads(fsio.read_bytes(path))
+        return load_json(fsio.read_bytes(path))
     except ValueError:
         return None  # written atomically, so only a hand edit breaks it: redo the stage
 
@@ -133,7 +133,7 @@ def build_manifests(output: str) -> list[tuple[str, dict]]:
     found = []
     for path in sorted(paths):
         try:
-            manifest = json.loads(fsio.read_bytes(path))
+            manifest = load_json(fsio.read_bytes(path))
         except (OSError, ValueError):
             continue  # not a build's (a build writes its manifests atomically)
         if isinstance(manifest, dict) and (manifest.get("tool") or {}).get("name") == BUILD_TOOL:

@@ -128,6 +128,17 @@ class BuildInputs:
                 "dataset": self.dataset, RULES: RULES_VERSION, "language": self.site.language,
                 "punkt": self.punkt_model or "trained on the dump"}
 
+    @functools.cached_property
+    def tokenizer_file(self):
+        """--tokenizer's file (a TokenizerFile), read once here: every format and, pickled with its
+        bytes, every worker gets this one, so a pipe, or a file replaced during the build, makes one
+        tokenizer throughout; None without --tokenizer."""
+        if self.cfg.documents.tokenizer is None:
+            return None
+        from bertdata.instances.tokenizer_file import TokenizerFile
+
+        return TokenizerFile(self.cfg.documents.tokenizer)
+
     def instance_options(self, p: InstanceConfig) -> dict:
         return self.at_end().instance_options(p)
 

@@ -184,7 +184,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _format_help() -> str:
     from bertdata import formats
 
-    lines = "; ".join(f"{fmt.name}: {fmt.describe}" for fmt in formats.all_formats())
+    lines = "; ".join(f"{name}: {formats.describe(name)}" for name in formats.names())
     return (f"one or more of: {lines}; both: hdf5 and lddl, the same instances in each "
             f"(default: {BuildConfig.formats[0]})")
 

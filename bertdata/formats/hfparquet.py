@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,7 +32,7 @@ import pyarrow.parquet as pq
 
 from bertdata.errors import ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings
-from bertdata.fsutil import atomic_path
+from bertdata.fsutil import atomic_path, load_json
 from bertdata.instances.samples import Samples
 from bertdata.manifest import MANIFEST
 
@@ -305,7 +304,7 @@ def _recorded(folder: Path) -> dict:
     manifest = folder / MANIFEST
     if manifest.is_file():
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            options = json.loads(manifest.read_text(encoding="utf-8")).get("options", {})
+            options = load_json(manifest.read_text(encoding="utf-8")).get("options", {})
             return options if isinstance(options, dict) else {}
     return {}
 
@@ -327,10 +326,6 @@ class HfParquet:
     # Bytes written per byte of clean text, measured on tests/data/shard_A.txt in samples of 128
     # ids (0.337 at 1,024): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.345}
-    describe: ClassVar[str] = (
-        "Hugging Face parquet (datasets.load_dataset, transformers' run_mlm): train/ and validation/ files of "
-        "input_ids and id, one row per document or piece of one, and a dataset card (README.md), under "
-        "OUTPUT/parquet/<tokenizer>/, made once whatever the phases")
     writes: ClassVar[str] = "train/ and validation/ parquet files and a dataset card, whatever the phases"
 
     # --- how a build writes it (bertdata.formats.SplitFormat) ---

@@ -45,6 +45,7 @@ from bertdata.formats.mds.codec import (COLUMN_NAMES, FORMAT, HASHES, INDEX, SIZ
 from bertdata.formats.mds.reader import (SplitInfo, is_split_folder, read_index, read_input_ids, read_samples,
                                          validate_split)
 from bertdata.formats.mds.writer import finish_local_split, finish_split, write_part
+from bertdata.fsutil import load_json
 from bertdata.manifest import MANIFEST
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def _recorded(folder: Path) -> dict:
     for manifest in (folder / MANIFEST, folder.parent / MANIFEST):
         if manifest.is_file():
             with contextlib.suppress(OSError, ValueError, AttributeError):
-                options = json.loads(manifest.read_text(encoding="utf-8")).get("options", {})
+                options = load_json(manifest.read_text(encoding="utf-8")).get("options", {})
                 return options if isinstance(options, dict) else {}
     return {}
 
@@ -89,10 +90,6 @@ class MdsSplits:
     # Bytes written per byte of clean text (uint16 ids, uncompressed), measured on tests/data/shard_A.txt
     # in samples of 128 ids (0.398 at 1,024; zstd 0.313): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.453}
-    describe: ClassVar[str] = (
-        "MosaicML Streaming's MDS, which ModernBERT and MosaicBERT train from: one sample per document or "
-        "piece of one, train/ and val/ folders of shard.NNNNN.mds files and index.json, under "
-        "OUTPUT/mds/<tokenizer>/, made once whatever the phases")
     writes: ClassVar[str] = "train/ and val/ folders of MDS shard files and index.json, whatever the phases"
 
     # --- how a build writes it (bertdata.formats.SplitFormat) ---

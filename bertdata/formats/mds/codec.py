@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from bertdata.errors import BertdataError, ValidationError
+from bertdata.fsutil import load_json
 
 PathLike = str | os.PathLike
 INDEX = "index.json"
@@ -130,7 +131,7 @@ def decode_samples(raw: bytes, layout: Layout, count: int, path: str) -> Iterato
     if offsets[-1] != len(raw) or (np.diff(offsets) < 0).any() or offsets[0] < 4 * (count + 2):
         raise ValidationError(f"{path}: sample offsets do not run through the file's {len(raw):,} bytes")
     try:
-        header = json.loads(raw[4 * (count + 2):offsets[0]])
+        header = load_json(raw[4 * (count + 2):offsets[0]])
     except ValueError:
         raise ValidationError(f"{path}: the config between the offsets and the samples is not JSON") from None
     if header.get("column_names") != layout.names:

@@ -15,13 +15,14 @@ import numpy as np
 
 from bertdata.errors import ValidationError
 from bertdata.formats.mds.codec import FORMAT, INDEX, VERSION, PathLike, decode_samples, layout_of
+from bertdata.fsutil import load_json
 
 
 def read_index(folder: PathLike) -> list[dict]:
     """The shard entries of the split folder's index.json; a bad one raises ValidationError."""
     path = Path(folder) / INDEX
     try:
-        index = json.loads(path.read_bytes())
+        index = load_json(path.read_bytes())
     except FileNotFoundError:
         raise ValidationError(f"{path}: missing (an MDS split folder holds index.json and its shard files)") from None
     except (OSError, ValueError) as err:
@@ -153,7 +154,7 @@ def is_split_folder(path: PathLike) -> bool:
     if not index.is_file():
         return False
     with contextlib.suppress(OSError, ValueError):
-        shards = json.loads(index.read_bytes()).get("shards")
+        shards = load_json(index.read_bytes()).get("shards")
         return isinstance(shards, list) and all(isinstance(s, dict) and s.get("format") == FORMAT for s in shards)
     return False
 

@@ -11,7 +11,6 @@ module is the format object, `MEGATRON`.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from bertdata.formats.megatron.codec import (BIN, BUFFER, DTYPE_CODES, HEADER, I
                                             decode_header, encode_header, encode_index, index_arrays,
                                             pair_paths, prefix_name, token_dtype)
 from bertdata.formats.megatron.writer import Merged, merge, merge_pairs, write_pair
+from bertdata.fsutil import load_json
 from bertdata.instances.documents import Documents
 from bertdata.manifest import MANIFEST
 
@@ -54,10 +54,6 @@ class MegatronPairs:
     # fragment (uint16 ids): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.501}
     takes_any_file: ClassVar[bool] = False
-    describe: ClassVar[str] = (
-        "Megatron-LM's indexed dataset (.bin/.idx, one pair per split of every document's tokenized "
-        "sentences, for Megatron-LM and NeMo: --data-path PREFIX), under OUTPUT/megatron/lower_case_1/, made "
-        "once whatever the phases")
     writes: ClassVar[str] = "one .bin/.idx pair per split, whatever the phases"
 
     # --- how a build writes it (bertdata.formats.SplitFormat) ---
@@ -125,7 +121,7 @@ class MegatronPairs:
             options = {}
             if manifest_path.is_file():
                 with contextlib.suppress(ValueError):
-                    options = json.loads(manifest_path.read_text(encoding="utf-8")).get("options", {})
+                    options = load_json(manifest_path.read_text(encoding="utf-8")).get("options", {})
             if report.vocab is not None:
                 check_vocab(report.vocab, options, prefix)
             vocab_size = len(report.vocab) if report.vocab is not None else options.get("vocab_size")
