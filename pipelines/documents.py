@@ -13,6 +13,7 @@ removed with the work folder, and a killed build's are made again.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -230,7 +231,11 @@ def tokenizer_label(path: str | None, lowercase: bool) -> str:
     if path is None:
         return f"lower_case_{int(lowercase)}"
     folder, name = fsio.split(path)
-    return fsio.split(folder)[1] if name == "tokenizer.json" and fsio.split(folder)[1] else name.rsplit(".", 1)[0]
+    label = fsio.split(folder)[1] if name == "tokenizer.json" and fsio.split(folder)[1] else name.rsplit(".", 1)[0]
+    # One plain folder name, whatever the file's: "..", a slash or a newline would put the folder
+    # elsewhere, or break the dataset card's YAML.
+    label = re.sub(r"[^\w.+-]+", "_", label).lstrip(".")
+    return label or "tokenizer"
 
 
 def output(fmt: SplitFormat, inputs: BuildInputs) -> SplitOutput:

@@ -132,12 +132,20 @@ def get(name: str) -> Format:
 
 def flags_of(name: str) -> tuple[FormatFlag, ...]:
     """The format's own build flags, without importing its module where it is built in."""
-    return BUILTIN[name].flags if name in BUILTIN and name not in _loaded else getattr(get(name), "flags", ())
+    return _stated(name, "flags", ())
 
 
 def describe(name: str) -> str:
     """What `build --help` says of the format, without importing its module where it is built in."""
-    return BUILTIN[name].describe if name in BUILTIN and name not in _loaded else get(name).describe
+    return _stated(name, "describe", "")
+
+
+def _stated(name: str, what: str, default):
+    """What a format states of itself (a registered one) or its registry entry states of it (a
+    built-in one, loaded or not)."""
+    if name not in BUILTIN:
+        return getattr(get(name), what, default)
+    return getattr(_loaded.get(name), what, getattr(BUILTIN[name], what))
 
 
 def all_formats() -> list[Format]:

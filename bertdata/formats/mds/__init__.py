@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from bertdata.errors import ValidationError
+from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings, hidden
 from bertdata.formats.mds import codec, reader, writer
 from bertdata.formats.mds.codec import (COLUMN_NAMES, FORMAT, HASHES, INDEX, SIZE_LIMIT, SPLIT_FOLDERS, TOKEN_DTYPES,
@@ -45,8 +45,8 @@ from bertdata.formats.mds.codec import (COLUMN_NAMES, FORMAT, HASHES, INDEX, SIZ
 from bertdata.formats.mds.reader import (SplitInfo, is_split_folder, read_index, read_input_ids, read_samples,
                                          validate_split)
 from bertdata.formats.mds.writer import finish_local_split, finish_split, write_part
-from bertdata.fsutil import load_json
-from bertdata.manifest import MANIFEST
+from bertdata.fsutil import load_json, read_bounded
+from bertdata.manifest import MANIFEST, MANIFEST_LIMIT, recorded_options
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,12 +60,17 @@ __all__ = ["COLUMN_NAMES", "FORMAT", "HASHES", "INDEX", "MDS", "SIZE_LIMIT", "SP
 
 def _recorded(folder: Path) -> dict:
     """The options a manifest beside the split (in it or its parent) records, if any."""
-    for manifest in (folder / MANIFEST, folder.parent / MANIFEST):
-        if manifest.is_file():
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                options = load_json(manifest.read_text(encoding="utf-8")).get("options", {})
-                return options if isinstance(options, dict) else {}
-    return {}
+    return recorded_options(folder / MANIFEST, folder.parent / MANIFEST)
+
+
+def _manifest_splits(manifest: Path) -> list[str]:
+    """The split folders an MDS manifest of a build names; none where it is no such manifest."""
+    with contextlib.suppress(BertdataError, ValueError, AttributeError, TypeError):
+        recorded = load_json(read_bounded(manifest, MANIFEST_LIMIT, "manifest"))
+        if recorded.get("format") == FORMAT:
+            return [SPLIT_FOLDERS[entry["split"]] for entry in recorded.get("splits", [])
+                    if entry.get("split") in SPLIT_FOLDERS]
+    return []
 
 
 def _split_folder(unit: str) -> Path:
@@ -136,9 +141,16 @@ class MdsSplits:
         return is_split_folder(path) or (os.path.basename(path) == INDEX and is_split_folder(os.path.dirname(path)))
 
     def find(self, folder: str) -> list[str]:
+        """The split folders below `folder`, and every split a build's manifest names there even
+        where its index is gone or garbled: its check then names the fault."""
         root = Path(folder)
-        return sorted(str(Path(d)) for d, _dirs, files in os.walk(root)
-                      if INDEX in files and not hidden(Path(d) / INDEX, root) and is_split_folder(d))
+        found = set()
+        for d, _dirs, files in os.walk(root):
+            if INDEX in files and not hidden(Path(d) / INDEX, root) and is_split_folder(d):
+                found.add(str(Path(d)))
+            if MANIFEST in files and not hidden(Path(d) / MANIFEST, root):
+                found.update(str(Path(d) / split) for split in _manifest_splits(Path(d) / MANIFEST))
+        return sorted(found)
 
     # --- what bench trains on (bertdata.formats.DocumentFormat) ---
 

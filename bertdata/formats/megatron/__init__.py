@@ -10,7 +10,6 @@ module is the format object, `MEGATRON`.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +24,8 @@ from bertdata.formats.megatron.codec import (BIN, BUFFER, DTYPE_CODES, HEADER, I
                                             decode_header, encode_header, encode_index, index_arrays,
                                             pair_paths, prefix_name, token_dtype)
 from bertdata.formats.megatron.writer import Merged, merge, merge_pairs, write_pair
-from bertdata.fsutil import load_json
 from bertdata.instances.documents import Documents
-from bertdata.manifest import MANIFEST
+from bertdata.manifest import MANIFEST, recorded_options
 
 __all__ = ["BIN", "BUFFER", "DTYPE_CODES", "HEADER", "IDX", "MAGIC", "MEGATRON", "PART", "SUFFIX",
            "UINT16_VOCAB_LIMIT", "VERSION", "Header", "MegatronPairs", "Merged", "PairInfo", "PathLike", "check",
@@ -36,10 +34,11 @@ __all__ = ["BIN", "BUFFER", "DTYPE_CODES", "HEADER", "IDX", "MAGIC", "MEGATRON",
            "writer"]
 
 
-def folder_name(lowercase: bool) -> str:
-    """A build's pairs: one per split, whatever the phases; named like the hdf5 folders for the
-    case, since a cased vocab's ids differ."""
-    return f"megatron/lower_case_{int(lowercase)}"
+def folder_name(tokenizer: str) -> str:
+    """A build's pairs: one per split, whatever the phases, in one folder per tokenizer (named by
+    the caller, as mds's and parquet's: a vocab's case, like the hdf5 folders, or a tokenizer
+    file's name), since another tokenizer's ids differ."""
+    return f"megatron/{tokenizer}"
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ class MegatronPairs:
     # --- how a build writes it (bertdata.formats.SplitFormat) ---
 
     def folder(self, settings: SplitSettings) -> str:
-        return folder_name(settings.lowercase)
+        return folder_name(settings.label)
 
     def options(self, settings: SplitSettings) -> dict:
         tokenizer = settings.tokenizer
@@ -117,15 +116,11 @@ class MegatronPairs:
 
         for unit in units:
             prefix = unit[:-len(IDX)] if unit.endswith((BIN, IDX)) else unit
-            manifest_path = Path(prefix).parent / MANIFEST
-            options = {}
-            if manifest_path.is_file():
-                with contextlib.suppress(ValueError):
-                    options = load_json(manifest_path.read_text(encoding="utf-8")).get("options", {})
-            if report.vocab is not None:
-                check_vocab(report.vocab, options, prefix)
-            vocab_size = len(report.vocab) if report.vocab is not None else options.get("vocab_size")
             try:
+                options = recorded_options(Path(prefix).parent / MANIFEST)
+                if report.vocab is not None:
+                    check_vocab(report.vocab, options, prefix)
+                vocab_size = len(report.vocab) if report.vocab is not None else options.get("vocab_size")
                 info = validate_pair(prefix, vocab_size)
             except ValidationError as err:
                 report.failures.append(str(err))
