@@ -123,7 +123,8 @@ def document_tokens(recorded: dict, vocab_path: str | None, where: str) -> Docum
     """The tokenizer of a documents folder whose manifest records `recorded`: `vocab_path` (a
     WordPiece vocab.txt or a tokenizer.json), refused if the manifest records another, or without
     it the bundled sample's vocab or the default one where the manifest's sha256 is theirs."""
-    from bertdata.instances.tokenizer_file import TokenizerFile
+    from bertdata.fsutil import read_bounded
+    from bertdata.instances.tokenizer_file import MAX_FILE_BYTES, TokenizerFile
     from bertdata.instances.vocab import DEFAULT_VOCAB_SHA256, load_vocab, resolve_vocab
     from bertdata.text.wikidump import sample_paths
 
@@ -142,12 +143,9 @@ def document_tokens(recorded: dict, vocab_path: str | None, where: str) -> Docum
                                 f"(sha256 {sha[:12]}...), not a vocab bertdata has; give that file with --vocab "
                                 "(masking shows its mask token)")
     else:
-        try:
-            with open(vocab_path, "rb") as f:
-                is_file = f.read(4096).lstrip().startswith(b"{")
-        except OSError as err:
-            raise BertdataError(f"{vocab_path}: cannot read the tokenizer ({err.strerror})") from None
-        tokenizer = TokenizerFile(vocab_path) if is_file else load_vocab(vocab_path)
+        data = read_bounded(vocab_path, MAX_FILE_BYTES, "tokenizer file")  # once: a pipe reads once
+        tokenizer = (TokenizerFile(vocab_path, data) if data.lstrip().startswith(b"{")
+                     else load_vocab(vocab_path, data))
         if sha is not None and tokenizer.sha256 != sha:
             raise BertdataError(f"{vocab_path}: sha256 {tokenizer.sha256[:12]}... is not that of the tokenizer "
                                 f"{where}'s manifest records ({recorded.get('tokenizer')}, {sha[:12]}...)")

@@ -475,3 +475,17 @@ def test_finish_split_does_its_io_through_the_callables(tmp_path):
     assert figures["shards"] == count and figures["samples"] == sum(map(len, parts))
     assert figures["zip_bytes"] == sum(e["zip_data"]["bytes"] for e in index["shards"])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(c[1] for c in renames)  # nothing moved here
+
+
+def test_json_nested_past_the_recursion_limit_is_one_line(tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000
+    root = tmp_path / "mds"
+    write_split(root / "train", shards(1))
+    (root / "manifest.json").write_text('{"format": "mds", "options": ' + deep + "}")
+    assert mds.MDS.find(str(root)) == [str(root / "train")]  # not a manifest it can read: no split named
+    report = Report(out=lambda line: None)
+    mds.MDS.inspect([str(root / "train")], report)
+    assert not report.failures
+    (root / "train" / "index.json").write_text('{"shards": ' + deep + "}")
+    with pytest.raises(ValidationError, match="index.json: not a readable JSON index \\(nested too deeply"):
+        mds.validate_split(root / "train")
