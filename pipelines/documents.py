@@ -209,12 +209,13 @@ def document_tokenizer(tokenizer) -> DocumentTokenizer:
 
 def settings(fmt: SplitFormat, cfg: BuildConfig, vocab: Vocab | None, dataset: str, lowercase: bool,
              language: str = "", dump: str = "", tokenizer_file=None) -> SplitSettings:
-    """What the format's writer is told; `vocab` None: for its folder's name alone (a dry run).
+    """What the format's writer is told; its tokenizer None where the one it needs is not given
+    (`vocab`, or `tokenizer_file` with --tokenizer): for its folder's name alone (a dry run).
     `tokenizer_file`: --tokenizer's, as the build read it (BuildInputs.tokenizer_file)."""
     flags = tuple((flag, value) for name, flag, value in cfg.format_flags if name == fmt.name)
     path = cfg.documents.tokenizer
     tokenizer = None
-    if vocab is not None:
+    if (vocab if path is None else tokenizer_file) is not None:
         from bertdata.instances.samples import check_sample_length
         from bertdata.instances.tokenize import WordPiece
 
@@ -255,10 +256,24 @@ def plan(fmt: SplitFormat, inputs: BuildInputs, chosen: tuple[InstanceConfig, ..
 
 
 def dry_run(fmt: SplitFormat, cfg: BuildConfig, chosen: tuple[InstanceConfig, ...], dataset: str,
-            lowercase: bool, training_shards: int) -> list[str]:
-    """`build --dry-run`'s line for the format's stage."""
+            lowercase: bool, training_shards: int, vocab: Vocab | None = None,
+            text: StageRecords | None = None) -> list[str]:
+    """`build --dry-run`'s line for the format's stage, decided by the stage's own `decide`, as the
+    build decides it: `vocab` the build's, where it is known before a download; `text` what the
+    text stage a build would reuse hands on. --tokenizer's file is read, as the build reads it."""
     if not chosen:
         return []
-    where = fsio.join(cfg.output, fmt.folder(settings(fmt, cfg, None, dataset, lowercase)))
-    done = fsio.exists(fsio.join(where, MANIFEST)) and not cfg.force
+    tokenizer_file = None
+    if cfg.documents.tokenizer is not None:
+        from bertdata.instances.tokenizer_file import TokenizerFile
+
+        tokenizer_file = TokenizerFile(cfg.documents.tokenizer)
+    s = settings(fmt, cfg, vocab, dataset, lowercase, tokenizer_file=tokenizer_file)
+    where = fsio.join(cfg.output, fmt.folder(s))
+    if s.tokenizer is None:  # the vocab comes with the dump: its folder's manifest is all there is to go by
+        done = fsio.exists(fsio.join(where, MANIFEST)) and not cfg.force
+    else:
+        finished = None if text is None else sources(text.of_kind(TextShard))
+        stage = SplitStage(SplitOutput(fmt, where, "", s), fmt.options(s), finished)
+        done = not stage.decide(cfg.force).run
     return [f"{fmt.name}: {'reuse (complete)' if done else 'run'}: {fmt.writes} -> {where}"]

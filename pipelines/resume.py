@@ -69,7 +69,7 @@ def reusable_text_stage(folders: list[str], dump: dict, text_options: dict, forc
         return None
     for folder, manifest in finished:
         if manifest.get("dump", {}).get("sha1") == dump["sha1"] and manifest.get("options") == text_options:
-            stage = _finished_stage(folder, manifest)
+            stage = finished_text_stage(folder, manifest)
             if stage is not None:
                 return stage
     for folder, manifest in finished:
@@ -164,7 +164,8 @@ def differences(old: dict, new: dict, prefix: str = "") -> str:
     return "; ".join(said)
 
 
-def _finished_stage(folder: str, manifest: dict) -> StageRecords | None:
+def finished_text_stage(folder: str, manifest: dict) -> StageRecords | None:
+    """What a finished text stage's manifest says it handed on; None where a shard it lists is gone."""
     shards = [TextShard(path=fsio.join(folder, e["file"]), **{k: e[k] for k in
               ("split", "index", "stem", "documents", "sentences", "bytes", "sha256")}) for e in manifest["shards"]]
     if not all(fsio.exists(s.path) for s in shards):
