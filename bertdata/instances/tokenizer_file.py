@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 from bertdata.errors import BertdataError
 from bertdata.fsutil import load_json, read_bounded
 from bertdata.instances.tokenize import WordPiece
-from bertdata.instances.vocab import SPECIAL_TOKENS, is_cased, load_vocab
+from bertdata.instances.vocab import SPECIAL_TOKENS, Vocab, is_cased, load_vocab
 
 # Characters handed to the Rust tokenizer per call: enough to amortise the call, few enough that
 # its Encoding objects (a few hundred bytes per token) stay a few tens of MB.
@@ -100,6 +100,18 @@ class TokenizerFile:
 
     def __repr__(self) -> str:
         return f"TokenizerFile({self.path!r}, {self.kind}, {self.vocab_size:,} ids)"
+
+    def as_vocab(self) -> Vocab:
+        """Its tokens by id, as a Vocab, for what reads ids with one (`inspect --vocab`: the id
+        range, --show); an id no token has reads as an empty token."""
+        vocab = self._tokenizer.get_vocab(with_added_tokens=True)
+        if self.vocab_size > 2 * len(vocab) + 1000:  # a list of every id would take all memory
+            raise BertdataError(f"{self.path}: ids up to {self.vocab_size - 1:,} for {len(vocab):,} tokens: too "
+                                "sparse to read as a vocab")
+        tokens = [""] * self.vocab_size
+        for token, i in vocab.items():
+            tokens[i] = token
+        return Vocab(self.path, tuple(tokens), self.sha256)
 
     def token_id(self, token: str) -> int | None:
         """The id of `token` (added tokens included), or None where the vocabulary has none."""

@@ -112,3 +112,16 @@ def test_format_given_twice_adds_up():
     assert config_from_args(parse("build", "--wiki-only", "--format", "megatron", "--tokenizer", "t.json"))
     with pytest.raises(BertdataError, match="each once"):
         config_from_args(parse("build", "--wiki-only", "--format", "mds", "--format", "mds"))
+
+
+def test_ctrl_c_while_the_parser_is_made_names_the_command(monkeypatch, capsys):
+    from bertdata import cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["build", "--wiki-only"]) == 130
+    assert capsys.readouterr().err == "bertdata build: interrupted\n"
+    assert cli.main(["--version"]) == 130
+    assert capsys.readouterr().err == "bertdata: interrupted\n"
