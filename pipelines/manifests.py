@@ -29,6 +29,8 @@ def recorded_manifest(folder: str, listed: dict[str, str], options: dict, force:
         return None
     try:
         manifest = load_json(fsio.read_bytes(listed[MANIFEST]))
+        if not isinstance(manifest, dict):
+            raise ValueError("not an object")
     except ValueError:
         raise BertdataError(f"{listed[MANIFEST]}: not a readable JSON manifest; pass --force to replace "
                             f"the folder's {holds}") from None

@@ -60,3 +60,14 @@ def test_the_build_reads_its_tokenizer_once(tmp_path):
 def test_a_tokenizer_files_name_becomes_one_plain_folder_name(path, label):
     assert tokenizer_label(path, True) == label
     assert tokenizer_label(None, False) == "lower_case_0"
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '{"options": ' + "[" * 100_000 + "]" * 100_000 + "}"])
+def test_a_manifest_that_is_no_object_or_nested_past_the_limit_is_refused_in_one_line(tmp_path, content):
+    from bertdata.errors import BertdataError
+    from bertdata.pipelines.manifests import recorded_manifest
+
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(content)
+    with pytest.raises(BertdataError, match=f"^{manifest}: not a readable JSON manifest; pass --force"):
+        recorded_manifest(str(tmp_path), {"manifest.json": str(manifest)}, {}, False, "mds files", "other files")
