@@ -107,6 +107,9 @@ def write_manifest(stage: StageRecords, provenance: Provenance, out: SplitOutput
     parts = [p for p in stage.of_kind(SplitPart) if p.format == name]
     done = sorted((d for d in stage.of_kind(SplitDone) if d.format == name), key=lambda d: SPLITS.index(d.split))
     entries = [{"split": d.split, **d.entry} for d in done]
+    if not entries:  # a manifest would mark an empty folder complete, for every later run to reuse
+        raise BertdataError(f"{out.folder}: the tokenizer ({out.settings.tokenizer.name}) made no token of any text "
+                            "shard; nothing is written")
     extra = out.format.finish_folder(entries, out.settings, out.folder, fsio)
     counts = {k: sum(p.counts.get(k, 0) for p in parts) for k in ("documents", "sentences", "tokens")}
     # And every count the splits' entries hold (samples, shard files, ...; their own tokens, specials included).

@@ -71,3 +71,20 @@ def test_a_manifest_that_is_no_object_or_nested_past_the_limit_is_refused_in_one
     manifest.write_text(content)
     with pytest.raises(BertdataError, match=f"^{manifest}: not a readable JSON manifest; pass --force"):
         recorded_manifest(str(tmp_path), {"manifest.json": str(manifest)}, {}, False, "mds files", "other files")
+
+
+def test_a_folder_no_text_shard_made_a_token_for_gets_no_manifest(tmp_path):
+    """A tokenizer that makes no token of any text shard (its normalizer removes the text's
+    script) left a manifest on empty folders, which every later run reused."""
+    from bertdata.errors import BertdataError
+    from bertdata.formats import SplitSettings, get
+    from bertdata.pipelines.documents import SplitOutput, write_manifest
+    from bertdata.pipelines.records import SplitPart, StageRecords
+
+    tokenizer = SimpleNamespace(name="tokenizer.json")
+    out = SplitOutput(get("mds"), str(tmp_path / "mds"), str(tmp_path / "parts"),
+                      SplitSettings("wikicorpus_en", True, tokenizer, 128))
+    parts = tuple(SplitPart("mds", split, 0, f"{split}_0.txt", "0" * 64, None, {}) for split in ("training", "test"))
+    with pytest.raises(BertdataError, match="tokenizer.json\\) made no token of any text shard; nothing is written"):
+        write_manifest(StageRecords(None, parts, {}), None, out, {})
+    assert not (tmp_path / "mds").exists()
