@@ -107,7 +107,9 @@ def write_manifest(stage: StageRecords, provenance: Provenance, out: SplitOutput
     parts = [p for p in stage.of_kind(SplitPart) if p.format == name]
     done = sorted((d for d in stage.of_kind(SplitDone) if d.format == name), key=lambda d: SPLITS.index(d.split))
     entries = [{"split": d.split, **d.entry} for d in done]
-    if not entries:  # a manifest would mark an empty folder complete, for every later run to reuse
+    # Text, but no token of it: a manifest would mark an empty folder complete, for every later run
+    # to reuse. (No text at all is the whole build's refusal: a dump without articles.)
+    if not entries and any(stage.counts.get(k) for k in ("articles", "books")):
         raise BertdataError(f"{out.folder}: the tokenizer ({out.settings.tokenizer.name}) made no token of any text "
                             "shard; nothing is written")
     extra = out.format.finish_folder(entries, out.settings, out.folder, fsio)

@@ -86,5 +86,5 @@ def test_a_folder_no_text_shard_made_a_token_for_gets_no_manifest(tmp_path):
                       SplitSettings("wikicorpus_en", True, tokenizer, 128))
     parts = tuple(SplitPart("mds", split, 0, f"{split}_0.txt", "0" * 64, None, {}) for split in ("training", "test"))
     with pytest.raises(BertdataError, match="tokenizer.json\\) made no token of any text shard; nothing is written"):
-        write_manifest(StageRecords(None, parts, {}), None, out, {})
+        write_manifest(StageRecords(None, parts, {"articles": 34}), None, out, {})
     assert not (tmp_path / "mds").exists()
