@@ -198,12 +198,11 @@ def _tokenizer_or_vocab(path: str):
     from bertdata.instances.tokenizer_file import TokenizerFile
     from bertdata.instances.vocab import load_vocab
 
-    try:
-        with open(path, "rb") as f:
-            is_file = f.read(4096).lstrip().startswith(b"{")
-    except OSError as err:
-        raise BertdataError(f"{path}: cannot read the tokenizer ({err.strerror})") from None
-    return TokenizerFile(path) if is_file else load_vocab(path)
+    from bertdata.fsutil import read_bounded
+    from bertdata.instances.tokenizer_file import MAX_FILE_BYTES
+
+    data = read_bounded(path, MAX_FILE_BYTES, "tokenizer file")  # once: a pipe reads once
+    return TokenizerFile(path, data) if data.lstrip().startswith(b"{") else load_vocab(path, data)
 
 
 def survey_documents(fmt, units: list[str], data: str, vocab_path: str | None) -> tuple[list[PartInfo], Reading]:

@@ -15,7 +15,6 @@ Two layouts of a batch run through the same weights:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertdata.errors import BertdataError
+from bertdata.fsutil import load_json
 
 ACTIVATIONS = {
     "gelu": lambda x: F.gelu(x),
@@ -87,7 +87,7 @@ class BertConfig:
     def from_json(cls, path: str | Path) -> BertConfig:
         """Read the reference `bert_config.json`; keys it lacks keep BERT-base defaults."""
         try:
-            raw = json.loads(Path(path).read_text())
+            raw = load_json(Path(path).read_text())
         except (OSError, ValueError) as err:
             raise BertdataError(f"{path}: cannot read BERT config: {err}") from None
         if not isinstance(raw, dict):

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
     except KeyboardInterrupt:
-        print("bertdata: interrupted", file=sys.stderr)
+        print(f"{_named(sys.argv[1:] if argv is None else argv)}: interrupted", file=sys.stderr)
         return 130
     try:
         return args.run(args) or 0
@@ -63,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # whoever read the output stopped (`bertdata inspect ... | head`)
         return 141  # as a shell reports a command that SIGPIPE ended
+
+
+def _named(argv: list[str]) -> str:
+    """The command `argv` names, read before its parser is made: a Ctrl-C while the commands'
+    modules load names it as one in the command does."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    return f"bertdata {first}" if first in COMMANDS else "bertdata"
 
 
 def entry() -> None:

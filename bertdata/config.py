@@ -19,6 +19,9 @@ MAX_DUPE_FACTOR = 1000
 # LDDL files per bin. How many rows a bin gets is known only once its instances are made (a
 # build then refuses a bin that cannot fill every file); this bound catches the absurd at once.
 MAX_LDDL_SHARDS = 100_000
+# A sample of a format holding documents: today's long-context encoders train on 8,192 tokens
+# (ModernBERT); a bound far above that, yet far below int32 (MDS's `len` column) and memory.
+MAX_DOCUMENT_SEQ_LENGTH = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,10 @@ class DocumentConfig:
     def __post_init__(self) -> None:
         if self.max_seq_length < 3:
             raise BertdataError(f"--max-seq-length must be at least 3 (got {self.max_seq_length})")
+        if self.max_seq_length > MAX_DOCUMENT_SEQ_LENGTH:
+            raise BertdataError(f"--max-seq-length must be at most {MAX_DOCUMENT_SEQ_LENGTH:,} for the formats "
+                                f"holding documents: ModernBERT's longest samples are 8,192 tokens, and a sample "
+                                f"is held whole in memory (got {self.max_seq_length:,})")
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,26 @@ def input_errors(path: str | os.PathLike, what: str) -> Iterator[None]:
         raise BertdataError(f"{path}: cannot read {what} ({err.strerror or err})") from None
 
 
+def read_bounded(path: str | os.PathLike, limit: int, what: str) -> bytes:
+    """The bytes of `path`, read once (a pipe's too), refused past `limit`: a device such as
+    /dev/zero, or a link to one (a hub cache's files are links), would otherwise be read until
+    memory runs out."""
+    with input_errors(path, what), open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise BertdataError(f"{path}: more than {size_text(limit)}, not a {what}")
+    return data
+
+
+def load_json(data: bytes | str) -> Any:
+    """json.loads, JSON nested past Python's recursion limit raised as the JSONDecodeError (a
+    ValueError) that every reader already turns into one line naming its file."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", data if isinstance(data, str) else "", 0) from None
+
+
 # Temporary files sit beside their final file, for an atomic rename, but never carry its
 # name: trainers pick every file whose name contains "training" (NVIDIA's) or "train"
 # (PaddleNLP's), hidden ones too, and would crash on a half-written one.

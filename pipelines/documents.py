@@ -13,6 +13,7 @@ removed with the work folder, and a killed build's are made again.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -106,6 +107,11 @@ def write_manifest(stage: StageRecords, provenance: Provenance, out: SplitOutput
     parts = [p for p in stage.of_kind(SplitPart) if p.format == name]
     done = sorted((d for d in stage.of_kind(SplitDone) if d.format == name), key=lambda d: SPLITS.index(d.split))
     entries = [{"split": d.split, **d.entry} for d in done]
+    # Text, but no token of it: a manifest would mark an empty folder complete, for every later run
+    # to reuse. (No text at all is the whole build's refusal: a dump without articles.)
+    if not entries and any(stage.counts.get(k) for k in ("articles", "books")):
+        raise BertdataError(f"{out.folder}: the tokenizer ({out.settings.tokenizer.name}) made no token of any text "
+                            "shard; nothing is written")
     extra = out.format.finish_folder(entries, out.settings, out.folder, fsio)
     if out.settings.tokenizer_file:
         # Beside the splits, so that the folder is read (`bench --data`) with no other file at hand.
@@ -211,18 +217,18 @@ def document_tokenizer(tokenizer) -> DocumentTokenizer:
 
 
 def settings(fmt: SplitFormat, cfg: BuildConfig, vocab: Vocab | None, dataset: str, lowercase: bool,
-             language: str = "", dump: str = "", dry: bool = False) -> SplitSettings:
-    """What the format's writer is told (`vocab`: None where --tokenizer's file serves); `dry`:
-    for its folder's name alone, no tokenizer read (a dry run)."""
+             language: str = "", dump: str = "", tokenizer_file=None) -> SplitSettings:
+    """What the format's writer is told; its tokenizer None where the one it needs is not given
+    (`vocab`, or `tokenizer_file` with --tokenizer): for its folder's name alone (a dry run).
+    `tokenizer_file`: --tokenizer's, as the build read it (BuildInputs.tokenizer_file)."""
     flags = tuple((flag, value) for name, flag, value in cfg.format_flags if name == fmt.name)
     path = cfg.documents.tokenizer
     tokenizer = None
-    if not dry:
+    if (vocab if path is None else tokenizer_file) is not None:
         from bertdata.instances.samples import check_sample_length
         from bertdata.instances.tokenize import WordPiece
-        from bertdata.instances.tokenizer_file import TokenizerFile
 
-        tokenizer = document_tokenizer(WordPiece(vocab, lowercase) if path is None else TokenizerFile(path))
+        tokenizer = document_tokenizer(WordPiece(vocab, lowercase) if path is None else tokenizer_file)
         check_sample_length(tokenizer, cfg.documents.max_seq_length)
     return SplitSettings(dataset, lowercase, tokenizer, cfg.documents.max_seq_length, flags,
                          tokenizer_file=path is not None, label=tokenizer_label(path, lowercase), language=language,
@@ -235,12 +241,16 @@ def tokenizer_label(path: str | None, lowercase: bool) -> str:
     if path is None:
         return f"lower_case_{int(lowercase)}"
     folder, name = fsio.split(path)
-    return fsio.split(folder)[1] if name == "tokenizer.json" and fsio.split(folder)[1] else name.rsplit(".", 1)[0]
+    label = fsio.split(folder)[1] if name == "tokenizer.json" and fsio.split(folder)[1] else name.rsplit(".", 1)[0]
+    # One plain folder name, whatever the file's: "..", a slash or a newline would put the folder
+    # elsewhere, or break the dataset card's YAML.
+    label = re.sub(r"[^\w.+-]+", "_", label).lstrip(".")
+    return label or "tokenizer"
 
 
 def output(fmt: SplitFormat, inputs: BuildInputs) -> SplitOutput:
     s = settings(fmt, inputs.cfg, inputs.vocab, inputs.dataset, inputs.text.lowercase, inputs.site.language,
-                 inputs.dump_record["name"])
+                 inputs.dump_record["name"], inputs.tokenizer_file)
     return SplitOutput(fmt, fsio.join(inputs.cfg.output, fmt.folder(s)), fsio.join(inputs.work_dir, fmt.name), s)
 
 
@@ -255,10 +265,24 @@ def plan(fmt: SplitFormat, inputs: BuildInputs, chosen: tuple[InstanceConfig, ..
 
 
 def dry_run(fmt: SplitFormat, cfg: BuildConfig, chosen: tuple[InstanceConfig, ...], dataset: str,
-            lowercase: bool, training_shards: int) -> list[str]:
-    """`build --dry-run`'s line for the format's stage."""
+            lowercase: bool, training_shards: int, vocab: Vocab | None = None,
+            text: StageRecords | None = None) -> list[str]:
+    """`build --dry-run`'s line for the format's stage, decided by the stage's own `decide`, as the
+    build decides it: `vocab` the build's, where it is known before a download; `text` what the
+    text stage a build would reuse hands on. --tokenizer's file is read, as the build reads it."""
     if not chosen:
         return []
-    where = fsio.join(cfg.output, fmt.folder(settings(fmt, cfg, None, dataset, lowercase, dry=True)))
-    done = fsio.exists(fsio.join(where, MANIFEST)) and not cfg.force
+    tokenizer_file = None
+    if cfg.documents.tokenizer is not None:
+        from bertdata.instances.tokenizer_file import TokenizerFile
+
+        tokenizer_file = TokenizerFile(cfg.documents.tokenizer)
+    s = settings(fmt, cfg, vocab, dataset, lowercase, tokenizer_file=tokenizer_file)
+    where = fsio.join(cfg.output, fmt.folder(s))
+    if s.tokenizer is None:  # the vocab comes with the dump: its folder's manifest is all there is to go by
+        done = fsio.exists(fsio.join(where, MANIFEST)) and not cfg.force
+    else:
+        finished = None if text is None else sources(text.of_kind(TextShard))
+        stage = SplitStage(SplitOutput(fmt, where, "", s), fmt.options(s), finished)
+        done = not stage.decide(cfg.force).run
     return [f"{fmt.name}: {'reuse (complete)' if done else 'run'}: {fmt.writes} -> {where}"]

@@ -84,7 +84,7 @@ class _MakeInstances(StepDoFn):
 
     def __init__(self, vocab: Vocab | None, phases: list[PhaseOutput], lowercase: bool, same_seed_per_shard: bool,
                  force: bool, shard_sinks: tuple[ShardSink, ...] = (), helper_threads: bool = True,
-                 tokenizer_file: str | None = None):
+                 tokenizer_file=None):
         super().__init__()
         self.vocab, self.phases, self.shard_sinks = vocab, phases, shard_sinks
         self.lowercase, self.same_seed, self.force = lowercase, same_seed_per_shard, force
@@ -101,9 +101,7 @@ class _MakeInstances(StepDoFn):
         # No vocab where --tokenizer's file serves every format (pipelines.inputs.uses_vocab).
         self.tokenizers = {} if self.vocab is None else {"vocab": WordPiece(self.vocab, self.lowercase)}
         if any(sink.tokenizer == "file" for sink in self.shard_sinks):
-            from bertdata.instances.tokenizer_file import TokenizerFile
-
-            self.tokenizers["file"] = TokenizerFile(self.tokenizer_file)
+            self.tokenizers["file"] = self.tokenizer_file
 
     def work(self, record: TextShard):
         working_on(f"the instance stage, text shard {record.stem}")
@@ -231,12 +229,12 @@ class TextShardsToInstances(beam.PTransform):
     """TextShard records -> per phase, a ShardFiles record for each format cut per shard (the
     shard's files) and/or what its sinks take (LDDL's ShardRuns, of training shards); once per text
     shard, what `shard_sinks` take (each format cut per split: its SplitPart). `helper_threads`:
-    whether workers have a spare core to compress on; `tokenizer_file`: --tokenizer's, for the
-    sinks that take it."""
+    whether workers have a spare core to compress on; `tokenizer_file`: --tokenizer's TokenizerFile,
+    for the sinks that take it (it pickles with the bytes the launcher read)."""
 
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool,
                  same_seed_per_shard: bool, force: bool = False, shard_sinks: tuple[ShardSink, ...] = (),
-                 helper_threads: bool = True, tokenizer_file: str | None = None):
+                 helper_threads: bool = True, tokenizer_file=None):
         super().__init__()
         self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force, shard_sinks, helper_threads,
                                  tokenizer_file)
@@ -294,7 +292,7 @@ class InstancesStage(Stage):
         i = self.inputs
         return TextShardsToInstances(i.vocab, self.outputs, i.text.lowercase, i.cfg.same_seed_per_shard,
                                      i.cfg.force, self.shard_sinks, helper_threads=spare_cores(i.cfg.runner),
-                                     tokenizer_file=i.cfg.documents.tokenizer)
+                                     tokenizer_file=i.tokenizer_file)
 
     def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
         for p, outs in self.shards.items():

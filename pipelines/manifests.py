@@ -3,13 +3,13 @@ stage's end, once every file of the stage is written: a folder with a manifest i
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from bertdata.corpora.read import split_corpus_counts
 from bertdata.errors import BertdataError
 from bertdata.formats import PerShardFormat
+from bertdata.fsutil import load_json
 from bertdata.text.articles import quality
 from bertdata.manifest import MANIFEST, ShardFiles, Run, write_manifest
 from bertdata.text.shards import TextShard
@@ -29,7 +29,9 @@ def recorded_manifest(folder: str, listed: dict[str, str], options: dict, force:
     if MANIFEST not in listed or force:
         return None
     try:
-        manifest = json.loads(fsio.read_bytes(listed[MANIFEST]))
+        manifest = load_json(fsio.read_bytes(listed[MANIFEST]))
+        if not isinstance(manifest, dict):
+            raise ValueError("not an object")
     except ValueError:
         raise BertdataError(f"{listed[MANIFEST]}: not a readable JSON manifest; pass --force to replace "
                             f"the folder's {holds}") from None

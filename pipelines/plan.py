@@ -17,12 +17,13 @@ from bertdata.errors import BertdataError
 from bertdata.estimate import (MARGIN, Estimate, dump_bytes_per_second, duration_text, estimate_build,
                                folder_bytes, free_bytes, size_text)
 from bertdata import formats
-from bertdata.formats import PER_SHARD
+from bertdata.formats import PER_SHARD, PER_SPLIT
 from bertdata.manifest import MANIFEST
 from bertdata.pipelines.chain import chosen_phases
 from bertdata.pipelines.formats import chosen_formats, stage_module
 from bertdata.pipelines.instances import shard_folder
-from bertdata.pipelines.resume import read_manifest, text_stage_folders
+from bertdata.pipelines.resume import (check_vocab_unchanged, finished_text_stage, read_manifest,
+                                       refuse_another_build, text_stage_folders)
 from bertdata.pipelines.runtime import fsio
 
 
@@ -91,11 +92,11 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
     t = cfg.text
     dump = local_dump(cfg)
     lines = ["dry run: nothing is written"]
-    recipe = None
+    recipe = resolved = None
     if cfg.recipe is not None:
-        from bertdata.pipelines.corpora import resolve_corpora
+        from bertdata.pipelines.inputs import resolve_recipe
 
-        found = resolve_corpora(cfg.recipe)  # every file checked, as the build checks them
+        resolved, found = resolve_recipe(cfg)  # every file checked, as the build checks them
         recipe = found.recipe
         lines.append(f"recipe: {cfg.recipe}, seed {recipe.seed}")
         for spec in recipe.corpora:
@@ -112,6 +113,16 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
     lines.append(_tokenizer_line(cfg))
     dataset = recipe.name if recipe is not None else _dataset(dump, cfg)
     text = _finished_text(cfg, dataset, dump)
+    vocab = None
+    if dump is not None:
+        # As the build resolves them (the dump's sha1, remembered once made; the vocab), and with
+        # its refusal of a folder holding a finished build of another dump, language or vocab.
+        from bertdata.pipelines.inputs import resolve_inputs
+
+        resolved = resolve_inputs(cfg)
+    if resolved is not None:
+        vocab = resolved.vocab
+        refuse_another_build(cfg.output, resolved.record, resolved.site.language, vocab, cfg.force)
     if cfg.stop_after == "download":
         lines.append("stages: download only (--stop-after download)")
         return lines
@@ -132,6 +143,8 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
             n = phase_number(p)
             folder = shard_folder(cfg, per_shard, p, t.lowercase, dataset)
             present = len(fsio.match(fsio.join(folder, per_shard.pattern()))) if fsio.exists(folder) else 0
+            if vocab is not None:  # the instance stage's own check
+                check_vocab_unchanged(per_shard, [folder], vocab, cfg.force)
             if fsio.exists(fsio.join(folder, MANIFEST)) and text is not None and not cfg.force:
                 state = "reuse (complete)"
             elif present and not cfg.force:
@@ -142,7 +155,10 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
                          f"{count} shards, one per text shard -> {folder}")
     for fmt in map(formats.get, cfg.formats):  # the stages of the formats cut otherwise say theirs
         module = stage_module(fmt)
-        if module is not None:
+        if fmt.cut == PER_SPLIT:  # decided by the stage's own decide, from what the build would have
+            handed = None if text is None else finished_text_stage(*text)
+            lines += module.dry_run(fmt, cfg, chosen, dataset, t.lowercase, training, vocab, handed)
+        elif module is not None:
             lines += module.dry_run(fmt, cfg, chosen, dataset, t.lowercase, training)
     lines.append(f"runner: {cfg.runner.runner}, {workers} worker(s)")
     if dump is not None and fsio.is_local(cfg.output):

@@ -8,7 +8,6 @@ are what say a stage finished: they are written last, and atomically.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 from bertdata.config import TextConfig
 from bertdata.errors import BertdataError
 from bertdata.formats import PerShardFormat
+from bertdata.fsutil import load_json
 from bertdata.text.shards import text_folder, TextShard
 from bertdata.manifest import MANIFEST, RUN_KEY
 from bertdata.instances.vocab import Vocab
@@ -42,7 +42,7 @@ def read_manifest(folder: str) -> dict | None:
     if not fsio.exists(path):
         return None
     try:
-        return json.loads(fsio.read_bytes(path))
+        return load_json(fsio.read_bytes(path))
     except ValueError:
         return None  # written atomically, so only a hand edit breaks it: redo the stage
 
@@ -69,7 +69,7 @@ def reusable_text_stage(folders: list[str], dump: dict, text_options: dict, forc
         return None
     for folder, manifest in finished:
         if manifest.get("dump", {}).get("sha1") == dump["sha1"] and manifest.get("options") == text_options:
-            stage = _finished_stage(folder, manifest)
+            stage = finished_text_stage(folder, manifest)
             if stage is not None:
                 return stage
     for folder, manifest in finished:
@@ -133,7 +133,7 @@ def build_manifests(output: str) -> list[tuple[str, dict]]:
     found = []
     for path in sorted(paths):
         try:
-            manifest = json.loads(fsio.read_bytes(path))
+            manifest = load_json(fsio.read_bytes(path))
         except (OSError, ValueError):
             continue  # not a build's (a build writes its manifests atomically)
         if isinstance(manifest, dict) and (manifest.get("tool") or {}).get("name") == BUILD_TOOL:
@@ -164,7 +164,8 @@ def differences(old: dict, new: dict, prefix: str = "") -> str:
     return "; ".join(said)
 
 
-def _finished_stage(folder: str, manifest: dict) -> StageRecords | None:
+def finished_text_stage(folder: str, manifest: dict) -> StageRecords | None:
+    """What a finished text stage's manifest says it handed on; None where a shard it lists is gone."""
     shards = [TextShard(path=fsio.join(folder, e["file"]), ids="ids" in e, **{k: e[k] for k in
               ("split", "index", "stem", "documents", "sentences", "bytes", "sha256")}) for e in manifest["shards"]]
     if not all(fsio.exists(s.path) and (s.ids_path is None or fsio.exists(s.ids_path)) for s in shards):

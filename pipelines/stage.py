@@ -143,6 +143,17 @@ class BuildInputs:
             return None
         return self.cfg.documents.tokenizer or self.vocab.path
 
+    @functools.cached_property
+    def tokenizer_file(self):
+        """--tokenizer's file (a TokenizerFile), read once here: every format and, pickled with its
+        bytes, every worker gets this one, so a pipe, or a file replaced during the build, makes one
+        tokenizer throughout; None without --tokenizer."""
+        if self.cfg.documents.tokenizer is None:
+            return None
+        from bertdata.instances.tokenizer_file import TokenizerFile
+
+        return TokenizerFile(self.cfg.documents.tokenizer)
+
     def instance_options(self, p: InstanceConfig) -> dict:
         return self.at_end().instance_options(p)
 

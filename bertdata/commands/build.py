@@ -143,7 +143,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     out = p.add_argument_group("output format")
     # The formats' lines are theirs (bertdata.formats), read only when the help is shown.
-    out.add_argument("--format", nargs="+", default=list(BuildConfig.formats), metavar="FORMAT", help=_format_help)
+    # Given twice, its values add up (--format mds --format parquet: both).
+    out.add_argument("--format", nargs="+", action="extend", metavar="FORMAT", help=_format_help)
     out.add_argument("--masking", choices=("static", "dynamic"), default=LddlConfig.masking,
                      help="lddl: keep the instances' masks, or leave masking to the loader each epoch "
                           f"(default: {LddlConfig.masking})")
@@ -156,8 +157,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     docs = p.add_argument_group("formats holding documents")
     # Its own dest: the phases' max_seq_length is --phase's, never a flag of build's.
-    docs.add_argument("--max-seq-length", dest="document_length", type=int, default=DocumentConfig.max_seq_length,
-                      metavar="N",
+    docs.add_argument("--max-seq-length", dest="document_length", type=int, metavar="N",
                       help="tokens per sample at most, special tokens included; a longer document "
                            "is cut at sentence boundaries into pieces, one sample each (default: "
                            f"{DocumentConfig.max_seq_length})")
@@ -190,7 +190,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _format_help() -> str:
     from bertdata import formats
 
-    lines = "; ".join(f"{fmt.name}: {fmt.describe}" for fmt in formats.all_formats())
+    lines = "; ".join(f"{name}: {formats.describe(name)}" for name in formats.names())
     return (f"one or more of: {lines}; both: hdf5 and lddl, the same instances in each "
             f"(default: {BuildConfig.formats[0]})")
 
@@ -246,6 +246,10 @@ def config_from_args(args: argparse.Namespace):
         keep_lists=args.keep_lists,
     )
     phases = tuple(replace(p, **instance_fields(args)) for p in PHASES[args.phase])
+    formats = _formats(args.format or list(BuildConfig.formats))
+    documents = DocumentConfig(tokenizer=args.tokenizer, **({} if args.document_length is None else
+                                                            {"max_seq_length": args.document_length}))
+    _check_flags_have_a_format(args, formats)
     return BuildConfig(
         output=args.output, dump=args.dump, index=args.index, date=args.date, mirror=args.mirror, wiki=args.wiki,
         lang=args.lang, punkt_language=args.punkt_language, splitter=args.splitter,
@@ -253,9 +257,9 @@ def config_from_args(args: argparse.Namespace):
         text=text,
         phases=phases, same_seed_per_shard=args.same_seed_per_shard, stop_after=args.stop_after,
         force=args.force, runner=RunnerConfig(args.runner, workers or 0, tuple(args.beam_args)),
-        formats=_formats(args.format),
+        formats=formats,
         lddl=LddlConfig(masking=args.masking, bin_size=args.bin_size or None, num_shards=args.num_shards),
-        documents=DocumentConfig(max_seq_length=args.document_length, tokenizer=args.tokenizer),
+        documents=documents,
         format_flags=_format_flags(args),
         check_disk=not args.ignore_disk_check,
     )
@@ -270,6 +274,24 @@ def _formats(given: list[str]) -> tuple[str, ...]:
         raise BertdataError(f"--format must be one or more of {', '.join(names())}, each once, or both "
                             f"(hdf5 and lddl) (got {', '.join(chosen) or 'none'})")
     return chosen
+
+
+def _check_flags_have_a_format(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
+    """Refuse a flag that no format --format names would read: left, it would be ignored without
+    a word (as `shard` refuses --masking without lddl)."""
+    from bertdata import formats
+
+    given = [("--tokenizer", args.tokenizer is not None, lambda f: f.cut == formats.PER_SPLIT),
+             ("--max-seq-length", args.document_length is not None, lambda f: f.holds == formats.DOCUMENTS)]
+    for flag, used, reads in given:
+        if used and not any(reads(formats.get(name)) for name in chosen):
+            readers = [name for name in formats.names() if reads(formats.get(name))]
+            raise BertdataError(f"{flag} is read by {', '.join(readers)} alone, and --format names none of them "
+                                f"({', '.join(chosen)})")
+    for name, flag, _value in _format_flags(args):
+        if name not in chosen:
+            raise BertdataError(f"--{name}-{flag} is {name}'s, and --format does not name {name} "
+                                f"({', '.join(chosen)})")
 
 
 def run(args: argparse.Namespace) -> int:

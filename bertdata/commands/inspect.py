@@ -80,13 +80,12 @@ def _inspect(args: argparse.Namespace) -> int:
     import os
 
     from bertdata import formats
-    from bertdata.instances.vocab import load_vocab
 
     given = {name: value for name in ("show", "vocab", "ranks") if (value := getattr(args, name)) is not None}
     cfg = InspectConfig(tuple(args.paths), **given)
     for path in cfg.paths:
         _refuse_a_folders_file(path)
-    report = formats.Report(vocab=load_vocab(cfg.vocab) if cfg.vocab else None, show=cfg.show, ranks=cfg.ranks,
+    report = formats.Report(vocab=_vocab(cfg.vocab) if cfg.vocab else None, show=cfg.show, ranks=cfg.ranks,
                             out=lambda line: print(line, flush=True))
     found = formats.find(cfg.paths)
     # An empty file is no format's: said as such, not as a file its format cannot read.
@@ -106,6 +105,17 @@ def _inspect(args: argparse.Namespace) -> int:
 # check), never alone.
 PARQUET_MAGIC = b"PAR1"
 PARQUET_EXTENSION = ".parquet"
+
+
+def _vocab(path: str):
+    """--vocab's file, read once: a WordPiece vocab.txt, or a tokenizer.json (as `bench --vocab`
+    takes it) as its tokens by id."""
+    from bertdata.fsutil import read_bounded
+    from bertdata.instances.tokenizer_file import MAX_FILE_BYTES, TokenizerFile
+    from bertdata.instances.vocab import load_vocab
+
+    data = read_bounded(path, MAX_FILE_BYTES, "vocab file")
+    return TokenizerFile(path, data).as_vocab() if data.lstrip().startswith(b"{") else load_vocab(path, data)
 
 
 def _refuse_a_folders_file(path: str) -> None:

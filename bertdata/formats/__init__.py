@@ -6,7 +6,8 @@ A format is a module (or package) of its own with its names and layout, its code
 writer, a reader, a validator and a finder, and one entry in `BUILTIN` (or one `register` call:
 a plugin, a test) naming the object that states:
 
-- `name`: its `--format` value; `describe`: what `build --help` says of it.
+- `name`: its `--format` value; `describe`: what `build --help` says of it (a built-in format's
+  is its registry entry's, so that the help imports no format's module).
 - `cut`: how the build cuts it, which decides the build stage that writes it (the pipelines
   have one kind of stage per cut, none per format). `PER_SHARD`: files per text shard and phase,
   written where the shard's instances are made (hdf5; `PerShardFormat`). `PER_SPLIT`: a part per
@@ -56,7 +57,7 @@ from bertdata.formats.contract import (ACROSS_SHARDS, DOCUMENTS, INSTANCES, PER_
 __all__ = ["ACROSS_SHARDS", "BUILTIN", "DOCUMENTS", "INSTANCES", "PER_SHARD", "PER_SPLIT", "SENTENCES",
            "DocumentFormat", "DocumentTokenizer", "Format", "FormatFlag", "Found", "InstanceFormat", "PerShardFormat",
            "Reading", "Report", "PartInfo", "SplitFiles", "SplitFormat", "SplitSettings", "all_formats", "by_format",
-           "find", "flags_of", "get", "names", "register", "same_shape", "unregister"]
+           "describe", "find", "flags_of", "get", "names", "register", "same_shape", "unregister"]
 
 
 @dataclass(frozen=True)
@@ -70,26 +71,41 @@ class Found:
 @dataclass(frozen=True)
 class Entry:
     """A built-in format's registry entry: where its object is ("module:object"), imported when
-    the format is first asked for, and its own build flags, which the CLI makes without it."""
+    the format is first asked for, and what the CLI says and makes of it without importing it:
+    its `build --help` line (`describe`) and its own build flags."""
 
     where: str
+    describe: str
     flags: tuple[FormatFlag, ...] = ()
 
 
 # The built-in formats, in the order commands list them.
 BUILTIN = {
-    "hdf5": Entry("bertdata.formats.hdf5:HDF5"),
-    "lddl": Entry("bertdata.formats.lddl:LDDL"),
-    "megatron": Entry("bertdata.formats.megatron:MEGATRON"),
-    "mds": Entry("bertdata.formats.mds:MDS", (
-        FormatFlag("compression", "compress the shard files (streaming's StreamingDataset reads them; ModernBERT's "
-                   "NoStreamingDataset reads only uncompressed ones; default: uncompressed)", ("zstd",)),
-        FormatFlag("schema", "how the ids are stored, by the reader: input_ids (the tokenizer's uint16 or "
-                   "uint32; streaming's StreamingDataset, ModernBERT's NoStreamingDataset; the default), int64 "
-                   "(ModernBERT's streaming: true, StreamingTextDataset, which reads them as int64 bytes) or "
-                   "eurobert (EuroBERT's optimus: tokens as int32 beside a metadata json)",
-                   ("input_ids", "int64", "eurobert")))),
-    "parquet": Entry("bertdata.formats.hfparquet:PARQUET"),
+    "hdf5": Entry("bertdata.formats.hdf5:HDF5",
+                  "the reference's shards (NGC's recipe until 2021, PaddleNLP), one folder per phase"),
+    "lddl": Entry("bertdata.formats.lddl:LDDL",
+                  "LDDL parquet for NGC's current recipe, under OUTPUT/pretrain/phase{1,2}/.../parquet with the "
+                  "vocab at OUTPUT/vocab/vocab, training instances only"),
+    "megatron": Entry("bertdata.formats.megatron:MEGATRON",
+                      "Megatron-LM's indexed dataset (.bin/.idx, one pair per split of every document's tokenized "
+                      "sentences, for Megatron-LM and NeMo: --data-path PREFIX), under OUTPUT/megatron/<tokenizer>/, "
+                      "made once whatever the phases"),
+    "mds": Entry("bertdata.formats.mds:MDS",
+                 "MosaicML Streaming's MDS, which ModernBERT and MosaicBERT train from: one sample per document or "
+                 "piece of one, train/ and val/ folders of shard.NNNNN.mds files and index.json, under "
+                 "OUTPUT/mds/<tokenizer>/, made once whatever the phases", (
+                     FormatFlag("compression", "compress the shard files (streaming's StreamingDataset reads them; "
+                                "ModernBERT's NoStreamingDataset reads only uncompressed ones; default: "
+                                "uncompressed)", ("zstd",)),
+                     FormatFlag("schema", "how the ids are stored, by the reader: input_ids (the tokenizer's uint16 or "
+                                "uint32; streaming's StreamingDataset, ModernBERT's NoStreamingDataset; the default), "
+                                "int64 (ModernBERT's streaming: true, StreamingTextDataset, which reads them as int64 "
+                                "bytes) or eurobert (EuroBERT's optimus: tokens as int32 beside a metadata json)",
+                                ("input_ids", "int64", "eurobert")))),
+    "parquet": Entry("bertdata.formats.hfparquet:PARQUET",
+                     "Hugging Face parquet (datasets.load_dataset, transformers' Trainer): train/ and validation/ "
+                     "files of input_ids and id, one row per document or piece of one, and a dataset card "
+                     "(README.md), under OUTPUT/parquet/<tokenizer>/, made once whatever the phases"),
 }
 _loaded: dict[str, Format] = {}
 
@@ -121,7 +137,20 @@ def get(name: str) -> Format:
 
 def flags_of(name: str) -> tuple[FormatFlag, ...]:
     """The format's own build flags, without importing its module where it is built in."""
-    return BUILTIN[name].flags if name in BUILTIN and name not in _loaded else getattr(get(name), "flags", ())
+    return _stated(name, "flags", ())
+
+
+def describe(name: str) -> str:
+    """What `build --help` says of the format, without importing its module where it is built in."""
+    return _stated(name, "describe", "")
+
+
+def _stated(name: str, what: str, default):
+    """What a format states of itself (a registered one) or its registry entry states of it (a
+    built-in one, loaded or not)."""
+    if name not in BUILTIN:
+        return getattr(get(name), what, default)
+    return getattr(_loaded.get(name), what, getattr(BUILTIN[name], what))
 
 
 def all_formats() -> list[Format]:

@@ -64,7 +64,8 @@ class Format(Protocol):
     takes_any_file: ClassVar[bool]
     # Bytes written per byte of clean text, by phase number (None: once, whatever the phases).
     disk_per_text_byte: ClassVar[dict]
-    # What `build --help` says of it under --format: what it holds, where, for which trainer.
+    # What `build --help` says of it under --format: what it holds, where, for which trainer (a
+    # format registered at run time; a built-in one's is in its registry entry, bertdata.formats.BUILTIN).
     describe: ClassVar[str]
 
     def claims(self, path: str) -> bool: ...

@@ -89,7 +89,6 @@ class Hdf5Shards:
     takes_any_file: ClassVar[bool] = True
     rows_as_text: ClassVar[bool] = False
     layout: ClassVar[dict] = LAYOUT
-    describe: ClassVar[str] = "the reference's shards (NGC's recipe until 2021, PaddleNLP), one folder per phase"
 
     def summary(self, folder: str, manifest: dict) -> str:
         """The build's line for a phase folder it wrote, from the folder's manifest."""

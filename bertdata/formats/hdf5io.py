@@ -17,7 +17,7 @@ from bertdata.errors import BertdataError
 from bertdata.formats._chunks import shuffle_chunks
 from bertdata.formats._zrle import zlib_rle
 from bertdata.formats.contract import PartInfo
-from bertdata.fsutil import atomic_path
+from bertdata.fsutil import atomic_path, load_json
 from bertdata.instances.schema import ATTRS_KEY, DTYPES, FIELDS, shapes
 
 GZIP_LEVEL = 1
@@ -213,7 +213,7 @@ def file_attrs(f: h5py.File) -> dict[str, Any]:
     attrs = {k: _plain(v) for k, v in f.attrs.items() if k != ATTRS_KEY}
     if ATTRS_KEY in f.attrs:
         try:
-            recorded = json.loads(_plain(f.attrs[ATTRS_KEY]))
+            recorded = load_json(_plain(f.attrs[ATTRS_KEY]))
         except (ValueError, TypeError):
             raise BertdataError(f"{f.filename}: attribute {ATTRS_KEY!r} is not valid JSON") from None
         if not isinstance(recorded, dict):

@@ -17,7 +17,6 @@ LDDL's are `shard-<i>.parquet[_<bin>]` in phase folders, and neither format clai
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -33,10 +32,9 @@ import pyarrow.parquet as pq
 
 from bertdata.errors import ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings
-from bertdata.formats.report import from_recipe, print_corpora
-from bertdata.fsutil import atomic_path
+from bertdata.fsutil import atomic_path, size_text
 from bertdata.instances.samples import Samples
-from bertdata.manifest import MANIFEST
+from bertdata.manifest import MANIFEST, recorded_options
 
 PathLike = str | os.PathLike
 SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("id", pa.string())])
@@ -46,6 +44,9 @@ SPLIT_FOLDERS = {"training": "train", "test": "validation"}
 ROW_GROUP_ROWS = 2048
 COMPRESSION = "zstd"
 CARD = "README.md"
+# A card is a page of text; a bound keeps a link to /dev/zero (the hub's cache is links) from being
+# read until memory runs out.
+CARD_LIMIT = 1 << 24
 LICENSE = "cc-by-sa-4.0"  # Wikipedia's text license
 _NAME = re.compile(r"(?P<split>[a-z]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet")
 # The hub's size categories, by rows: the first whose bound exceeds the count.
@@ -133,7 +134,9 @@ def card_text(figures: Sequence[Mapping], card: Card) -> str:
     rows = sum(f["rows"] for f in figures)
     files = "\n".join(f"  - split: {f['split']}\n    path: {f['split']}/{f['split']}-*.parquet" for f in figures)
     table = "\n".join(f"| {f['split']} | {f['files']:,} | {f['rows']:,} | {f['tokens']:,} |" for f in figures)
-    name = card.pretty_name.replace("\\", "\\\\").replace('"', '\\"')
+    # A JSON string is a YAML double-quoted scalar: a name holding quotes, a newline or "---"
+    # stays one value of the header.
+    name = json.dumps(card.pretty_name, ensure_ascii=False)
     return f"""---
 license: {LICENSE}
 language:
@@ -142,14 +145,14 @@ size_categories:
 - {size_category(rows)}
 task_categories:
 - fill-mask
-pretty_name: "{name}"
+pretty_name: {name}
 configs:
 - config_name: default
   data_files:
 {files}
 ---
 
-# {card.pretty_name}
+# {" ".join(card.pretty_name.split())}
 
 Wikipedia text tokenized for masked-language-model pretraining: one row per article, or per piece
 of an article longer than the samples' length, cut at sentence boundaries, with the tokenizer's
@@ -284,13 +287,25 @@ def check_card(folder: PathLike) -> None:
     """The card exists and its header names a file pattern for each split folder."""
     path = Path(folder) / CARD
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(CARD_LIMIT + 1)
     except FileNotFoundError:
         raise ValidationError(f"{path}: missing (the dataset card names the splits' files)") from None
+    except OSError as err:
+        raise ValidationError(f"{path}: not a readable dataset card ({err.strerror or err})") from None
+    if len(data) > CARD_LIMIT:
+        raise ValidationError(f"{path}: more than {size_text(CARD_LIMIT)}, not a dataset card")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValidationError(f"{path}: not a dataset card (not UTF-8 at byte {err.start})") from None
     header = text.split("---\n")[1] if text.startswith("---\n") and text.count("---\n") >= 2 else ""
     for split in splits_of(folder):
         if f"split: {split}\n" not in header:
             raise ValidationError(f"{path}: its YAML header's data_files name no split {split}")
+    for split in re.findall(r"^  - split: (.+)$", header, re.M):
+        if not (Path(folder) / split).is_dir():
+            raise ValidationError(f"{Path(folder) / split}: missing, but {path} names the split")
 
 
 def is_dataset_folder(path: PathLike) -> bool:
@@ -303,12 +318,7 @@ def is_dataset_folder(path: PathLike) -> bool:
 
 def _recorded(folder: Path) -> dict:
     """The options the dataset folder's manifest records, if any."""
-    manifest = folder / MANIFEST
-    if manifest.is_file():
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            options = json.loads(manifest.read_text(encoding="utf-8")).get("options", {})
-            return options if isinstance(options, dict) else {}
-    return {}
+    return recorded_options(folder / MANIFEST)
 
 
 def folder_name(tokenizer: str) -> str:
@@ -328,10 +338,6 @@ class HfParquet:
     # Bytes written per byte of clean text, measured on tests/data/shard_A.txt in samples of 128
     # ids (0.337 at 1,024): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.345}
-    describe: ClassVar[str] = (
-        "Hugging Face parquet (datasets.load_dataset, transformers' run_mlm): train/ and validation/ files of "
-        "input_ids and id, one row per document or piece of one, and a dataset card (README.md), under "
-        "OUTPUT/parquet/<tokenizer>/, made once whatever the phases")
     writes: ClassVar[str] = "train/ and validation/ parquet files and a dataset card, whatever the phases"
 
     # --- how a build writes it (bertdata.formats.SplitFormat) ---

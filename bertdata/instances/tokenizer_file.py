@@ -18,9 +18,9 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from bertdata.errors import BertdataError
-from bertdata.fsutil import input_errors
+from bertdata.fsutil import load_json, read_bounded
 from bertdata.instances.tokenize import WordPiece
-from bertdata.instances.vocab import SPECIAL_TOKENS, is_cased, load_vocab
+from bertdata.instances.vocab import SPECIAL_TOKENS, Vocab, is_cased, load_vocab
 
 # Characters handed to the Rust tokenizer per call: enough to amortise the call, few enough that
 # its Encoding objects (a few hundred bytes per token) stay a few tens of MB.
@@ -32,6 +32,12 @@ NO_LIMIT = 10**29
 # Texts the post-processor is asked to wrap, to read off the tokens it puts around any one text:
 # one must find the same around each.
 PROBES = ("a", "Hello, world. 12 3")
+# The largest tokenizer.json a build reads: hub tokenizers of 250,000 tokens are ~35 MB; a bound keeps
+# /dev/zero, or a link to it, from being read until memory runs out.
+MAX_FILE_BYTES = 1 << 27
+# Ids a tokenizer may use: `tokenizers` allows any u32, but parquet's list<int32> and Megatron's
+# int32 would wrap the ids from 2**31 on negative.
+MAX_IDS = 1 << 31
 
 
 def id_dtype_for(vocab_size: int) -> np.dtype:
@@ -50,10 +56,11 @@ class TokenizerFile:
     Truncation and padding set in the file are not applied to the lines.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, data: bytes | None = None):
+        """`data`: the file's bytes where they are read already (a pipe reads once)."""
         path = os.fspath(path)
-        with input_errors(path, "tokenizer file"):
-            data = Path(path).read_bytes()
+        if data is None:
+            data = read_bounded(path, MAX_FILE_BYTES, "tokenizer file")
         self._setup(path, data, _stated_max_length(path, _parsed(path, data)))
 
     def _setup(self, path: str, data: bytes, max_length: int | None) -> None:
@@ -72,10 +79,18 @@ class TokenizerFile:
         self._tokenizer = tokenizer
         self._encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
         self.kind = type(tokenizer.model).__name__
-        ids = tokenizer.get_vocab(with_added_tokens=True).values()
-        if not ids:
+        vocab = tokenizer.get_vocab(with_added_tokens=True)
+        if not vocab:
             raise BertdataError(f"{path}: the tokenizer has an empty vocabulary")
-        self.vocab_size = max(ids) + 1
+        largest = max(vocab.values())
+        if largest >= MAX_IDS:
+            token = max(vocab, key=vocab.get)
+            raise BertdataError(f"{path}: token {token!r} has id {largest:,}; bertdata's formats hold ids below "
+                                f"2**31 ({MAX_IDS:,}): renumber the vocabulary")
+        unk = getattr(tokenizer.model, "unk_token", None)
+        if unk and unk not in vocab:
+            raise BertdataError(f"{path}: its {self.kind} model's unknown token {unk!r} is not in its vocabulary")
+        self.vocab_size = largest + 1
         self.id_dtype = id_dtype_for(self.vocab_size)
         self.prefix, self.suffix = _specials(path, tokenizer)
 
@@ -85,6 +100,18 @@ class TokenizerFile:
 
     def __repr__(self) -> str:
         return f"TokenizerFile({self.path!r}, {self.kind}, {self.vocab_size:,} ids)"
+
+    def as_vocab(self) -> Vocab:
+        """Its tokens by id, as a Vocab, for what reads ids with one (`inspect --vocab`: the id
+        range, --show); an id no token has reads as an empty token."""
+        vocab = self._tokenizer.get_vocab(with_added_tokens=True)
+        if self.vocab_size > 2 * len(vocab) + 1000:  # a list of every id would take all memory
+            raise BertdataError(f"{self.path}: ids up to {self.vocab_size - 1:,} for {len(vocab):,} tokens: too "
+                                "sparse to read as a vocab")
+        tokens = [""] * self.vocab_size
+        for token, i in vocab.items():
+            tokens[i] = token
+        return Vocab(self.path, tuple(tokens), self.sha256)
 
     def token_id(self, token: str) -> int | None:
         """The id of `token` (added tokens included), or None where the vocabulary has none."""
@@ -174,7 +201,7 @@ def _parsed(path: str, data: bytes) -> dict:
     except UnicodeDecodeError as err:
         raise BertdataError(f"{path}: not a tokenizer.json (not UTF-8 at byte {err.start})") from None
     try:
-        parsed = json.loads(text)
+        parsed = load_json(text)
     except json.JSONDecodeError as err:
         lines = {line.strip() for line in text.splitlines()[:1000]}
         if lines & set(SPECIAL_TOKENS) or lines & {"<unk>", "<s>", "<pad>"}:
@@ -204,8 +231,8 @@ def _stated_max_length(path: str, parsed: dict) -> int | None:
     config = Path(path).with_name(CONFIG_NAME)
     if config.is_file():
         try:
-            limit = json.loads(config.read_text(encoding="utf-8")).get("model_max_length")
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            limit = load_json(read_bounded(config, MAX_FILE_BYTES, CONFIG_NAME)).get("model_max_length")
+        except (BertdataError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
             limit = None  # not ours to check: the tokenizer.json is what is read
         if isinstance(limit, (int, float)) and 0 < limit < NO_LIMIT:
             stated.append(int(limit))
@@ -218,8 +245,14 @@ def _specials(path: str, tokenizer: Tokenizer) -> tuple[tuple[int, ...], tuple[i
     after the leading special tokens), and the same found around every probe."""
     found = set()
     for probe in PROBES:
-        plain = tokenizer.encode(probe, add_special_tokens=False).ids
-        full = tokenizer.encode(probe, add_special_tokens=True)
+        try:
+            plain = tokenizer.encode(probe, add_special_tokens=False).ids
+            full = tokenizer.encode(probe, add_special_tokens=True)
+        except Exception as err:  # tokenizers raises plain Exception; its message names the fault
+            raise BertdataError(f"{path}: the tokenizer fails on {probe!r} ({str(err).splitlines()[0]})") from None
+        if not plain and probe == PROBES[-1]:  # it would write empty folders, marked complete
+            raise BertdataError(f"{path}: the tokenizer makes no token of {probe!r} (does its normalizer or "
+                                "pre-tokenizer remove every character?)")
         ids, mask = full.ids, full.special_tokens_mask
         fits = [i for i in range(len(ids) - len(plain) + 1) if ids[i:i + len(plain)] == plain]
         if not fits:
@@ -239,9 +272,8 @@ def open_tokenizer(path: str | os.PathLike, lowercase: bool | None = None) -> Wo
     TokenizerFile, else a WordPiece vocab.txt on the compiled path, lower-casing where `lowercase`
     says, else where the vocab has no upper case."""
     path = os.fspath(path)
-    with input_errors(path, "tokenizer file"), open(path, "rb") as f:
-        head = f.read(4096).lstrip()
-    if head.startswith(b"{"):
-        return TokenizerFile(path)
-    vocab = load_vocab(path)
+    data = read_bounded(path, MAX_FILE_BYTES, "tokenizer file")
+    if data.lstrip().startswith(b"{"):
+        return TokenizerFile(path, data)
+    vocab = load_vocab(path, data)
     return WordPiece(vocab, lowercase=not is_cased(vocab) if lowercase is None else lowercase)

@@ -105,11 +105,13 @@ def _unpickled_vocab(path: str, sha256: str, packed: bytes) -> Vocab:
     return vocab
 
 
-def load_vocab(path: str | os.PathLike) -> Vocab:
-    """Read and validate a vocab file: UTF-8, one token per line, BERT's special tokens present."""
+def load_vocab(path: str | os.PathLike, data: bytes | None = None) -> Vocab:
+    """Read and validate a vocab file: UTF-8, one token per line, BERT's special tokens present.
+    `data`: its bytes where they are read already (a pipe reads once)."""
     path = os.fspath(path)
-    with input_errors(path, "vocab file"):
-        data = Path(path).read_bytes()
+    if data is None:
+        with input_errors(path, "vocab file"):
+            data = Path(path).read_bytes()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -4,7 +4,6 @@ refusing inputs that cannot be mixed (settings, masking, vocab, dtypes) before a
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -18,6 +17,7 @@ from bertdata import formats
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats import PartInfo
 from bertdata.formats.hdf5 import HDF5, SUFFIX
+from bertdata.fsutil import load_json
 from bertdata.instances.schema import DTYPES
 from bertdata.instances.vocab import Vocab, check_vocab, load_vocab, vocab_for_shard
 from bertdata.manifest import MANIFEST
@@ -85,7 +85,7 @@ def reshard_outputs_inside(folder: Path) -> list[Path]:
         if manifest.parent == folder:
             continue
         try:
-            tool = json.loads(manifest.read_text()).get("tool")
+            tool = load_json(manifest.read_text()).get("tool")
         except (OSError, ValueError, AttributeError):  # not a manifest of ours: its folder is searched
             continue
         if isinstance(tool, dict) and tool.get("name") == RESHARD_TOOL:

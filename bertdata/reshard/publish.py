@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bertdata.errors import BertdataError
 from bertdata.estimate import free_bytes, size_text
-from bertdata.fsutil import atomic_path, make_output_folder, owner_gone, remove_made, this_process
+from bertdata.fsutil import atomic_path, load_json, make_output_folder, owner_gone, remove_made, this_process
 from bertdata.manifest import MANIFEST, file_sha256, write_manifest
 from bertdata.reshard.inputs import PART_PATTERN
 
@@ -54,7 +54,7 @@ def stale_parts(output: Path, name: str, split_word: str, keep: set[str]) -> lis
     manifest = output / MANIFEST
     if manifest.exists():
         with contextlib.suppress(ValueError, KeyError, TypeError):
-            for entry in json.loads(manifest.read_text())["parts"]:
+            for entry in load_json(manifest.read_text())["parts"]:
                 part = output / Path(entry["file"]).name
                 if part.name not in keep and part.exists():
                     stale.add(part)
@@ -79,7 +79,7 @@ def remove_dead_temp_folders(output: Path) -> list[str]:
     notes = []
     for folder in sorted(output.glob(TEMP_PREFIX + "*")) if output.is_dir() else []:
         try:
-            owner = json.loads((folder / OWNER).read_text())
+            owner = load_json((folder / OWNER).read_text())
         except (OSError, ValueError):
             owner = None
         if owner_gone(owner):

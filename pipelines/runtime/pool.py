@@ -31,6 +31,7 @@ before it loads Beam.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import shlex
@@ -45,9 +46,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from bertdata.config import RunnerConfig
+from bertdata.fsutil import owner_gone, this_process
 
 LOCAL_RUNNERS = ("local", "in-memory")
 SOCKET_NAME = "workers.sock"
+FOLDER_PREFIX = "bertdata-workers-"
+OWNER_NAME = "owner.json"  # the launcher that made the folder (bertdata.fsutil.this_process)
 # Where the socket's folder goes when the temporary folder's path is too long for a Unix socket
 # (about 100 bytes: long TMPDIRs are common on clusters): without the pool, Beam's plain workers
 # would run, and nothing would report one that dies.
@@ -144,12 +148,31 @@ class WorkerDeath:
 
 
 def socket_folder() -> str:
-    """A new folder for the pool's socket: under the temporary folder, or SHORT_TMP where a socket
-    path there would be too long."""
+    """A new folder for the pool's socket, its owner recorded: under the temporary folder, or
+    SHORT_TMP where a socket path there would be too long. The folders of pools whose launcher
+    is gone go first."""
     parent = tempfile.gettempdir()
-    if len(os.path.join(parent, "bertdata-workers-12345678", SOCKET_NAME).encode()) > SOCKET_PATH_MAX:
+    if len(os.path.join(parent, FOLDER_PREFIX + "12345678", SOCKET_NAME).encode()) > SOCKET_PATH_MAX:
         parent = SHORT_TMP
-    return tempfile.mkdtemp(prefix="bertdata-workers-", dir=parent)
+    remove_abandoned(parent)
+    folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=parent)
+    with open(os.path.join(folder, OWNER_NAME), "w") as f:
+        json.dump(this_process(), f)
+    return folder
+
+
+def remove_abandoned(parent: str) -> None:
+    """Remove the socket folders under `parent` whose launcher is certainly dead: a SIGKILL to a
+    build's process group runs none of its cleanup. A folder of a live build (or with no owner
+    it can read) is kept."""
+    for folder in glob.glob(os.path.join(glob.escape(parent), FOLDER_PREFIX + "*")):
+        try:
+            with open(os.path.join(folder, OWNER_NAME)) as f:
+                owner = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if owner_gone(owner):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class WorkerPool:

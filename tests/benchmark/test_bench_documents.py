@@ -129,3 +129,33 @@ def test_a_tokenizer_files_folder_trains_offline_with_the_file_the_build_put_the
     (cache / "bertdata").mkdir(parents=True)
     (cache / "bertdata" / "my-bpe.json").write_bytes(path.read_bytes())
     assert make_plan(tiny(data)).model.vocab_size == plan.model.vocab_size
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("deep", "not JSON: nested too deeply"),
+    ("ids", "token 'd' has id 4,294,967,295"),  # before np.arange of 4e9 ids
+    ("zero", "more than 1.0 MB, not a tokenizer file"),
+    ("vocab_size", "its vocab_size '30522' is not a positive whole number"),
+])
+def test_bench_vocab_refuses_a_hostile_tokenizer_or_manifest_in_one_line(tmp_path, monkeypatch, fault, message):
+    from bertdata.benchmark.data import document_tokens
+    from bertdata.instances import tokenizer_file
+    from bertdata.manifest import recorded_options
+
+    monkeypatch.setattr(tokenizer_file, "MAX_FILE_BYTES", 1 << 20)
+    path = tmp_path / "tokenizer.json"
+    if fault == "deep":
+        path.write_text('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elif fault == "ids":
+        path.write_text(json.dumps({"version": "1.0", "model": {"type": "WordLevel", "unk_token": "[UNK]", "vocab": {
+            "[UNK]": 0, "a": 1, "b": 2, "c": 3, "d": 2**32 - 1}}}))
+    elif fault == "zero":
+        path.symlink_to("/dev/zero")
+    with pytest.raises(BertdataError) as err:
+        if fault == "vocab_size":
+            manifest = tmp_path / "manifest.json"
+            manifest.write_text(json.dumps({"options": {"vocab_size": "30522"}}))
+            document_tokens(recorded_options(manifest), None, str(tmp_path))
+        else:
+            document_tokens({}, str(path), str(tmp_path))
+    assert message in str(err.value) and "\n" not in str(err.value)

@@ -1,6 +1,7 @@
 """benchmark/gpu_check.sh in its CPU smoke mode, as on a bare GPU machine: a copy of the checkout
 with nothing built, a Python that has torch, h5py, numpy and setuptools but no bertdata install,
-no package registry and no ../shared beside it."""
+no package registry and no ../shared beside it; bertdata's imports of anything else that machine
+lacks fail as they would there (tests/lent_imports.py)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,18 @@ pytest.importorskip("torch", reason="the bench extra (torch) is not installed")
 
 from conftest import ROOT  # noqa: E402
 
+LENT_IMPORTS = ROOT / "tests" / "lent_imports.py"
+
 
 def bare_python(tmp_path: Path) -> Path:
     """A venv that sees this environment's packages as plain folders: their .pth files (the
-    editable install of bertdata among them) are not run, so bertdata does not import."""
+    editable install of bertdata among them) are not run, so bertdata does not import; and the
+    lent machine's import hook as its sitecustomize."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next((venv / "lib").glob("python3*")) / "site-packages"
     (site / "packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    shutil.copy(LENT_IMPORTS, site / "sitecustomize.py")
     python = venv / "bin" / "python"
     probe = subprocess.run([str(python), "-c", "import torch, h5py, setuptools; import bertdata"],
                            capture_output=True, text=True, cwd=tmp_path)
@@ -88,3 +93,32 @@ def test_the_gpu_check_runs_from_a_bare_checkout_without_a_registry(tmp_path):
     for name, wall, user, system, limit in spent:
         print(f"{name}: {wall} s wall, {float(user) + float(system):.1f} s CPU of {limit} s")
     assert "kernels by their own time" in (out / "profile_bf16_compiled.txt").read_text()
+
+
+def heredoc(after: str) -> str:
+    """The Python of gpu_check.sh's heredoc on the line that ends with `after`."""
+    script = (ROOT / "benchmark" / "gpu_check.sh").read_text()
+    found = re.search(re.escape(after) + r" <<'EOF' \|\| exit 1\n(.*?)\nEOF\n", script, re.S)
+    assert found, f"gpu_check.sh has no heredoc after {after!r}"
+    return found.group(1)
+
+
+def test_the_gpu_checks_mds_row_imports_only_what_the_lent_machine_has(tmp_path):
+    """The MDS row's steps (its folder written, then read by the bench's loader) in this
+    environment, under the lent machine's import hook: quicker than the whole check, and the row
+    where a codec imported at load (zstandard) broke it there."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    shutil.copy(LENT_IMPORTS, hook / "sitecustomize.py")
+    env = {**os.environ, "PYTHONPATH": str(hook)}
+    refused = subprocess.run([sys.executable, "-c", "import zstandard"], env=env, capture_output=True, text=True)
+    assert "the lent GPU machine has none" in refused.stderr  # the hook is on
+    data = tmp_path / "mds1024"
+    made = subprocess.run([sys.executable, "-", str(ROOT), str(data)], input=heredoc('"$DATA/mds1024"'), env=env,
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    bench = subprocess.run([sys.executable, "-m", "bertdata.cli", "bench", "--data", str(data), "--device", "cpu",
+                            "--model", "tiny", "--workers", "1", "--loader-only", "--batch-size", "4", "--steps", "2",
+                            "--warmup-steps", "1", "--vocab", str(ROOT / "tests" / "data" / "vocab.txt")],
+                           env=env, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert bench.returncode == 0, bench.stderr[-3000:]

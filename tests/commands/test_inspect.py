@@ -188,3 +188,16 @@ def test_output_cut_short_by_its_reader_ends_quietly():
     stderr = proc.stderr.read().decode()
     assert first and proc.wait(timeout=120) == 141
     assert "Traceback" not in stderr, stderr
+
+
+def test_vocab_may_be_a_tokenizer_json_as_bench_takes_it(tmp_path, capsys):
+    from bertdata.cli import main
+    from bertdata.formats import mds
+    from conftest import text_samples, trained_tokenizer
+
+    parts = tmp_path / ".parts"
+    parts.mkdir()
+    mds.finish_local_split([mds.write_part(text_samples(), parts)], parts, tmp_path / "train")
+    assert main(["inspect", str(tmp_path / "train"), "--vocab", str(trained_tokenizer("wordpiece"))]) == 0
+    out = capsys.readouterr().out
+    assert "MDS split" in out and "ids not checked" not in out

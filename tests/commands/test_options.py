@@ -80,3 +80,48 @@ def test_workers_past_the_cores_are_capped_with_a_note(capsys, monkeypatch):
     # A cluster's workers are not this machine's cores.
     assert config_from_args(parse("build", "--wiki-only", "--workers", "64", "--runner", "dask")).runner.workers == 64
     assert not capsys.readouterr().err
+
+
+@pytest.mark.parametrize("length", [65_537, 10**9, 2**63 - 1, 2**64, 10**20])
+def test_a_document_length_past_the_bound_is_refused_before_any_work(length):
+    with pytest.raises(BertdataError, match=f"--max-seq-length must be at most 65,536 .* \\(got {length:,}\\)"):
+        config_from_args(parse("build", "--wiki-only", "--format", "mds", "--max-seq-length", str(length)))
+    assert config_from_args(parse("build", "--wiki-only", "--format", "mds", "--max-seq-length",
+                                  "65536")).documents.max_seq_length == 65_536
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--format", "hdf5", "--tokenizer", "/no/such.json"),
+     "--tokenizer is read by megatron, mds, parquet alone, and --format names none of them (hdf5)"),
+    (("--format", "hdf5", "--max-seq-length", "256"),
+     "--max-seq-length is read by mds, parquet alone, and --format names none of them (hdf5)"),
+    (("--format", "megatron", "--max-seq-length", "256"), "--max-seq-length is read by mds, parquet alone"),
+    (("--format", "parquet", "--mds-compression", "zstd"),
+     "--mds-compression is mds's, and --format does not name mds (parquet)"),
+])
+def test_a_documents_flag_without_a_format_that_reads_it_is_refused(args, message):
+    with pytest.raises(BertdataError) as err:
+        config_from_args(parse("build", "--wiki-only", *args))
+    assert str(err.value) == message or str(err.value).startswith(message)
+
+
+def test_format_given_twice_adds_up():
+    cfg = config_from_args(parse("build", "--wiki-only", "--format", "mds", "--format", "parquet", "--tokenizer",
+                                 "t.json", "--mds-compression", "zstd"))
+    assert cfg.formats == ("mds", "parquet") and cfg.format_flags == (("mds", "compression", "zstd"),)
+    assert config_from_args(parse("build", "--wiki-only", "--format", "megatron", "--tokenizer", "t.json"))
+    with pytest.raises(BertdataError, match="each once"):
+        config_from_args(parse("build", "--wiki-only", "--format", "mds", "--format", "mds"))
+
+
+def test_ctrl_c_while_the_parser_is_made_names_the_command(monkeypatch, capsys):
+    from bertdata import cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["build", "--wiki-only"]) == 130
+    assert capsys.readouterr().err == "bertdata build: interrupted\n"
+    assert cli.main(["--version"]) == 130
+    assert capsys.readouterr().err == "bertdata: interrupted\n"

@@ -163,6 +163,22 @@ def test_the_names_are_known_without_importing_a_format(npz_registered):
     assert [f.name for f in formats.all_formats()] == list(formats.names())
 
 
+def test_build_help_describes_every_format_without_importing_one():
+    """Each format's --help line is its registry entry's: importing every format to describe it
+    took `build --help` from 54 ms to 337-430 ms."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, sys; atexit.register(lambda: print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('h5py', 'pyarrow', 'numpy', 'zstandard') or m.startswith('bertdata.formats.')))); "
+            "from bertdata.cli import main; main(['build', '--help'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    help_text, imported = " ".join(out.split()[:-1]), out.splitlines()[-1]
+    assert imported == "['bertdata.formats.contract']"
+    for name, entry in formats.BUILTIN.items():
+        assert " ".join(f"{name}: {entry.describe}".split()) in help_text
+
+
 # --- writing: a format cut per shard and one cut per split, each one class and one `register`,
 # written by a real build beside the built-in ones ---
 

@@ -80,6 +80,15 @@ def test_layout_schema_and_card(tmp_path, monkeypatch):
     assert hfparquet.size_category(999) == "n<1K" and hfparquet.size_category(2_500_000) == "1M<n<10M"
 
 
+def test_a_name_with_quotes_a_newline_and_dashes_stays_one_value_of_the_card(tmp_path):
+    yaml = pytest.importorskip("yaml")
+    name = 'wiki "20240601"\n---\nlicense: mit'
+    figures = [{"split": "train", "files": 1, "rows": 2, "tokens": 9}]
+    card = hfparquet.card_text(figures, hfparquet.Card(name, "en", "dump", "build", "tokenizer"))
+    header = yaml.safe_load(card.split("---\n")[1])
+    assert header["pretty_name"] == name and header["license"] == "cc-by-sa-4.0"
+
+
 def test_same_bytes_whatever_order_the_parts_were_written_in(tmp_path):
     splits = {"train": shards(3), "validation": shards(1, "test")}
     write_dataset(tmp_path / "a", splits)
@@ -101,11 +110,30 @@ def broken(tmp_path: Path, fault: str) -> tuple[Path, str]:
     elif fault == "card":
         (folder / "README.md").unlink()
         victim = folder / "README.md"
+    elif fault.startswith("card "):
+        card = folder / "README.md"
+        card.unlink()
+        if fault == "card binary":
+            card.write_bytes(b"---\n\xff\xfe\n---\n")
+        elif fault == "card folder":
+            card.mkdir()
+        else:  # the hub's cache is links: one to a device is not read without end
+            card.symlink_to("/dev/zero")
+        victim = card
+    elif fault == "split gone":
+        import shutil
+
+        shutil.rmtree(folder / "train")
+        victim = folder / "train"
     return folder, str(victim)
 
 
 @pytest.mark.parametrize(("fault", "message"), [("truncated", "not a readable parquet file"), ("missing", "missing"),
-                                                ("schema", "not input_ids list<int32>"), ("card", "missing")])
+                                                ("schema", "not input_ids list<int32>"), ("card", "missing"),
+                                                ("card binary", "not UTF-8 at byte 4"),
+                                                ("card folder", "not a readable dataset card (Is a directory)"),
+                                                ("card zero", "more than 16.8 MB, not a dataset card"),
+                                                ("split gone", "missing, but")])
 def test_inspect_names_the_fault_in_one_line(tmp_path, fault, message):
     folder, path = broken(tmp_path, fault)
     lines = []

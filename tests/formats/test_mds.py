@@ -223,6 +223,104 @@ def test_inspect_names_the_fault_in_one_line(tmp_path, fault, message):
     assert report.failures == [str(err.value)] and lines == [f"MDS split {folder}: INVALID"]
 
 
+def edited_index(tmp_path: Path, edit) -> tuple[Path, Path]:
+    """A valid split whose index.json's second shard entry `edit` changed (a crafted folder)."""
+    folder = tmp_path / "train"
+    write_split(folder, shards(2), size_limit=1 << 14)
+    index = folder / "index.json"
+    obj = json.loads(index.read_text())
+    edit(obj["shards"][1])
+    index.write_text(json.dumps(obj))
+    return folder, index
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda e: e["raw_data"].update(bytes="12"), "its raw_data size '12' is not a byte count"),
+    (lambda e: e["raw_data"].update(hashes={"shake_128": "00"}), "its raw_data hashes 'shake_128', not one"),
+    (lambda e: e.update(raw_data="shard.00001.mds"), "its raw_data names no file of the split folder (None)"),
+    (lambda e: e["raw_data"].pop("basename"), "its raw_data names no file of the split folder (None)"),
+    (lambda e: e["raw_data"].update(basename="/dev/zero"), "its raw_data names no file of the split folder ('/dev/zero')"),
+    (lambda e: e["raw_data"].update(basename="../train/shard.00000.mds"), "names no file of the split folder"),
+    (lambda e: e.update(samples="7"), "its sample count '7' is not a whole number"),
+    (lambda e: e.update(column_sizes=[None, None]), "are not three lists of one length"),
+])
+def test_a_crafted_index_is_one_line_naming_it(tmp_path, edit, message):
+    folder, index = edited_index(tmp_path, edit)
+    lines = []
+    report = Report(out=lines.append)
+    mds.MDS.inspect([str(folder)], report)
+    [failure] = report.failures
+    assert failure.startswith(f"{index}: shard 1: ") and message in failure and "\n" not in failure, failure
+    assert lines == [f"MDS split {folder}: INVALID"]
+
+
+def test_a_device_named_as_a_shard_is_not_read(tmp_path):
+    folder, index = edited_index(tmp_path, lambda e: None)
+    shard = folder / "shard.00001.mds"
+    shard.unlink()
+    shard.symlink_to("/dev/zero")
+    with pytest.raises(ValidationError, match="not a regular file, but .* lists it as a shard file"):
+        mds.validate_split(folder)
+
+
+@pytest.mark.parametrize(("fault", "message"), [
+    ("offsets", "too few for the offsets of its"),
+    ("config", "the config between the offsets and the samples is not a JSON object"),
+])
+def test_a_crafted_shard_file_is_one_line_naming_it(tmp_path, fault, message):
+    folder = tmp_path / "train"
+    write_split(folder, shards(1))
+    shard, index = folder / "shard.00000.mds", folder / "index.json"
+    data = shard.read_bytes()
+    count = struct.unpack_from("<I", data)[0]
+    if fault == "offsets":  # the count kept, the offsets cut
+        data = data[:8]
+    else:  # the header config a list, the offsets moved by its change of length
+        offsets = np.frombuffer(data, "<u4", count + 1, 4).astype(np.int64)
+        old = data[4 * (count + 2):offsets[0]]
+        new = b"[" + b" " * (len(old) - 2) + b"]"
+        data = data[:4 * (count + 2)] + new + data[offsets[0]:]
+    shard.write_bytes(data)
+    obj = json.loads(index.read_text())
+    obj["shards"][0]["raw_data"].update(bytes=len(data), hashes={})
+    index.write_text(json.dumps(obj))
+    with pytest.raises(ValidationError, match=message) as err:
+        mds.validate_split(folder)
+    assert str(err.value).startswith(str(shard))
+
+
+@pytest.mark.parametrize("vocab_size", ["30522", 0, True, [1]])
+def test_a_manifests_vocab_size_that_is_no_count_is_named(tmp_path, vocab_size):
+    write_split(tmp_path / "mds" / "train", shards(1))
+    manifest = tmp_path / "mds" / "manifest.json"
+    manifest.write_text(json.dumps({"format": "mds", "options": {"vocab_size": vocab_size}}))
+    report = Report(out=lambda line: None)
+    with pytest.raises(ValidationError, match=f"{manifest}: its vocab_size .* is not a positive whole number"):
+        mds.MDS.inspect([str(tmp_path / "mds" / "train")], report)
+
+
+@pytest.mark.parametrize("fault", ["garbage index", "no index", "no folder"])
+def test_a_split_the_manifest_names_is_missed_by_name(tmp_path, fault):
+    root = tmp_path / "mds"
+    write_split(root / "train", shards(1))
+    write_split(root / "val", shards(1))
+    (root / "manifest.json").write_text(json.dumps({"format": "mds", "splits": [{"split": "training"},
+                                                                                 {"split": "test"}]}))
+    if fault == "garbage index":
+        (root / "train" / "index.json").write_text("{garbage")
+    elif fault == "no index":
+        (root / "train" / "index.json").unlink()
+    else:
+        import shutil
+
+        shutil.rmtree(root / "train")
+    assert mds.MDS.find(str(root)) == [str(root / "train"), str(root / "val")]
+    report = Report(out=lambda line: None)
+    mds.MDS.inspect(mds.MDS.find(str(root)), report)
+    [failure] = report.failures
+    assert failure.startswith(str(root / "train" / "index.json")), failure
+
+
 def test_inspect_prints_the_figures(tmp_path):
     parts = shards(2)
     write_split(tmp_path / "mds" / "train", parts)
@@ -441,3 +539,17 @@ def test_finish_split_does_its_io_through_the_callables(tmp_path):
     assert figures["shards"] == count and figures["samples"] == sum(map(len, parts))
     assert figures["zip_bytes"] == sum(e["zip_data"]["bytes"] for e in index["shards"])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(c[1] for c in renames)  # nothing moved here
+
+
+def test_json_nested_past_the_recursion_limit_is_one_line(tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000
+    root = tmp_path / "mds"
+    write_split(root / "train", shards(1))
+    (root / "manifest.json").write_text('{"format": "mds", "options": ' + deep + "}")
+    assert mds.MDS.find(str(root)) == [str(root / "train")]  # not a manifest it can read: no split named
+    report = Report(out=lambda line: None)
+    mds.MDS.inspect([str(root / "train")], report)
+    assert not report.failures
+    (root / "train" / "index.json").write_text('{"shards": ' + deep + "}")
+    with pytest.raises(ValidationError, match="index.json: not a readable JSON index \\(nested too deeply"):
+        mds.validate_split(root / "train")

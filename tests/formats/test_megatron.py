@@ -199,6 +199,17 @@ def test_bench_refuses_a_megatron_folder_in_one_line(tmp_path):
         "build's hdf5, lddl, mds or parquet output for bench"]
 
 
+def test_the_folder_is_named_by_the_tokenizer_as_mds_and_parquet_are():
+    """--tokenizer's ids go to megatron/<tokenizer>/, beside mds/<tokenizer>/: under the vocab's
+    case they would pass for the vocab's ids."""
+    from bertdata.formats import SplitSettings, get
+
+    for label in ("bpe", "lower_case_1"):
+        settings = SplitSettings("wikicorpus_en", True, None, 128, (), tokenizer_file=label == "bpe", label=label)
+        assert [get(name).folder(settings) for name in ("megatron", "mds", "parquet")] == [
+            f"megatron/{label}", f"mds/{label}", f"parquet/{label}"]
+
+
 # ---------------------------------------------------------------- --format
 
 

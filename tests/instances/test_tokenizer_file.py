@@ -4,8 +4,12 @@ one line. A WordPiece vocab.txt keeps the compiled path, with the ids of `tokeni
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import pickle
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +19,7 @@ from tokenizers.implementations import BertWordPieceTokenizer
 from bertdata.errors import BertdataError
 from bertdata.instances._wordpiece import text_lines
 from bertdata.instances.documents import EmptyShard, read_documents
+from bertdata.instances import tokenizer_file
 from bertdata.instances.tokenize import WordPiece
 from bertdata.instances.tokenizer_file import TokenizerFile, id_dtype_for, open_tokenizer
 from bertdata.instances.vocab import load_vocab
@@ -173,3 +178,64 @@ def test_open_tokenizer_reads_a_vocab_txt_and_names_a_bad_one(tmp_path):
     with pytest.raises(BertdataError, match="not a WordPiece vocab"):
         open_tokenizer(bad)
     assert open_tokenizer(VOCAB, lowercase=False).lowercase is False
+
+
+def word_level(tmp_path, vocab: dict, **fields) -> Path:
+    """A WordLevel tokenizer.json of `vocab` ([UNK] its unknown token), its other `fields` replaced."""
+    data = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+            "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}, **fields}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def one_line_refusal(path, says: str) -> None:
+    with pytest.raises(BertdataError) as err:
+        open_tokenizer(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: ") and says in message and "\n" not in message, message
+
+
+def test_json_nested_past_the_recursion_limit_is_named_in_one_line(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    one_line_refusal(path, "not JSON: nested too deeply")
+
+
+def test_an_unknown_token_missing_from_the_vocab_is_named(tmp_path):
+    one_line_refusal(word_level(tmp_path, {"a": 0, "b": 1}), "unknown token '[UNK]' is not in its vocabulary")
+
+
+@pytest.mark.parametrize("largest", [2**31, 2**32 - 1])
+def test_ids_from_2_31_are_refused_up_front_by_their_token(tmp_path, largest):
+    # tokenizers' ids are u32; parquet's list<int32> and Megatron's int32 would wrap them negative.
+    path = word_level(tmp_path, {"[UNK]": 0, "a": 1, "b": 2, "c": 3, "d": largest})
+    one_line_refusal(path, f"token 'd' has id {largest:,}")
+    assert TokenizerFile(word_level(tmp_path, {"[UNK]": 0, "a": 2**31 - 1})).vocab_size == 2**31
+
+
+def test_a_tokenizer_that_makes_no_token_is_refused(tmp_path):
+    deletes_all = {"type": "Replace", "pattern": {"Regex": "[\\s\\S]"}, "content": ""}
+    path = word_level(tmp_path, {"[UNK]": 0, "a": 1}, normalizer=deletes_all)
+    one_line_refusal(path, "the tokenizer makes no token of 'Hello, world. 12 3'")
+
+
+def test_a_pipe_is_read_once(tmp_path):
+    fifo = tmp_path / "tokenizer.fifo"
+    os.mkfifo(fifo)
+    data = trained_tokenizer("bpe").read_bytes()
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    tokenizer = open_tokenizer(fifo)
+    writer.join()
+    assert isinstance(tokenizer, TokenizerFile) and tokenizer.sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_a_device_or_a_link_to_one_is_not_read_past_a_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(tokenizer_file, "MAX_FILE_BYTES", 1 << 20)
+    one_line_refusal("/dev/zero", "more than 1.0 MB, not a tokenizer file")
+    link = tmp_path / "tokenizer.json"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(BertdataError, match="more than"):
+        TokenizerFile(link)

@@ -104,3 +104,34 @@ def test_the_estimate_is_close_to_what_a_build_of_the_fragment_writes(tmp_path):
     for what, pattern, rel in (("text shards", "sharded_*/*/*", 0.1), ("hdf5 phase 1", "hdf5_*/*/*", 0.15),
                                ("lddl phase 1", "pretrain/phase1/**/*", 0.1)):
         assert size(pattern) == pytest.approx(parts[what], rel=rel), what
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished build of the documents formats, as issue 62's probes made it."""
+    out = tmp_path_factory.mktemp("finished") / "out"
+    run_cli("build", "--wiki-only", "--sample", "--output", out, "--phase", "1", "--workers", "1", "--format", "mds",
+            "parquet", "--training-shards", "2", "--test-shards", "1")
+    return out
+
+
+@pytest.mark.parametrize("args, says", [
+    ((), None),
+    (("--mds-compression", "zstd"), "mds files made with another vocab, tokenizer or options"),
+    (("--max-seq-length", "256"), "files made with another vocab, tokenizer or options"),
+    (("--tokenizer", "/no/such/tokenizer.json"), "/no/such/tokenizer.json: tokenizer file not found"),
+])
+def test_dry_run_decides_as_the_build_into_a_finished_one(finished, args, says):
+    """The dry run said "reuse (complete)" where the build refused, and "run" for a --tokenizer
+    file that is not there: it now asks the stages' own decide."""
+    common = ("build", "--wiki-only", "--sample", "--output", finished, "--phase", "1", "--workers", "1", "--format",
+              "mds", "parquet", "--training-shards", "2", "--test-shards", "1", *args)
+    dry = run_cli(*common, "--dry-run", check=False)
+    if says is None:
+        assert dry.returncode == 0, dry.stderr
+        assert [line.split(":")[1].strip() for line in dry.stdout.splitlines()
+                if line.startswith(("mds:", "parquet:"))] == ["reuse (complete)", "reuse (complete)"]
+        return
+    built = run_cli(*common, check=False)
+    assert dry.returncode == built.returncode == 2
+    assert says in dry.stderr.splitlines()[-1] and says in built.stderr.splitlines()[-1]

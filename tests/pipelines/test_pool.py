@@ -98,6 +98,27 @@ def test_a_temporary_folder_too_long_for_a_socket_puts_the_pool_in_tmp(tmp_path,
     assert not any(deep.iterdir()) and not os.path.exists(folder)
 
 
+def test_a_later_pool_removes_the_folders_of_pools_whose_launcher_was_killed(tmp_path, monkeypatch):
+    """SIGKILL to a build's whole group runs no cleanup: its socket folder stayed in $TMPDIR."""
+    import json
+
+    from bertdata.fsutil import this_process
+    from bertdata.pipelines.runtime.pool import OWNER_NAME, socket_folder
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import json; from bertdata.fsutil import this_process; "
+                           "print(json.dumps(this_process()))"], capture_output=True, text=True, check=True)
+    for name, owner in (("bertdata-workers-killed", json.loads(dead.stdout)),
+                        ("bertdata-workers-alive", this_process()), ("bertdata-workers-unowned", None)):
+        (tmp_path / name).mkdir()
+        if owner is not None:
+            (tmp_path / name / OWNER_NAME).write_text(json.dumps(owner))
+    made = socket_folder()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["bertdata-workers-alive", "bertdata-workers-unowned", os.path.basename(made)])
+    assert json.loads((tmp_path / os.path.basename(made) / OWNER_NAME).read_text())["pid"] == os.getpid()
+
+
 def test_no_pool_where_its_socket_cannot_be_made(tmp_path, monkeypatch):
     deep = tmp_path / ("d" * 100)
     deep.mkdir()

@@ -62,9 +62,6 @@ class LddlFolders:
     disk_per_text_byte: ClassVar[dict] = {1: 4.981, 2: 5.051}
     takes_any_file: ClassVar[bool] = False
     rows_as_text: ClassVar[bool] = True
-    describe: ClassVar[str] = (
-        "LDDL parquet for NGC's current recipe, under OUTPUT/pretrain/phase{1,2}/.../parquet with the vocab at "
-        "OUTPUT/vocab/vocab, training instances only")
 
     def claims(self, path: str) -> bool:
         return is_phase_folder(path)

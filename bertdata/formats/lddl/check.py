@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import io
-import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from bertdata.formats.lddl.layout import (
     bin_of,
     schema_for,
 )
+from bertdata.fsutil import load_json
 
 
 def read_folder(folder: str | os.PathLike) -> Iterator[tuple[Path, int | None, pa.RecordBatch]]:
@@ -103,7 +103,7 @@ def validate_folder(folder: str | os.PathLike, *, ranks: int = 1, bin_size: int 
     token_array = None if tokens is None else _token_table(tuple(tokens))[0]
     recorded_path = folder / NUM_SAMPLES_JSON
     try:
-        recorded = json.loads(recorded_path.read_text())
+        recorded = load_json(recorded_path.read_text())
     except FileNotFoundError:
         raise ValidationError(f"{recorded_path}: missing; LDDL's loader would count every file's rows itself") from None
     except (OSError, ValueError) as err:

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bertdata.errors import BertdataError, ValidationError
+from bertdata.fsutil import load_json
 from bertdata.manifest import MANIFEST
 
 MASKINGS = ("static", "dynamic")
@@ -120,7 +121,7 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any] | None:
     """The folder's manifest.json as `bertdata build` or `bertdata shard --format lddl` wrote it, or None."""
     path = Path(folder) / MANIFEST
     try:
-        manifest = json.loads(path.read_text())
+        manifest = load_json(path.read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as err:

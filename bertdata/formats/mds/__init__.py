@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from bertdata.errors import ValidationError
+from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings, hidden
 from bertdata.formats.mds import codec, reader, writer
 from bertdata.formats.report import from_recipe, print_corpora
@@ -49,7 +49,8 @@ from bertdata.formats.mds.codec import (COLUMN_NAMES, DEFAULT_SCHEMA, FORMAT, HA
 from bertdata.formats.mds.reader import (SplitInfo, is_split_folder, read_index, read_input_ids, read_samples,
                                          validate_split)
 from bertdata.formats.mds.writer import finish_local_split, finish_split, write_part
-from bertdata.manifest import MANIFEST
+from bertdata.fsutil import load_json, read_bounded
+from bertdata.manifest import MANIFEST, MANIFEST_LIMIT, recorded_options
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,12 +64,17 @@ __all__ = ["COLUMN_NAMES", "DEFAULT_SCHEMA", "FORMAT", "HASHES", "INDEX", "MDS",
 
 def _recorded(folder: Path) -> dict:
     """The options a manifest beside the split (in it or its parent) records, if any."""
-    for manifest in (folder / MANIFEST, folder.parent / MANIFEST):
-        if manifest.is_file():
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                options = json.loads(manifest.read_text(encoding="utf-8")).get("options", {})
-                return options if isinstance(options, dict) else {}
-    return {}
+    return recorded_options(folder / MANIFEST, folder.parent / MANIFEST)
+
+
+def _manifest_splits(manifest: Path) -> list[str]:
+    """The split folders an MDS manifest of a build names; none where it is no such manifest."""
+    with contextlib.suppress(BertdataError, ValueError, AttributeError, TypeError):
+        recorded = load_json(read_bounded(manifest, MANIFEST_LIMIT, "manifest"))
+        if recorded.get("format") == FORMAT:
+            return [SPLIT_FOLDERS[entry["split"]] for entry in recorded.get("splits", [])
+                    if entry.get("split") in SPLIT_FOLDERS]
+    return []
 
 
 def _split_folder(unit: str) -> Path:
@@ -93,10 +99,6 @@ class MdsSplits:
     # Bytes written per byte of clean text (uint16 ids, uncompressed), measured on tests/data/shard_A.txt
     # in samples of 128 ids (0.398 at 1,024; zstd 0.313): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.453}
-    describe: ClassVar[str] = (
-        "MosaicML Streaming's MDS, which ModernBERT and MosaicBERT train from: one sample per document or "
-        "piece of one, train/ and val/ folders of shard.NNNNN.mds files and index.json, under "
-        "OUTPUT/mds/<tokenizer>/, made once whatever the phases")
     writes: ClassVar[str] = "train/ and val/ folders of MDS shard files and index.json, whatever the phases"
 
     # --- how a build writes it (bertdata.formats.SplitFormat) ---
@@ -145,9 +147,16 @@ class MdsSplits:
         return is_split_folder(path) or (os.path.basename(path) == INDEX and is_split_folder(os.path.dirname(path)))
 
     def find(self, folder: str) -> list[str]:
+        """The split folders below `folder`, and every split a build's manifest names there even
+        where its index is gone or garbled: its check then names the fault."""
         root = Path(folder)
-        return sorted(str(Path(d)) for d, _dirs, files in os.walk(root)
-                      if INDEX in files and not hidden(Path(d) / INDEX, root) and is_split_folder(d))
+        found = set()
+        for d, _dirs, files in os.walk(root):
+            if INDEX in files and not hidden(Path(d) / INDEX, root) and is_split_folder(d):
+                found.add(str(Path(d)))
+            if MANIFEST in files and not hidden(Path(d) / MANIFEST, root):
+                found.update(str(Path(d) / split) for split in _manifest_splits(Path(d) / MANIFEST))
+        return sorted(found)
 
     # --- what bench trains on (bertdata.formats.DocumentFormat) ---
 

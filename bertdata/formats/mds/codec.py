@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from bertdata.errors import BertdataError, ValidationError
+from bertdata.fsutil import load_json
 
 PathLike = str | os.PathLike
 INDEX = "index.json"
@@ -175,13 +176,17 @@ def decode_samples(raw: bytes, layout: Layout, count: int, path: str) -> Iterato
     if len(raw) < 4 or U32.unpack_from(raw)[0] != count:
         found = U32.unpack_from(raw)[0] if len(raw) >= 4 else None
         raise ValidationError(f"{path}: holds {found} samples, but the index says {count}")
+    if len(raw) < 4 * (count + 2):
+        raise ValidationError(f"{path}: {len(raw):,} bytes, too few for the offsets of its {count:,} samples")
     offsets = np.frombuffer(raw, "<u4", count + 1, 4).astype(np.int64)
     if offsets[-1] != len(raw) or (np.diff(offsets) < 0).any() or offsets[0] < 4 * (count + 2):
         raise ValidationError(f"{path}: sample offsets do not run through the file's {len(raw):,} bytes")
     try:
-        header = json.loads(raw[4 * (count + 2):offsets[0]])
+        header = load_json(raw[4 * (count + 2):offsets[0]])
     except ValueError:
         raise ValidationError(f"{path}: the config between the offsets and the samples is not JSON") from None
+    if not isinstance(header, dict):
+        raise ValidationError(f"{path}: the config between the offsets and the samples is not a JSON object")
     if header.get("column_names") != layout.names:
         raise ValidationError(f"{path}: its header's columns {header.get('column_names')} are not the index's")
     for i in range(count):

@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-import zstandard
 
 from bertdata.errors import BertdataError
 from bertdata.formats.mds.codec import (HASHES, INDEX, MAX_SIZE_LIMIT, SIZE_LIMIT, TOKEN_DTYPES, PathLike,
@@ -46,7 +45,12 @@ def write_part(samples: Samples, folder: PathLike, size_limit: int = SIZE_LIMIT,
         raise ValueError(f"{samples.source}: sample {int(np.argmin(lengths))} holds no ids")
     config = shard_config(dtype, compression, hashes, size_limit, layout)
     config_bytes = json.dumps(config, sort_keys=True).encode("utf-8")
-    compressor = None if level is None else zstandard.ZstdCompressor(level=level)
+    compressor = None
+    if level is not None:
+        # Imported here: the GPU check's machine writes raw shards and has no zstandard.
+        import zstandard
+
+        compressor = zstandard.ZstdCompressor(level=level)
     entries: list[dict] = []
 
     def flush(encoded: list[bytes]) -> None:

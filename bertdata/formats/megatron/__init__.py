@@ -10,8 +10,6 @@ module is the format object, `MEGATRON`.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +25,7 @@ from bertdata.formats.megatron.codec import (BIN, BUFFER, DTYPE_CODES, HEADER, I
                                             pair_paths, prefix_name, token_dtype)
 from bertdata.formats.megatron.writer import Merged, merge, merge_pairs, write_pair
 from bertdata.instances.documents import Documents
-from bertdata.manifest import MANIFEST
+from bertdata.manifest import MANIFEST, recorded_options
 
 __all__ = ["BIN", "BUFFER", "DTYPE_CODES", "HEADER", "IDX", "MAGIC", "MEGATRON", "PART", "SUFFIX",
            "UINT16_VOCAB_LIMIT", "VERSION", "Header", "MegatronPairs", "Merged", "PairInfo", "PathLike", "check",
@@ -36,10 +34,11 @@ __all__ = ["BIN", "BUFFER", "DTYPE_CODES", "HEADER", "IDX", "MAGIC", "MEGATRON",
            "writer"]
 
 
-def folder_name(lowercase: bool) -> str:
-    """A build's pairs: one per split, whatever the phases; named like the hdf5 folders for the
-    case, since a cased vocab's ids differ."""
-    return f"megatron/lower_case_{int(lowercase)}"
+def folder_name(tokenizer: str) -> str:
+    """A build's pairs: one per split, whatever the phases, in one folder per tokenizer (named by
+    the caller, as mds's and parquet's: a vocab's case, like the hdf5 folders, or a tokenizer
+    file's name), since another tokenizer's ids differ."""
+    return f"megatron/{tokenizer}"
 
 
 @dataclass(frozen=True)
@@ -54,16 +53,12 @@ class MegatronPairs:
     # fragment (uint16 ids): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.501}
     takes_any_file: ClassVar[bool] = False
-    describe: ClassVar[str] = (
-        "Megatron-LM's indexed dataset (.bin/.idx, one pair per split of every document's tokenized "
-        "sentences, for Megatron-LM and NeMo: --data-path PREFIX), under OUTPUT/megatron/lower_case_1/, made "
-        "once whatever the phases")
     writes: ClassVar[str] = "one .bin/.idx pair per split, whatever the phases"
 
     # --- how a build writes it (bertdata.formats.SplitFormat) ---
 
     def folder(self, settings: SplitSettings) -> str:
-        return folder_name(settings.lowercase)
+        return folder_name(settings.label)
 
     def options(self, settings: SplitSettings) -> dict:
         tokenizer = settings.tokenizer
@@ -121,15 +116,11 @@ class MegatronPairs:
 
         for unit in units:
             prefix = unit[:-len(IDX)] if unit.endswith((BIN, IDX)) else unit
-            manifest_path = Path(prefix).parent / MANIFEST
-            options = {}
-            if manifest_path.is_file():
-                with contextlib.suppress(ValueError):
-                    options = json.loads(manifest_path.read_text(encoding="utf-8")).get("options", {})
-            if report.vocab is not None:
-                check_vocab(report.vocab, options, prefix)
-            vocab_size = len(report.vocab) if report.vocab is not None else options.get("vocab_size")
             try:
+                options = recorded_options(Path(prefix).parent / MANIFEST)
+                if report.vocab is not None:
+                    check_vocab(report.vocab, options, prefix)
+                vocab_size = len(report.vocab) if report.vocab is not None else options.get("vocab_size")
                 info = validate_pair(prefix, vocab_size)
             except ValidationError as err:
                 report.failures.append(str(err))
