@@ -135,13 +135,14 @@ class BuildInputs:
         return options
 
     @property
-    def counted_by(self) -> str | None:
-        """Which tokenizer counts a recipe's tokens for its mix and min_tokens (None: no count is
-        needed): --tokenizer's where a format holding documents takes it, else the vocab."""
+    def counted_by(self) -> dict | None:
+        """Which tokenizer counts a recipe's tokens for its mix and min_tokens, by name and sha256
+        (None: no count is needed): --tokenizer's where it is given, else the vocab's."""
         recipe = self.corpora.recipe if self.corpora is not None else None
         if recipe is None or (recipe.mix is None and not any(c.min_tokens for c in recipe.corpora)):
             return None
-        return self.cfg.documents.tokenizer or self.vocab.path
+        counter = self.tokenizer_file or self.vocab
+        return {"tokenizer": fsio.split(counter.path)[1], "sha256": counter.sha256}
 
     @functools.cached_property
     def tokenizer_file(self):

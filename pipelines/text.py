@@ -58,7 +58,7 @@ class RecipeReading:
 
     recipe: object  # bertdata.corpora.recipe.Recipe
     splitters: dict  # language -> splitter
-    tokenizer_file: str | None = None
+    tokenizer_file: object = None  # --tokenizer's TokenizerFile (with its bytes), where it counts
     vocab: object = None  # a Vocab, where the vocab counts
     lowercase: bool = True
 
@@ -73,9 +73,7 @@ class RecipeReading:
         import numpy as np
 
         if self.tokenizer_file is not None:
-            from bertdata.instances.tokenizer_file import TokenizerFile
-
-            tokenizer = TokenizerFile(self.tokenizer_file)
+            tokenizer = self.tokenizer_file
         else:
             from bertdata.instances.tokenize import WordPiece
 
@@ -390,7 +388,7 @@ class TextStage(Stage):
         if i.corpora is None:
             return None
         counted = i.counted_by
-        tokenizer = i.cfg.documents.tokenizer if counted is not None and i.cfg.documents.tokenizer else None
+        tokenizer = i.tokenizer_file if counted is not None else None
         vocab = i.vocab if counted is not None and tokenizer is None else None
         return RecipeReading(i.corpora.recipe, dict(i.splitters), tokenizer, vocab, i.text.lowercase)
 
