@@ -76,6 +76,7 @@ class TokenizerFile:
                                 f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
         tokenizer.no_truncation()
         tokenizer.no_padding()
+        self.lines_alone = lines_tokenize_alone(load_json(data))
         self._tokenizer = tokenizer
         self._encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
         self.kind = type(tokenizer.model).__name__
@@ -141,6 +142,12 @@ class TokenizerFile:
         sentence), so lines tokenized alone would not give the tokenizer's ids on the text."""
         count = len(lines)
         documents = np.asarray(documents)
+        if self.lines_alone:
+            # Each line after its document's first with the space that joins it before it gives
+            # the document's own tokens, a run per line (see `lines_tokenize_alone`): the fast path.
+            first = np.diff(documents, prepend=documents[0] - 1) != 0 if count else np.empty(0, bool)
+            return self.encode_lines([line if lead else " " + line for line, lead in zip(lines, first.tolist())],
+                                     dtype)
         # Positions in all lines joined by one space, documents and all: a document's text is a
         # run of that, from its first line's start.
         line_start = np.zeros(count + 1, dtype=np.int64)
@@ -186,6 +193,46 @@ class TokenizerFile:
         if documents is None:
             return self.encode_lines(lines, dtype)
         return self.encode_documents(lines, documents, dtype)
+
+
+# Pre-tokenizers that cut text at whitespace, no piece running across it (the space before a word
+# goes with the word, as ByteLevel's Ġ and Metaspace's ▁, or nowhere); and those that only cut the
+# pieces finer. Normalizers that map each character alone. Every other (a Split's regex, Strip,
+# Prepend, Replace, a precompiled charsmap) may join or change text across a line's edge.
+SPLIT_AT_SPACES = {"BertPreTokenizer", "Whitespace", "WhitespaceSplit", "ByteLevel", "Metaspace"}
+SPLIT_FINER = {"Punctuation", "Digits"}
+CHAR_NORMALIZERS = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", "BertNormalizer", "Nmt"}
+
+
+def lines_tokenize_alone(spec) -> bool:
+    """Whether a tokenizer.json (`spec`, parsed) gives a document's tokens as the tokens of each of
+    its sentences alone, every sentence after the first with the one space before it: its
+    normalizer maps characters one by one, its pre-tokenizer cuts at every space, and no added
+    token holds a space. Then a document needs no offsets to know which sentence each token is of
+    (`encode_documents`' fast path); tests/instances/test_samples.py holds both paths equal."""
+    if not isinstance(spec, dict):
+        return False
+
+    def parts(step) -> list:
+        if isinstance(step, dict) and step.get("type") == "Sequence":
+            return [p for inner in step.get("pretokenizers") or step.get("normalizers") or [] for p in parts(inner)]
+        return [step]
+
+    normalizer = spec.get("normalizer")
+    if normalizer is not None and not all(isinstance(n, dict) and n.get("type") in CHAR_NORMALIZERS
+                                          for n in parts(normalizer)):
+        return False
+    pre = parts(spec.get("pre_tokenizer"))
+    if not all(isinstance(p, dict) and p.get("type") in SPLIT_AT_SPACES | SPLIT_FINER for p in pre):
+        return False
+    if not any(p["type"] in SPLIT_AT_SPACES for p in pre):
+        return False
+    if any(p["type"] == "ByteLevel" and not p.get("use_regex", True) for p in pre):
+        return False
+    if any(p["type"] == "Metaspace" and not p.get("split", True) for p in pre):
+        return False
+    added = spec.get("added_tokens") or []
+    return not any(isinstance(t, dict) and any(c.isspace() for c in str(t.get("content", ""))) for t in added)
 
 
 def _unpickled(path: str, data: bytes, max_length: int | None) -> TokenizerFile:

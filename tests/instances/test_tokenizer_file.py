@@ -239,3 +239,36 @@ def test_a_device_or_a_link_to_one_is_not_read_past_a_bound(tmp_path, monkeypatc
     link.symlink_to("/dev/zero")
     with pytest.raises(BertdataError, match="more than"):
         TokenizerFile(link)
+
+
+@pytest.mark.parametrize("kind", TOKENIZER_KINDS)
+def test_the_fast_path_gives_the_offsets_paths_tokens_and_sentences(kind):
+    """Each test tokenizer cuts at spaces (ByteLevel, Metaspace, BertPreTokenizer): its documents'
+    sentences are tokenized alone, with the space before them, and give what the documents
+    tokenized whole and cut by their offsets give."""
+    fast = TokenizerFile(trained_tokenizer(kind))
+    assert fast.lines_alone
+    slow = TokenizerFile(trained_tokenizer(kind))
+    slow.lines_alone = False
+    documents = [d.splitlines() for d in SHARD_A.read_text(encoding="utf-8").split("\n\n") if d.strip()]
+    lines = [line.strip() for d in documents for line in d if line.strip()]
+    numbers = np.repeat(np.arange(len(documents)), [sum(1 for line in d if line.strip()) for d in documents])
+    ids, lengths = fast.encode_documents(lines, numbers)
+    assert np.array_equal(ids, slow.encode_documents(lines, numbers)[0])
+    assert np.array_equal(lengths, slow.encode_documents(lines, numbers)[1])
+
+
+@pytest.mark.parametrize("spec, alone", [
+    ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Digits"}]}}, True),
+    ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": " ?x"}, "behavior": "Isolated"}}, False),
+    ({"pre_tokenizer": {"type": "Punctuation"}}, False),  # nothing cuts at spaces
+    ({"pre_tokenizer": {"type": "Metaspace", "split": False}}, False),  # SentencePiece's pieces may hold ▁
+    ({"pre_tokenizer": {"type": "ByteLevel", "use_regex": False}}, False),
+    ({"normalizer": {"type": "Prepend", "prepend": "▁"}, "pre_tokenizer": {"type": "Metaspace"}}, False),
+    ({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]},
+      "pre_tokenizer": {"type": "BertPreTokenizer"}}, True),
+    ({"pre_tokenizer": {"type": "Whitespace"}, "added_tokens": [{"content": "new york"}]}, False),
+    ({"pre_tokenizer": None}, False),
+])
+def test_which_tokenizers_take_the_fast_path(spec, alone):
+    assert tokenizer_file.lines_tokenize_alone(spec) is alone
