@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 
 from bertdata.errors import BertdataError
 from bertdata.fsutil import load_json, read_bounded
-from bertdata.instances.tokenize import WordPiece
+from bertdata.instances.tokenize import MAX_CHARS_PER_WORD, WordPiece
 from bertdata.instances.vocab import SPECIAL_TOKENS, Vocab, is_cased, load_vocab
 
 # Characters handed to the Rust tokenizer per call: enough to amortise the call, few enough that
@@ -76,7 +76,10 @@ class TokenizerFile:
                                 f"({str(err).splitlines()[0] if str(err) else type(err).__name__})") from None
         tokenizer.no_truncation()
         tokenizer.no_padding()
-        self.lines_alone = lines_tokenize_alone(load_json(data))
+        spec = load_json(data)
+        self.lines_alone = lines_tokenize_alone(spec)
+        # BERT's own WordPiece, as `tokenizers` writes it: the compiled path's ids are the same, faster.
+        self._compiled = _compiled_wordpiece(path, spec, self.sha256)
         self._tokenizer = tokenizer
         self._encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
         self.kind = type(tokenizer.model).__name__
@@ -120,6 +123,8 @@ class TokenizerFile:
 
     def encode_lines(self, lines: list[str], dtype: np.dtype | type = np.int32) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of all lines (no special tokens added), flat, and each line's token count."""
+        if self._compiled is not None:
+            return self._compiled.encode_lines(lines, dtype)
         lengths = np.empty(len(lines), dtype=np.int32)
         parts: list[np.ndarray] = []
         chars = np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)))
@@ -187,6 +192,8 @@ class TokenizerFile:
         """`encode_lines` of lines given in UTF-8, joined by newlines, `starts` where each begins
         (as `_wordpiece.text_lines` gives them); with `documents` (each line's document),
         `encode_documents`."""
+        if self._compiled is not None:
+            return self._compiled.encode_joined(joined, starts, dtype)
         lines = joined.decode("utf-8").split("\n") if len(starts) else []
         if len(lines) != len(starts):
             raise ValueError("encode_joined: a line contains a newline")
@@ -233,6 +240,35 @@ def lines_tokenize_alone(spec) -> bool:
         return False
     added = spec.get("added_tokens") or []
     return not any(isinstance(t, dict) and any(c.isspace() for c in str(t.get("content", ""))) for t in added)
+
+
+def _compiled_wordpiece(path: str, spec, sha256: str) -> WordPiece | None:
+    """The compiled WordPiece (tokenize.WordPiece) where the file is BERT's tokenizer as it is
+    compiled there (`tokenizers`' BertWordPieceTokenizer writes it so): a WordPiece model with
+    [UNK] and "##" over ids 0..n-1, BERT's normalizer that strips accents exactly where it
+    lower-cases, BERT's pre-tokenizer, and BERT's five special tokens added, none else. Anything
+    else keeps `tokenizers`."""
+    if not isinstance(spec, dict):
+        return None
+    model, normalizer, pre = spec.get("model") or {}, spec.get("normalizer") or {}, spec.get("pre_tokenizer") or {}
+    lowercase = normalizer.get("lowercase")
+    vocab = model.get("vocab")
+    added = spec.get("added_tokens") or []
+    if not (model.get("type") == "WordPiece" and model.get("unk_token") == "[UNK]"
+            and model.get("continuing_subword_prefix") == "##"
+            and model.get("max_input_chars_per_word") == MAX_CHARS_PER_WORD and isinstance(vocab, dict)
+            and normalizer.get("type") == "BertNormalizer" and normalizer.get("clean_text") is True
+            and normalizer.get("handle_chinese_chars") is True and isinstance(lowercase, bool)
+            and normalizer.get("strip_accents") in (None, lowercase) and pre.get("type") == "BertPreTokenizer"
+            and sorted(t.get("content") for t in added if isinstance(t, dict)) == sorted(SPECIAL_TOKENS)
+            and all(t.get("special") and vocab.get(t.get("content")) == t.get("id") for t in added)):
+        return None
+    tokens = [None] * len(vocab)
+    for token, i in vocab.items():
+        if not isinstance(i, int) or not 0 <= i < len(tokens) or tokens[i] is not None:
+            return None
+        tokens[i] = token
+    return WordPiece(Vocab(path, tuple(tokens), sha256), lowercase)
 
 
 def _unpickled(path: str, data: bytes, max_length: int | None) -> TokenizerFile:

@@ -272,3 +272,23 @@ def test_the_fast_path_gives_the_offsets_paths_tokens_and_sentences(kind):
 ])
 def test_which_tokenizers_take_the_fast_path(spec, alone):
     assert tokenizer_file.lines_tokenize_alone(spec) is alone
+
+
+def test_berts_wordpiece_json_takes_the_compiled_path_with_tokenizers_own_ids(tmp_path):
+    """The test suite's WordPiece (BertWordPieceTokenizer's file) runs on the compiled path, and
+    gives `tokenizers`' ids on the shard; the same file with accents kept while lower-casing, or
+    with a token added, is not BERT's compiled tokenizer and keeps `tokenizers`."""
+    path = trained_tokenizer("wordpiece")
+    compiled = TokenizerFile(path)
+    assert compiled._compiled is not None
+    lines = [line.strip() for line in SHARD_A.read_text(encoding="utf-8").splitlines() if line.strip()]
+    reference = Tokenizer.from_file(str(path))
+    expected = [i for e in reference.encode_batch(lines, add_special_tokens=False) for i in e.ids]
+    ids, lengths = compiled.encode_lines(lines)
+    assert ids.tolist() == expected and int(lengths.sum()) == len(expected)
+    spec = json.loads(path.read_text())
+    for change in ({"normalizer": {**spec["normalizer"], "strip_accents": False}},
+                   {"added_tokens": [*spec["added_tokens"], {**spec["added_tokens"][0], "content": "<x>", "id": 5}]}):
+        other = tmp_path / "tokenizer.json"
+        other.write_text(json.dumps({**spec, **change}))
+        assert TokenizerFile(other)._compiled is None
