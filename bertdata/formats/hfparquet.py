@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from bertdata.errors import ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings
+from bertdata.formats.report import from_recipe, print_corpora
 from bertdata.fsutil import atomic_path, size_text
 from bertdata.instances.samples import Samples
 from bertdata.manifest import MANIFEST, recorded_options
