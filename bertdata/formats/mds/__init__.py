@@ -32,7 +32,6 @@ step through callables so that any file system does it.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass

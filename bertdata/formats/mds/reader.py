@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
