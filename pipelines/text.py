@@ -117,7 +117,7 @@ def _documents(item: WorkItem, cfg: TextConfig, splitter, markup, counts: Counte
 
 def _recipe_pages(docs, recipe: RecipeReading, counts: Counter, page_counts: Counter, count_tokens):
     """A recipe's wikipedia corpus's articles, keyed by its rank and name like every corpus's;
-    of what the cleaner counted (`page_counts`), the pages and why they were skipped."""
+    of what the cleaner counted (`page_counts`), the pages, the articles and why pages were skipped."""
     from bertdata.corpora.wikipedia import Wikipedia
 
     spec = next(c for c in recipe.recipe.corpora if c.type == Wikipedia.name)
@@ -131,7 +131,7 @@ def _recipe_pages(docs, recipe: RecipeReading, counts: Counter, page_counts: Cou
             counts[corpus_key(spec.name, "dropped_too_short")] += 1
             continue
         yield from copies(spec, f"{spec.name}/{key}", Document((rank, doc.key[1]), doc.packed, tokens))
-    counts.update({k: v for k, v in page_counts.items() if k == "pages" or k.startswith("skipped_")})
+    counts.update({k: v for k, v in page_counts.items() if k in ("pages", "articles") or k.startswith("skipped_")})
 
 
 def _describe(items: list[WorkItem]) -> str:

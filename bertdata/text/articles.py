@@ -140,8 +140,8 @@ def sentence_counts(sentences: Iterable[str]) -> dict[str, int]:
 def quality(counts: dict[str, int]) -> dict[str, float]:
     """Figures that tell at a glance whether the text is the prose BERT wants."""
     sentences = counts.get("sentences", 0)
-    # A recipe's documents, which are no articles, count as articles do.
-    documents = counts.get("articles", 0) or counts.get("documents", 0)
+    # A recipe's documents (its wikipedia corpus's articles among them) count as articles do.
+    documents = counts.get("documents", 0) or counts.get("articles", 0)
     return {"sentences_per_article": round(sentences / max(1, documents), 2),
             "words_per_sentence": round(counts.get("words", 0) / max(1, sentences), 2),
             "unterminated_share": round(counts.get("unterminated_sentences", 0) / max(1, sentences), 4)}
