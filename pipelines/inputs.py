@@ -17,7 +17,7 @@ from bertdata.errors import BertdataError
 from bertdata.fsutil import input_errors
 from bertdata.text.languages import dump_language
 from bertdata.text.sentences import splitter_for
-from bertdata.instances.vocab import Vocab, load_vocab, resolve_vocab
+from bertdata.instances.vocab import Vocab, default_vocab_cached, load_vocab, resolve_vocab
 from bertdata.text.wikidump import Site
 from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.work import open_raw
@@ -46,7 +46,8 @@ def uses_vocab(cfg: BuildConfig) -> bool:
     return cfg.documents.tokenizer is None or any(formats.get(name).cut != PER_SPLIT for name in cfg.formats)
 
 
-def resolve_inputs(cfg: BuildConfig) -> Inputs:
+def resolve_inputs(cfg: BuildConfig, fetch_vocab: bool = True) -> Inputs:
+    """`fetch_vocab` False (a dry run): a default vocab not in the cache yet is not downloaded (None)."""
     from bertdata.text import wikidump
 
     if cfg.sample:
@@ -73,12 +74,13 @@ def resolve_inputs(cfg: BuildConfig) -> Inputs:
         raise BertdataError(f"{index}: multistream index not found")
     with input_errors(dump, "dump file"):
         site = wikidump.read_site(dump, cfg.lang, open_raw)
-    return _inputs(dump, index, None, site, _vocab(cfg, site.language))
+    return _inputs(dump, index, None, site, _vocab(cfg, site.language, fetch_vocab))
 
 
-def resolve_recipe(cfg: BuildConfig):
+def resolve_recipe(cfg: BuildConfig, fetch_vocab: bool = True):
     """A recipe build's inputs: its corpora (every file listed and checked), its wikipedia
-    corpus's dump where it has one, the build's record of what it reads, the vocab."""
+    corpus's dump where it has one, the build's record of what it reads, the vocab (as
+    `resolve_inputs` resolves it)."""
     from bertdata.pipelines.corpora import resolve_corpora
     from bertdata.text import wikidump
     from bertdata.text.wikitext import markup_for
@@ -101,14 +103,15 @@ def resolve_recipe(cfg: BuildConfig):
         record = {**record, "sha1": hashlib.sha1(f"{record['sha1']}\0{dump_record['sha1']}".encode()).hexdigest(),
                   "dump": dump_record}
     record = {**record, "wiki": site.siteinfo.get("dbname"), "language": site.language}
-    return Inputs(dump, index, record, site, _vocab(cfg, site.language)), found
+    return Inputs(dump, index, record, site, _vocab(cfg, site.language, fetch_vocab)), found
 
 
-def _vocab(cfg: BuildConfig, language: str) -> Vocab | None:
+def _vocab(cfg: BuildConfig, language: str, fetch: bool = True) -> Vocab | None:
     """The vocab at --vocab's path (wherever it is stored), else the language's default; None,
-    neither read nor downloaded, where no format uses it."""
+    neither read nor downloaded, where no format uses it, or where it would be downloaded and
+    `fetch` is False."""
     path = cfg.vocab
-    if not uses_vocab(cfg):
+    if not uses_vocab(cfg) or (path is None and not fetch and not default_vocab_cached(language)):
         return None
     if path is None or fsio.is_local(path):
         return resolve_vocab(path, language)

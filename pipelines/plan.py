@@ -96,7 +96,7 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
     if cfg.recipe is not None:
         from bertdata.pipelines.inputs import resolve_recipe
 
-        resolved, found = resolve_recipe(cfg)  # every file checked, as the build checks them
+        resolved, found = resolve_recipe(cfg, fetch_vocab=False)  # every file checked, as the build checks them
         recipe = found.recipe
         lines.append(f"recipe: {cfg.recipe}, seed {recipe.seed}")
         for spec in recipe.corpora:
@@ -119,7 +119,7 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
         # its refusal of a folder holding a finished build of another dump, language or vocab.
         from bertdata.pipelines.inputs import resolve_inputs
 
-        resolved = resolve_inputs(cfg)
+        resolved = resolve_inputs(cfg, fetch_vocab=False)  # a dry run downloads nothing
     if resolved is not None:
         vocab = resolved.vocab
         refuse_another_build(cfg.output, resolved.record, resolved.site.language, vocab, cfg.force)

@@ -141,10 +141,18 @@ def is_cased(vocab: Vocab) -> bool:
     return any(t != t.lower() for t in vocab.tokens if not (t.startswith("[") and t.endswith("]")))
 
 
+MULTILINGUAL_VOCAB_NAME = "bert-base-multilingual-cased-vocab.txt"
+
+
+def default_vocab_cached(language: str) -> bool:
+    """Whether the language's default vocab is in the cache already (else it is downloaded first)."""
+    return (cache_dir() / (DEFAULT_VOCAB_NAME if language in ENGLISH_CODES else MULTILINGUAL_VOCAB_NAME)).is_file()
+
+
 def multilingual_vocab() -> Vocab:
     """The bert-base-multilingual-cased vocab, downloaded once into the cache and checked."""
     cached = _downloaded_once(
-        "bert-base-multilingual-cased-vocab.txt", MULTILINGUAL_VOCAB_URL, MULTILINGUAL_VOCAB_SHA256,
+        MULTILINGUAL_VOCAB_NAME, MULTILINGUAL_VOCAB_URL, MULTILINGUAL_VOCAB_SHA256,
         "a dump not in English needs a multilingual vocab, and bert-base-multilingual-cased's could not be "
         "downloaded into {cached} ({err}); pass --vocab PATH, or train one with `bertdata vocab`")
     vocab = load_vocab(cached)
