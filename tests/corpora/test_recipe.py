@@ -55,7 +55,7 @@ def test_a_mix_leaves_out_the_corpora_it_does_not_name():
     (b"corpora: {a/b: {type: jsonl, files: x}}\n", "'a/b' is not a corpus name"),
     (b"corpora: {w: {type: wikipedia, files: x}}\n", "dump: must name the dump file"),
     (b"corpora: {w: {type: wikipedia, dump: x}, v: {type: wikipedia, dump: y}}\n", "one wikipedia corpus a recipe"),
-    (b"[" * 100_000, "r.yaml:"),
+    (b"[" * 20_000, "r.yaml:"),
 ])
 def test_bad_recipes_are_one_line(text, said):
     with pytest.raises(BertdataError) as err:
