@@ -106,6 +106,8 @@ def test_a_later_pool_removes_the_folders_of_pools_whose_launcher_was_killed(tmp
     from bertdata.pipelines.runtime.pool import OWNER_NAME, socket_folder
 
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    # Where tmp_path is too long for a socket's path, the pool goes to SHORT_TMP: there too.
+    monkeypatch.setattr("bertdata.pipelines.runtime.pool.SHORT_TMP", str(tmp_path))
     dead = subprocess.run([sys.executable, "-c", "import json; from bertdata.fsutil import this_process; "
                            "print(json.dumps(this_process()))"], capture_output=True, text=True, check=True)
     for name, owner in (("bertdata-workers-killed", json.loads(dead.stdout)),
