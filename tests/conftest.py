@@ -159,6 +159,12 @@ def tokens() -> tuple[str, ...]:
     return load_vocab(need(VOCAB)).tokens
 
 
+def build_files(root: Path) -> dict[str, bytes]:
+    """Every file a build wrote below `root` but its manifests (they record the run) and log."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name not in ("manifest.json", "build.log")}
+
+
 def folder_bytes(folder: Path) -> dict[str, bytes]:
     """The bytes of each file in `folder` (not below it), by name."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}

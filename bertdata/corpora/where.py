@@ -113,18 +113,18 @@ class _Parser:
         return token
 
     def expression(self):
-        parts = [self.conjunction()]
-        while self.peek() == "or":
-            self.take()
-            parts.append(self.conjunction())
-        return parts[0] if len(parts) == 1 else (lambda row: any(p(row) for p in parts))
+        return self.joined("or", self.conjunction, any)
 
     def conjunction(self):
-        parts = [self.negation()]
-        while self.peek() == "and":
+        return self.joined("and", self.negation, all)
+
+    def joined(self, word: str, operand, combine):
+        """Operands joined by `word` (and, or): one predicate, `combine` (all, any) of theirs."""
+        parts = [operand()]
+        while self.peek() == word:
             self.take()
-            parts.append(self.negation())
-        return parts[0] if len(parts) == 1 else (lambda row: all(p(row) for p in parts))
+            parts.append(operand())
+        return parts[0] if len(parts) == 1 else (lambda row: combine(p(row) for p in parts))
 
     def negation(self):
         if self.peek() == "not":

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VOCAB, run_cli, trained_tokenizer
+from conftest import VOCAB, build_files, run_cli, trained_tokenizer
 from corpus_inputs import MIX, RECIPE, int_score, write_corpora
 
 pytestmark = pytest.mark.slow
@@ -20,11 +20,6 @@ pytestmark = pytest.mark.slow
 
 def build(out: Path, recipe: Path, *args: str, check: bool = True):
     return run_cli("build", "--recipe", recipe, "--output", out, *args, check=check)
-
-
-def files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name not in ("manifest.json", "build.log")}
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +49,7 @@ def squeezed(text: str) -> str:
 
 def test_the_same_bytes_for_one_and_two_workers(mixture):
     root, _, _ = mixture
-    assert files(root / "w1") == files(root / "w2")
+    assert build_files(root / "w1") == build_files(root / "w2")
 
 
 def test_every_sample_names_a_real_document_of_its_corpus_and_holds_its_text(mixture):
@@ -103,10 +98,10 @@ def test_parquet_rows_equal_the_mds_samples(mixture):
 
 def test_a_rerun_reuses_the_build(mixture):
     root, _, path = mixture
-    before = files(root / "w1")
+    before = build_files(root / "w1")
     proc = build(root / "w1", root / "data" / "mixture.yaml", "--format", "mds", "parquet", "--tokenizer", path,
                  "--vocab", VOCAB, "--workers", "1")
-    assert "already complete" in proc.stderr + proc.stdout and files(root / "w1") == before
+    assert "already complete" in proc.stderr + proc.stdout and build_files(root / "w1") == before
 
 
 def test_hdf5_from_the_recipe_passes_inspect(mixture, tmp_path):

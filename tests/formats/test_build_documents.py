@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_SHARDS, run_cli, trained_tokenizer
+from conftest import SAMPLE_SHARDS, build_files, run_cli, trained_tokenizer
 from readers import DATASETS_CHECK, STREAMING_CHECK, run_in_venv
 
 pytestmark = pytest.mark.slow
@@ -24,12 +24,6 @@ def build(out: Path, *args: str, check: bool = True):
                    check=check)
 
 
-def files(root: Path) -> dict[str, bytes]:
-    """Every file a build wrote but its manifests (they record the run) and log."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name not in ("manifest.json", "build.log")}
-
-
 @pytest.fixture(scope="module")
 def five(tmp_path_factory):
     root = tmp_path_factory.mktemp("five")
@@ -39,7 +33,7 @@ def five(tmp_path_factory):
 
 
 def test_one_build_writes_all_five_formats_the_same_for_one_and_two_workers(five):
-    one, two = files(five / "one"), files(five / "two")
+    one, two = build_files(five / "one"), build_files(five / "two")
     assert one == two
     for folder in ("megatron/lower_case_1", "mds/lower_case_1/train", "mds/lower_case_1/val",
                    "parquet/lower_case_1/train", "parquet/lower_case_1/validation", "pretrain/phase1"):
@@ -50,8 +44,8 @@ def test_one_build_writes_all_five_formats_the_same_for_one_and_two_workers(five
 
 def test_the_instance_formats_keep_their_bytes_beside_the_new_ones(five, tmp_path):
     build(tmp_path / "alone", "--format", "hdf5", "lddl", "--workers", "2")
-    alone = files(tmp_path / "alone")
-    together = files(five / "two")
+    alone = build_files(tmp_path / "alone")
+    together = build_files(five / "two")
     assert {k: v for k, v in together.items() if k in alone} == alone
 
 
