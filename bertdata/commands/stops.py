@@ -7,7 +7,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import sys
 import threading
+import time
+import warnings
 
 from bertdata.errors import Stopped
 
@@ -23,29 +26,55 @@ def stopped_by_signals(*signums: int):
     once, leaving temporaries behind (a build's lock, work folder and worker pool's socket folder,
     a download's staging folder). Yields a list: callables appended to it run as the stop begins,
     before the exception is raised (a build's worker pool is ended there, before Beam's runner
-    waits for its workers on the way out)."""
+    waits for its workers on the way out).
+
+    Python drops an exception it cannot raise (it reports it as "unraisable"): one raised in a
+    `__del__`, a weakref callback, or a compiled module's start-up (every Cython module registers
+    its types with collections.abc while it is imported, and drops what that raises). A stop that
+    lands there is raised again at once, where it can be: dropped, the build went on with its
+    worker pool ended, and waited for ever on a worker that no server would start."""
     stopping: list[int] = []
+    dropped: list[bool] = []
+    in_hook = [False]
     on_stop: list = []
+    main = threading.main_thread().ident
 
     def interruption(signum: int) -> BaseException:
         return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
 
     def stop(signum, frame) -> None:
-        if not stopping:  # a repeated signal must not break off the cleanup the first one started
+        if stopping and not dropped:  # a repeated signal must not break off the cleanup the first one started
+            return
+        if not stopping:
             stopping.append(signum)
             threading.excepthook = _quiet
             # Their logged errors too ("Failed to read inputs in the data plane", with its
             # traceback, as the workers the signal also reached vanish): once the build's
-            # stderr is the terminal again they would land after the command's line.
+            # stderr is the terminal again they would land after the command's line. And the
+            # warnings of what the stop breaks off (a Cython module "failed to patch" abc).
             logging.disable(logging.CRITICAL)
+            warnings.simplefilter("ignore")
             for hook in on_stop:
                 with contextlib.suppress(Exception):  # the stop goes on whatever a hook meets
                     hook()
-            raise interruption(signum)
+        dropped.clear()
+        raise interruption(stopping[0])
+
+    def unraisable(args) -> None:
+        if stopping and isinstance(args.exc_value, KeyboardInterrupt) and threading.get_ident() == main:
+            dropped.append(True)
+            # Sent again once this hook has returned: handled in it, the signal's exception
+            # would be dropped again.
+            in_hook[0] = True
+            threading.Thread(target=_send_after, args=(in_hook, main, stopping[0]), daemon=True).start()
+            in_hook[0] = False  # the hook's last instruction: Python handles no signal on a store
+            return
+        previous_hook(args)
 
     # One that is ignored (SIGHUP under nohup, SIGINT in a background job) stays ignored.
     previous = {s: signal.signal(s, stop) for s in signums
                 if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler)}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     try:
         yield on_stop
     except Exception:
@@ -58,6 +87,13 @@ def stopped_by_signals(*signums: int):
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        sys.unraisablehook = previous_hook
+
+
+def _send_after(in_hook: list[bool], thread: int, signum: int) -> None:
+    while in_hook[0]:
+        time.sleep(0.001)
+    signal.pthread_kill(thread, signum)
 
 
 def _quiet(args: threading.ExceptHookArgs) -> None:
