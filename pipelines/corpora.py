@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from bertdata import corpora
 from bertdata.corpora.recipe import Recipe, load_recipe
+from bertdata.dedup.evals import EvalTable, type_of
 from bertdata.errors import BertdataError
 from bertdata.fsutil import input_errors
 from bertdata.pipelines.runtime import fsio
@@ -24,6 +25,7 @@ class Corpora:
     sizes: dict  # file -> bytes
     base: str = ""  # the recipe's folder
     parts: dict = field(default_factory=dict)  # corpus name -> its files' parts: (file, start, end, bytes), ...
+    evals: tuple = ()  # decontaminate:'s files, each (path, type, text key, sha1, rows too short), in recipe order
 
     def wikipedia(self):
         """The recipe's wikipedia corpus, if it has one."""
@@ -40,6 +42,8 @@ class Corpora:
                 # Relative to the recipe: the same corpora copied elsewhere (to a store) are the same build.
                 shown = path[len(self.base):].lstrip("/") if self.base and path.startswith(self.base) else path
                 digest.update(f"{name}\0{shown}\0{self.sizes[path]}\n".encode())
+        for _, _, _, sha1, _ in self.evals:  # small files: hashed whole, so an edited one is another build
+            digest.update(f"eval\0{sha1}\n".encode())
         return {"name": fsio.split(self.recipe.path)[1], "date": "recipe", "sha1": digest.hexdigest(),
                 "bytes": sum(self.sizes.values()), "recipe": self.recipe.record(),
                 "files": {name: len(self.files[name]) for name in self.recipe.names}}
@@ -76,7 +80,28 @@ def resolve_corpora(path: str) -> Corpora:
                 sizes[file] = fsio.size(file)
                 parts[spec.name] += [(file, *part) for part in ctype.parts(spec, file, fsio.open_file, sizes[file])]
         files[spec.name] = tuple(found)
-    return Corpora(recipe, files, sizes, base, parts)
+    return Corpora(recipe, files, sizes, base, parts, _evals(recipe, base))
+
+
+def _evals(recipe: Recipe, base: str) -> tuple:
+    """decontaminate:'s files, each read and its rows checked (a file without text, a missing key:
+    one line naming it), before any output is made."""
+    if recipe.decontaminate is None:
+        return ()
+    found, read = [], []
+    for entry in recipe.decontaminate.against:
+        for pattern in entry.files:
+            paths = _match(pattern, base)
+            if not paths:
+                raise BertdataError(f"{recipe.path}: decontaminate: no evaluation file matches {pattern}")
+            for path in paths:
+                kind = type_of(path, entry.type)
+                with input_errors(path, "evaluation file"):
+                    data = fsio.read_bytes(path)
+                found.append((path, kind, entry.text, hashlib.sha1(data).hexdigest()))
+                read.append((path, kind, entry.text, data))
+    table = EvalTable(recipe.decontaminate.ngram, read)
+    return tuple((*entry, short) for entry, short in zip(found, table.short))
 
 
 def _match(pattern: str, base: str) -> list[str]:

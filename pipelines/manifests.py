@@ -13,7 +13,7 @@ from bertdata.fsutil import load_json
 from bertdata.text.articles import quality
 from bertdata.manifest import MANIFEST, ShardFiles, Run, write_manifest
 from bertdata.text.shards import TextShard
-from bertdata.pipelines.records import StageRecords
+from bertdata.pipelines.records import DedupSummary, StageRecords
 from bertdata.pipelines.runtime import fsio
 
 
@@ -59,6 +59,9 @@ def write_text_manifest(stage: StageRecords, provenance: Provenance, text_option
     texts = sorted(stage.of_kind(TextShard), key=lambda r: (r.split, r.index))
     counts, corpora = split_corpus_counts(stage.counts)
     recipe = {"corpora": corpus_figures(corpora, text_options["recipe"])} if "recipe" in text_options else {}
+    dedup = stage.of_kind(DedupSummary)
+    if dedup:
+        recipe["dedup"] = dedup[0].figures
     provenance.write(stage.plan.folder, {
         "options": text_options, "counts": counts, **recipe, "quality": quality(counts),
         "effective_shards": {"training": stage.plan.training_shards, "test": stage.plan.test_shards},
@@ -75,6 +78,9 @@ def corpus_figures(corpora: dict, recipe: dict) -> dict:
         figures[name] = {
             "read": c.get("read", 0), "documents": c.get("documents", 0), "tokens": c.get("tokens", 0),
             "dropped": {k.removeprefix("dropped_"): v for k, v in sorted(c.items()) if k.startswith("dropped_")},
+            **({"tokens_dropped": {k.removeprefix("tokens_dropped_"): v for k, v in sorted(c.items())
+                                   if k.startswith("tokens_dropped_")}}
+               if any(k.startswith("tokens_dropped_") for k in c) else {}),
             "asked": recipe["mix"][name] if recipe["mix"] else None,
             "share": round(c.get("tokens", 0) / tokens, 6) if tokens else None}
     return figures

@@ -96,6 +96,7 @@ class ShardJob:
     index: int
     blocks: tuple  # (run path, offset, length), ...
     mix: tuple = ()  # a recipe's: (corpus, first bin it does not keep) for each corpus (bertdata.corpora.mix)
+    removed: tuple = ()  # keys (corpus rank, id) of the documents dedup removes, every copy of each
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,51 @@ class MixTally:
     {corpus: (bins, tokens, documents)} (bertdata.corpora.mix.Tally.sparse)."""
 
     tallies: dict
+
+
+# A recipe's dedup and decontamination (pipelines/dedup).
+
+@dataclass(frozen=True)
+class Signatures:
+    """A work group's signature files (bertdata.dedup.signatures): where each band's key
+    prefixes begin in its bands file, (bands, PREFIXES + 1)."""
+
+    path: str  # the bands file; the docs file is beside it (DOCS_SUFFIX)
+    order: tuple  # (group, sequence): files are numbered in this order
+    count: int
+    starts: object  # numpy array
+
+
+@dataclass(frozen=True)
+class BandJob:
+    """One band's key range across every group: (file number, bands path, count, start, end) each."""
+
+    band: int
+    slices: tuple
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Pairs of documents a band job found sharing a key: (ref, ref) rows (bertdata.dedup.signatures)."""
+
+    pairs: object  # numpy array
+
+
+@dataclass(frozen=True)
+class Contaminated:
+    """A document decontaminate: removed, with the evaluation row it shares an n-gram with."""
+
+    key: tuple
+    tokens: int
+    eval_file: int  # its number among the recipe's evaluation files
+    row: str
+
+
+@dataclass(frozen=True)
+class DedupSummary:
+    """What dedup and decontaminate removed, for the text stage's manifest."""
+
+    figures: dict
 
 
 # The LDDL stage's (ShardRuns are made by the instance stage).

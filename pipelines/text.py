@@ -29,6 +29,7 @@ from bertdata.text.wikidump import Page, iter_pages
 from bertdata.text.multistream import iter_pages_in_ranges
 from bertdata.errors import BertdataError
 from bertdata.manifest import MANIFEST
+from bertdata.pipelines.dedup import AUDIT, MatchBands, Screen, plan_bands, plan_removals
 from bertdata.pipelines.cleanup import remove_leftovers, remove_temporaries
 from bertdata.pipelines.manifests import Provenance, write_text_manifest
 from bertdata.pipelines.records import (Counts, Gather, MixTally, ShardJob, Spread, StageRecords, StepDoFn,
@@ -61,6 +62,12 @@ class RecipeReading:
     tokenizer_file: object = None  # --tokenizer's TokenizerFile (with its bytes), where it counts
     vocab: object = None  # a Vocab, where the vocab counts
     lowercase: bool = True
+    evals: tuple = ()  # decontaminate:'s files (pipelines.corpora.Corpora.evals)
+
+    @property
+    def screens(self) -> bool:
+        """Whether documents are screened as they are read: dedup's signatures, decontamination."""
+        return self.recipe.dedup is not None or self.recipe.decontaminate is not None
 
     @property
     def counts_tokens(self) -> bool:
@@ -173,6 +180,8 @@ class _CleanAndSpill(fsio.FilesDoFn):
         sequence = 0
         mix = self.recipe.recipe if self.recipe is not None and self.recipe.recipe.mix else None
         tallies: dict = {}
+        screen = (Screen(self.recipe.recipe, self.recipe.evals, self.work_dir, number)
+                  if self.recipe is not None and self.recipe.screens else None)
         # The group's dump ranges read as one run, decoded back to back (see iter_pages_in_ranges).
         ranged = [item for item in items if item.kind == "dump" and item.start is not None]
         range_pages = iter_pages_in_ranges(ranged[0].path if ranged else "", [(i.start, i.end) for i in ranged],
@@ -181,6 +190,11 @@ class _CleanAndSpill(fsio.FilesDoFn):
             for item in items:
                 for shard, doc in _documents(item, self.cfg, self.splitter, self.markup, counts, namespaces,
                                              range_pages, self.recipe, self.count_tokens):
+                    if screen is not None:
+                        keep, made = screen.keeps(shard, doc)
+                        yield from made
+                        if not keep:
+                            continue
                     if mix is not None:
                         name = mix.names[doc.key[0]]
                         if name not in tallies:
@@ -193,6 +207,8 @@ class _CleanAndSpill(fsio.FilesDoFn):
                     progress.mark_done(self.work_dir, item.marker)
         if buffer:
             yield self._write(buffer, number, sequence)
+        if screen is not None:
+            yield from screen.close()
         counts.update({f"{NAMESPACE_PREFIX}{n}": c for n, c in namespaces.items()})
         if tallies:
             yield MixTally({name: tally.sparse() for name, tally in tallies.items()})
@@ -206,9 +222,10 @@ class _CleanAndSpill(fsio.FilesDoFn):
         return Run(path, (group, sequence), blocks)
 
 
-def plan_mix(records: list, recipe) -> tuple:
+def plan_mix(records: list, recipe, removed: list = ()) -> tuple:
     """A recipe's corpora checked for documents, and its mix's cuts ((corpus, first bin not kept),
-    ...; () without a mix), from the gathered Counts and MixTally records."""
+    ...; () without a mix), from the gathered Counts and MixTally records, less the documents
+    dedup `removed` ((corpus, key, tokens) each)."""
     counts = merge_counts(r.values for r in records if isinstance(r, Counts))
     for spec in recipe.corpora:
         read = counts.get(corpus_key(spec.name, "read"), 0)
@@ -226,13 +243,16 @@ def plan_mix(records: list, recipe) -> tuple:
         if isinstance(record, MixTally):
             for name, sparse in record.tallies.items():
                 tallies.setdefault(name, Tally(repeats[name])).add_sparse(*sparse)
+    for name, key, tokens in removed:
+        for copy in range(repeats[name]):
+            tallies[name].remove(place(recipe.seed, name, (*key, copy) if copy else key), tokens)
     return tuple(sorted(cuts(tallies, dict(recipe.mix)).items()))
 
 
-def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str, recipe=None) -> list:
+def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str, recipe: RecipeReading | None = None
+                ) -> list:
     """Gathered Run, Counts (and a recipe's MixTally) records -> the TextPlan, the summed Counts,
     and a ShardJob per text shard with documents."""
-    mix = plan_mix(records, recipe) if recipe is not None else ()
     runs = sorted((r for r in records if isinstance(r, Run)), key=lambda r: r.order)
     documents: Counter = Counter()
     for run in runs:
@@ -242,14 +262,25 @@ def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str, recip
     shards = dict(requested) if cfg.fixed_shards else {
         split: fewer_shards(n, documents[split], cfg.min_shard_documents) for split, n in requested.items()}
     folder = fsio.join(output, text_folder(shards["training"], shards["test"], cfg.test_fraction), dataset)
+    removed, extra = {}, []
+    if recipe is not None and (recipe.recipe.dedup is not None or recipe.recipe.decontaminate is not None):
+        removed, gone, counts, summary = plan_removals(records, recipe.recipe, recipe.evals, folder)
+        extra = [counts, summary]
+    else:
+        gone = []
+    mix = plan_mix(records, recipe.recipe, gone) if recipe is not None else ()
+    dropped = defaultdict(list)
+    for (split, index), keys in removed.items():
+        dropped[(split, index * shards[split] // requested[split])] += keys
     blocks = defaultdict(list)
     for run in runs:
         for (split, index), (offset, length, _) in run.blocks.items():
             # Halving keeps shards nested: shard index of n is shard index >> k of n >> k.
             blocks[(split, index * shards[split] // requested[split])].append((run.path, offset, length))
     return [TextPlan(folder, shards["training"], shards["test"]),
-            Counts(merge_counts(r.values for r in records if isinstance(r, Counts))),
-            *(ShardJob(folder, split, index, tuple(b), mix) for (split, index), b in sorted(blocks.items()))]
+            Counts(merge_counts(r.values for r in records if isinstance(r, Counts))), *extra,
+            *(ShardJob(folder, split, index, tuple(b), mix, tuple(sorted(dropped.get((split, index), ()))))
+              for (split, index), b in sorted(blocks.items()))]
 
 
 class _WriteTextShard(StepDoFn):
@@ -266,6 +297,9 @@ class _WriteTextShard(StepDoFn):
         stem = shard_stem(self.dataset, job.split, job.index)
         working_on(f"the text stage, writing {stem}.txt")
         documents, repeated = merge_blocks(fsio.read_range(*block) for block in job.blocks)
+        if job.removed:
+            removed = set(job.removed)
+            documents = [d for d in documents if d.key[:2] not in removed]
         path = fsio.join(job.folder, stem + ".txt")
         if self.recipe is not None:
             documents, counts = _mixed(documents, self.recipe, dict(job.mix))
@@ -324,6 +358,11 @@ class DumpToTextShards(beam.PTransform):
     def _recipe(self):
         return self.recipe.recipe if self.recipe is not None else None
 
+    def _matching(self) -> beam.PTransform:
+        if self._recipe is not None and self._recipe.dedup is not None:
+            return "MatchingBands" >> _MatchingBands()
+        return "NoDedup" >> beam.Map(lambda records: records)
+
     def expand(self, pbegin):
         return (
             pbegin
@@ -333,10 +372,22 @@ class DumpToTextShards(beam.PTransform):
             | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.work_dir, self.splitter, self.markup,
                                                           self.prefetch, self.recipe))
             | "GatherRuns" >> Gather()
-            | "PlanShards" >> beam.FlatMap(plan_shards, self.cfg, self.output, self.dataset, self._recipe)
+            | self._matching()
+            | "PlanShards" >> beam.FlatMap(plan_shards, self.cfg, self.output, self.dataset, self.recipe)
             | "SpreadShards" >> Spread()
             | "WriteTextShards" >> beam.ParDo(_WriteTextShard(self.dataset, self._recipe))
         )
+
+
+class _MatchingBands(beam.PTransform):
+    """A recipe's dedup: the gathered records -> the same, one element, with its bands' Matches."""
+
+    def expand(self, gathered):
+        return (gathered
+                | "PlanBands" >> beam.FlatMap(plan_bands)
+                | "SpreadBands" >> Spread()
+                | "MatchBands" >> beam.ParDo(MatchBands())
+                | "GatherMatches" >> Gather())
 
 
 @dataclass
@@ -365,7 +416,7 @@ class TextStage(Stage):
 
     def clear(self) -> None:
         # A dump or option change could leave old shards this run would not write.
-        remove_leftovers(list(self.folders), also=("*.txt", "*" + IDS_SUFFIX, MANIFEST))
+        remove_leftovers(list(self.folders), also=("*.txt", "*" + IDS_SUFFIX, AUDIT, MANIFEST))
 
     @functools.cached_property
     def items(self) -> list:
@@ -390,7 +441,8 @@ class TextStage(Stage):
         counted = i.counted_by
         tokenizer = i.tokenizer_file if counted is not None else None
         vocab = i.vocab if counted is not None and tokenizer is None else None
-        return RecipeReading(i.corpora.recipe, dict(i.splitters), tokenizer, vocab, i.text.lowercase)
+        return RecipeReading(i.corpora.recipe, dict(i.splitters), tokenizer, vocab, i.text.lowercase,
+                             i.corpora.evals)
 
     def counts(self, stage: StageRecords) -> dict:
         return {"text_shards": len(stage.of_kind(TextShard))}

@@ -39,6 +39,11 @@ class Tally:
         self.tokens[bin_] += tokens
         self.documents[bin_] += 1
 
+    def remove(self, bin_: int, tokens: int) -> None:
+        """A document added before, taken out again (dedup removed it)."""
+        self.tokens[bin_] -= tokens
+        self.documents[bin_] -= 1
+
     def sparse(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(bins, tokens, documents) of the bins holding documents: what crosses the launcher."""
         held = np.flatnonzero(self.documents)

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from bertdata import corpora
 from bertdata.corpora.contract import CorpusSpec
 from bertdata.corpora.where import parse
+from bertdata.dedup.evals import TYPES as EVAL_TYPES, DecontaminateConfig, EvalSet
+from bertdata.dedup.minhash import DedupConfig
 from bertdata.errors import BertdataError
 
-TOP_KEYS = ("corpora", "mix", "seed", "name")
+TOP_KEYS = ("corpora", "mix", "seed", "name", "dedup", "decontaminate")
 COMMON_KEYS = ("type", "files", "language", "min_tokens", "repeat")
 # Passes over one corpus: more would be a corpus a few documents long, seen past learning anything.
 MAX_REPEAT = 64
@@ -41,6 +43,8 @@ class Recipe:
     corpora: tuple[CorpusSpec, ...]
     mix: tuple[tuple[str, float], ...] | None
     seed: int = 0
+    dedup: DedupConfig | None = None
+    decontaminate: DecontaminateConfig | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -51,8 +55,14 @@ class Recipe:
 
     def record(self) -> dict:
         """What every manifest records of the recipe, and a re-run compares."""
-        return {"name": self.name, "seed": self.seed, "mix": dict(self.mix) if self.mix else None,
-                "corpora": {c.name: c.record() for c in self.corpora}}
+        record = {"name": self.name, "seed": self.seed, "mix": dict(self.mix) if self.mix else None,
+                  "corpora": {c.name: c.record() for c in self.corpora}}
+        # Only where given: a recipe without them records (and digests) as it always did.
+        if self.dedup is not None:
+            record["dedup"] = self.dedup.record()
+        if self.decontaminate is not None:
+            record["decontaminate"] = self.decontaminate.record()
+        return record
 
 
 def load_recipe(path: str, data: bytes) -> Recipe:
@@ -96,7 +106,78 @@ def parse_recipe(path: str, raw) -> Recipe:
     name = raw.get("name", _stem(path))
     if not isinstance(name, str) or not _NAME.match(name):
         raise fail(f"name: {name!r} is not a folder name (letters, digits, _ . -)")
-    return Recipe(path, name, tuple(specs), mix, seed)
+    return Recipe(path, name, tuple(specs), mix, seed, _dedup(path, raw.get("dedup")),
+                  _decontaminate(path, raw.get("decontaminate")))
+
+
+def _dedup(path: str, given) -> DedupConfig | None:
+    """`dedup: true` (exact and MinHash, datatrove's parameters), or {exact: bool, minhash: true or
+    {ngram:, bands:, rows:, seed:}}: what the mapping leaves out is not done."""
+    if given is None or given is False:
+        return None
+    if given is True:
+        return _checked(path, DedupConfig)
+    if not isinstance(given, dict):
+        raise BertdataError(f"{path}: dedup: is true, or a mapping such as {{exact: true, minhash: {{ngram: 5}}}}")
+    unknown = [k for k in given if k not in ("exact", "minhash")]
+    if unknown:
+        raise BertdataError(f"{path}: dedup: unknown key {unknown[0]!r} (it takes exact, minhash)")
+    exact, minhash = given.get("exact", False), given.get("minhash", False)
+    if not isinstance(exact, bool):
+        raise BertdataError(f"{path}: dedup: exact: is true or false (got {exact!r})")
+    if isinstance(minhash, bool):
+        return _checked(path, DedupConfig, exact=exact, minhash=minhash)
+    if not isinstance(minhash, dict):
+        raise BertdataError(f"{path}: dedup: minhash: is true, or a mapping of ngram, bands, rows, seed")
+    unknown = [k for k in minhash if k not in ("ngram", "bands", "rows", "seed")]
+    if unknown:
+        raise BertdataError(f"{path}: dedup: minhash: unknown key {unknown[0]!r} (it takes ngram, bands, rows, seed)")
+    return _checked(path, DedupConfig, exact=exact, minhash=True, **minhash)
+
+
+def _decontaminate(path: str, given) -> DecontaminateConfig | None:
+    if given is None:
+        return None
+    if not isinstance(given, dict) or "against" not in given:
+        raise BertdataError(f"{path}: decontaminate: is a mapping with against: (a list of evaluation sets) "
+                            "and ngram:")
+    unknown = [k for k in given if k not in ("ngram", "against")]
+    if unknown:
+        raise BertdataError(f"{path}: decontaminate: unknown key {unknown[0]!r} (it takes ngram, against)")
+    against = given["against"]
+    if not isinstance(against, list) or not against:
+        raise BertdataError(f"{path}: decontaminate: against: is a list of evaluation sets, as "
+                            "[{files: \"squad/dev-v1.1.json\", type: squad}]")
+    sets = []
+    for n, entry in enumerate(against):
+        where = f"{path}: decontaminate: against[{n}]"
+        if not isinstance(entry, dict):
+            raise BertdataError(f"{where}: is a mapping with files: (and type:, text:)")
+        unknown = [k for k in entry if k not in ("files", "type", "text")]
+        if unknown:
+            raise BertdataError(f"{where}: unknown key {unknown[0]!r} (it takes files, type, text)")
+        files = entry.get("files")
+        files = (files,) if isinstance(files, str) else files
+        if not isinstance(files, (list, tuple)) or not files or not all(isinstance(f, str) and f for f in files):
+            raise BertdataError(f"{where}: files: must be a path or pattern, or a list of them")
+        kind, text = entry.get("type"), entry.get("text")
+        if kind is not None and kind not in EVAL_TYPES:
+            raise BertdataError(f"{where}: type: must be one of {', '.join(EVAL_TYPES)} (got {kind!r})")
+        if text is not None and (not isinstance(text, str) or not text):
+            raise BertdataError(f"{where}: text: must name a column or key")
+        if kind not in (None, "squad") and text is None:
+            raise BertdataError(f"{where}: a {kind} evaluation set names its text column or key (text:)")
+        sets.append(EvalSet(tuple(files), kind, text))
+    return _checked(path, DecontaminateConfig, against=tuple(sets), **({"ngram": given["ngram"]} if "ngram" in given
+                                                                         else {}))
+
+
+def _checked(path: str, cls, **kwargs):
+    """cls(**kwargs), its own checks' fault naming the recipe."""
+    try:
+        return cls(**kwargs)
+    except BertdataError as err:
+        raise BertdataError(f"{path}: {err}") from None
 
 
 def _stem(path: str) -> str:

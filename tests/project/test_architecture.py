@@ -68,12 +68,13 @@ def test_the_wheel_lists_every_package():
 # The core's layers, lowest first: a module imports only modules of its own layer or below, so
 # each stage builds on the ones before it and none reaches up to a later one. The shared
 # modules (errors, config, files, manifests) sit under every stage; the corpora (a recipe's
-# inputs) are read into text as a dump is; `estimate` reads the format
+# inputs, which a recipe's dedup settings are part of) are read into text as a dump is; `estimate` reads the format
 # layer for the commands; the CLI and its commands sit above all.
 LAYERS = (
     ("bertdata", "bertdata.errors", "bertdata.config", "bertdata.fsutil", "bertdata.manifest"),
     ("bertdata.download",),
     ("bertdata.text",),
+    ("bertdata.dedup",),
     ("bertdata.corpora",),
     ("bertdata.instances",),
     ("bertdata.formats",),
@@ -99,7 +100,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 def test_the_layer_check_sees_an_import_running_up():
     graph = {"bertdata.text.books": {"bertdata.instances.documents", "bertdata.fsutil"},
              "bertdata.commands.build": {"bertdata.formats"}, "bertdata.fsutil": {"bertdata.errors"}}
-    assert upward_imports(graph) == ["bertdata.text.books (layer 2) imports bertdata.instances.documents (layer 4)"]
+    assert upward_imports(graph) == ["bertdata.text.books (layer 2) imports bertdata.instances.documents (layer 5)"]
     assert layer("bertdata.formats.lddl.writer") == 5 and layer("bertdata") == 0
 
 
