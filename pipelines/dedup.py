@@ -149,7 +149,8 @@ def plan_removals(records: list, recipe, evals: tuple, folder: str) -> tuple[dic
             removed[shard].append(key)
             gone.append((names[key[0]], key, tokens))
             counts[corpus_key(names[key[0]], f"dropped_{reason}")] += 1
-            counts[corpus_key(names[key[0]], f"tokens_dropped_{reason}")] += tokens
+            if tokens:  # counted only where the build counts tokens (a mix, min_tokens)
+                counts[corpus_key(names[key[0]], f"tokens_dropped_{reason}")] += tokens
             line = {"document": document_name(names[key[0]], key), "removed": reason,
                     "kept": document_name(names[kept[0][0]], kept[0])}
             if reason == "near" and sig is not None:
@@ -159,7 +160,8 @@ def plan_removals(records: list, recipe, evals: tuple, folder: str) -> tuple[dic
     for r in records:
         if isinstance(r, Contaminated):
             counts[corpus_key(names[r.key[0]], "dropped_contaminated")] += 1
-            counts[corpus_key(names[r.key[0]], "tokens_dropped_contaminated")] += r.tokens
+            if r.tokens:
+                counts[corpus_key(names[r.key[0]], "tokens_dropped_contaminated")] += r.tokens
             hits[r.eval_file] += 1
             lines.append((r.key, {"document": document_name(names[r.key[0]], r.key), "removed": "contaminated",
                                   "eval": evals[r.eval_file][0], "row": r.row}))
