@@ -55,9 +55,9 @@ class Screen:
         """Whether the document goes on to its shard, and the records its screening made."""
         if len(doc.key) > 2:  # a copy (repeat:) goes where its document went
             return doc.key[:2] != self.dropped, []
-        text = doc.text.decode("utf-8")
+        text = doc.text
         if self.table is not None:
-            hit = self.table.hit(text)
+            hit = self.table.hit(text.decode("utf-8"))
             if hit is not None:
                 self.dropped = doc.key
                 return False, [Contaminated(doc.key, doc.tokens, *hit)]

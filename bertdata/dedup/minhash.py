@@ -98,9 +98,10 @@ class Signer:
         return acc
 
 
-def exact_key(text: str) -> bytes:
-    """What exact copies share: the text's BLAKE2b, spacing aside (sentence breaks, runs of spaces)."""
-    return hashlib.blake2b(" ".join(text.split()).encode("utf-8"), digest_size=16, person=b"bertdata-exact").digest()
+def exact_key(text: bytes) -> bytes:
+    """What exact copies share: the BLAKE2b of their text (cleaned, as a text shard holds it: UTF-8),
+    where its sentences were split aside."""
+    return hashlib.blake2b(text.replace(b"\n", b" "), digest_size=16, person=b"bertdata-exact").digest()
 
 
 def similarity(a: np.ndarray, b: np.ndarray) -> float:

@@ -39,13 +39,14 @@ class GroupSignatures:
     def bands(self) -> int:
         return (self.signer.cfg.bands if self.signer is not None else 0) + self.exact
 
-    def add(self, key: tuple, shard: tuple, tokens: int, text: str) -> None:
+    def add(self, key: tuple, shard: tuple, tokens: int, text: bytes) -> None:
+        """A document: its text as a text shard holds it (UTF-8, a sentence a line)."""
         self.keys.append(key)
         self.shards.append(shard)
         self.tokens.append(tokens)
         self.exacts.append(exact_key(text))
         if self.signer is not None:
-            self.sigs.append(self.signer.signature(text))
+            self.sigs.append(self.signer.signature(text.decode("utf-8")))
 
     def render(self) -> tuple[bytes, bytes, np.ndarray]:
         """(the bands file, the docs file, where each band's prefixes begin: (bands, PREFIXES + 1))."""

@@ -1,19 +1,20 @@
-"""A text's words and n-grams as 64-bit hashes, computed over its bytes with numpy.
+"""A text's words and n-grams as 64-bit hashes, computed over its characters with numpy.
 
-A word is a run of word characters (Python's `\\w`: letters and digits of any script, `_`) of the
-lowercased text: punctuation and spacing never tell two copies apart. Each word's hash is a
-polynomial hash of its UTF-8 bytes, found for every word at once from one prefix sum (no Python
-object per word), then mixed; an n-gram's hash mixes its words' hashes in order. The same text
-gives the same hashes in every process (Python's own `hash` of a string does not).
+A word is a run of word characters (those of Python's `\\w`: letters and digits of any script,
+`_`) of the lowercased text: punctuation and spacing never tell two copies apart. Each word's hash
+is a polynomial hash of its code points, found for every word at once from one prefix sum (no
+Python object per word, no regular expression: either costs more than the hashing), then mixed;
+an n-gram's hash mixes its words' hashes in order. The same text gives the same hashes in every
+process (Python's own `hash` of a string does not).
 """
 
 from __future__ import annotations
 
-import re
+import functools
+import sys
 
 import numpy as np
 
-_NOT_WORD = re.compile(r"\W+")
 _P = np.uint64(0x100000001B3)  # FNV's prime: odd, so invertible modulo 2**64
 _P_INV = np.uint64(pow(int(_P), -1, 1 << 64))
 # Odd constants that weigh an n-gram's words by their place (the golden ratio's multiples).
@@ -44,16 +45,25 @@ def mix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
+@functools.cache
+def _word_characters() -> np.ndarray:
+    """Whether each code point is a word character, as `\\w` decides it (alphanumeric, or `_`)."""
+    table = np.fromiter((chr(c).isalnum() for c in range(sys.maxunicode + 1)), dtype=bool,
+                        count=sys.maxunicode + 1)
+    table[ord("_")] = True
+    return table
+
+
 def word_hashes(text: str) -> np.ndarray:
     """The hash of every word of `text`, in order (uint64)."""
-    data = np.frombuffer(_NOT_WORD.sub(" ", text.lower()).encode("utf-8"), dtype=np.uint8)
+    data = np.frombuffer(text.lower().encode("utf-32-le"), dtype=np.uint32)
     if not len(data):
         return np.zeros(0, dtype=np.uint64)
-    inside = data != 32
+    inside = _word_characters()[data]
     edges = np.flatnonzero(np.diff(np.concatenate(([False], inside, [False])).astype(np.int8)))
     starts, ends = edges[0::2], edges[1::2]
-    # prefix[i] = sum of byte_j * P**-j for j < i; the word [s, e) hashes to
-    # P**e * (prefix[e] - prefix[s]) = sum of byte_j * P**(e - j): its bytes alone decide it.
+    # prefix[i] = sum of char_j * P**-j for j < i; the word [s, e) hashes to
+    # P**e * (prefix[e] - prefix[s]) = sum of char_j * P**(e - j): its characters alone decide it.
     with np.errstate(over="ignore"):
         weighted = data.astype(np.uint64) * _power_table("inv", _P_INV, len(data))
         prefix = np.concatenate(([np.uint64(0)], np.cumsum(weighted, dtype=np.uint64)))
