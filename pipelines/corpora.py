@@ -17,6 +17,22 @@ from bertdata.pipelines.runtime import fsio
 
 
 @dataclass(frozen=True)
+class EvalFile:
+    """One evaluation file of decontaminate:, as read and checked."""
+
+    path: str
+    type: str
+    text: str | None  # its text column or key
+    sha1: str
+    short: int  # its rows of fewer words than the n-gram (not checked)
+    name: str  # as the audit and manifest name it: relative to the recipe, as a digest does
+
+    def opened(self) -> tuple:
+        """What bertdata.dedup.evals.EvalTable takes of it."""
+        return self.path, self.type, self.text, fsio.read_bytes(self.path)
+
+
+@dataclass(frozen=True)
 class Corpora:
     """A recipe and the files of each of its corpora."""
 
@@ -25,7 +41,7 @@ class Corpora:
     sizes: dict  # file -> bytes
     base: str = ""  # the recipe's folder
     parts: dict = field(default_factory=dict)  # corpus name -> its files' parts: (file, start, end, bytes), ...
-    evals: tuple = ()  # decontaminate:'s files, each (path, type, text key, sha1, rows too short), in recipe order
+    evals: tuple[EvalFile, ...] = ()  # decontaminate:'s files, in recipe order
 
     def wikipedia(self):
         """The recipe's wikipedia corpus, if it has one."""
@@ -40,10 +56,10 @@ class Corpora:
         for name in self.recipe.names:
             for path in self.files[name]:
                 # Relative to the recipe: the same corpora copied elsewhere (to a store) are the same build.
-                shown = path[len(self.base):].lstrip("/") if self.base and path.startswith(self.base) else path
+                shown = _relative(path, self.base)
                 digest.update(f"{name}\0{shown}\0{self.sizes[path]}\n".encode())
-        for _, _, _, sha1, _ in self.evals:  # small files: hashed whole, so an edited one is another build
-            digest.update(f"eval\0{sha1}\n".encode())
+        for entry in self.evals:  # small files: hashed whole, so an edited one is another build
+            digest.update(f"eval\0{entry.sha1}\n".encode())
         return {"name": fsio.split(self.recipe.path)[1], "date": "recipe", "sha1": digest.hexdigest(),
                 "bytes": sum(self.sizes.values()), "recipe": self.recipe.record(),
                 "files": {name: len(self.files[name]) for name in self.recipe.names}}
@@ -88,20 +104,23 @@ def _evals(recipe: Recipe, base: str) -> tuple:
     one line naming it), before any output is made."""
     if recipe.decontaminate is None:
         return ()
-    found, read = [], []
+    read = []
     for entry in recipe.decontaminate.against:
         for pattern in entry.files:
             paths = _match(pattern, base)
             if not paths:
                 raise BertdataError(f"{recipe.path}: decontaminate: no evaluation file matches {pattern}")
             for path in paths:
-                kind = type_of(path, entry.type)
                 with input_errors(path, "evaluation file"):
-                    data = fsio.read_bytes(path)
-                found.append((path, kind, entry.text, hashlib.sha1(data).hexdigest()))
-                read.append((path, kind, entry.text, data))
+                    read.append((path, type_of(path, entry.type), entry.text, fsio.read_bytes(path)))
     table = EvalTable(recipe.decontaminate.ngram, read)
-    return tuple((*entry, short) for entry, short in zip(found, table.short))
+    return tuple(EvalFile(path, kind, text, hashlib.sha1(data).hexdigest(), short, _relative(path, base))
+                 for (path, kind, text, data), short in zip(read, table.short))
+
+
+def _relative(path: str, base: str) -> str:
+    """`path` relative to the recipe's folder `base`, where it lies under it."""
+    return path[len(base):].lstrip("/") if base and path.startswith(base) else path
 
 
 def _match(pattern: str, base: str) -> list[str]:

@@ -42,7 +42,7 @@ class Screen:
     def __init__(self, recipe, evals: tuple, work_dir: str, group: int) -> None:
         self.recipe, self.work_dir, self.group = recipe, work_dir, group
         dedup = recipe.dedup
-        self.table = (EvalTable(recipe.decontaminate.ngram, [(p, k, t, fsio.read_bytes(p)) for p, k, t, *_ in evals])
+        self.table = (EvalTable(recipe.decontaminate.ngram, [e.opened() for e in evals])
                       if recipe.decontaminate is not None else None)
         self.signer = Signer(dedup) if dedup is not None and dedup.minhash else None
         self.signs = dedup is not None
@@ -164,7 +164,7 @@ def plan_removals(records: list, recipe, evals: tuple, folder: str) -> tuple[dic
                 counts[corpus_key(names[r.key[0]], "tokens_dropped_contaminated")] += r.tokens
             hits[r.eval_file] += 1
             lines.append((r.key, {"document": document_name(names[r.key[0]], r.key), "removed": "contaminated",
-                                  "eval": evals[r.eval_file][0], "row": r.row}))
+                                  "eval": evals[r.eval_file].name, "row": r.row}))
     lines.sort(key=lambda kv: kv[0])
     fsio.write_bytes(fsio.join(folder, AUDIT), b"".join(json.dumps(line).encode() + b"\n" for _, line in lines))
     reasons = Counter()
@@ -173,6 +173,6 @@ def plan_removals(records: list, recipe, evals: tuple, folder: str) -> tuple[dic
     summary = {"file": AUDIT, "removed": {r: reasons.get(r, 0) for r in ("exact", "near", "contaminated")},
                "clusters": len(clusters)}
     if evals:
-        summary["evals"] = {path: {"documents_hit": hits.get(n, 0), "rows_too_short": short}
-                            for n, (path, _, _, _, short) in enumerate(evals)}
+        summary["evals"] = {e.name: {"documents_hit": hits.get(n, 0), "rows_too_short": e.short}
+                            for n, e in enumerate(evals)}
     return ({k: tuple(sorted(v)) for k, v in removed.items()}, gone, Counts(dict(counts)), DedupSummary(summary))

@@ -238,14 +238,20 @@ def test_download_to_the_store_verifies_and_keeps_what_is_there(s3, server, tmp_
 
 
 def test_a_recipe_on_the_store_built_on_dask_gives_the_local_bytes(s3, dask_cluster_without_shared_disk, tmp_path):
-    """A recipe and its corpora on the store, read by a Dask cluster's workers that share no disk."""
+    """A recipe and its corpora on the store, read by a Dask cluster's workers that share no disk:
+    mixed, deduplicated (each article twice) and decontaminated (an evaluation file on the store too)."""
+    import json
+
     from servers import tree_digest
-    from corpus_inputs import MIX, RECIPE, write_corpora
+    from corpus_inputs import MIX, RECIPE, articles, write_corpora
 
     store, client = s3
     data = tmp_path / "data"
-    write_corpora(data)
-    (data / "mixture.yaml").write_text(RECIPE + MIX)
+    write_corpora(data, copies=2)
+    lifted = next(line for _, _, text in articles()[5:] for line in text.split("\n") if len(line.split()) > 40)
+    (data / "evals.jsonl").write_text(json.dumps({"context": lifted}) + "\n")
+    (data / "mixture.yaml").write_text(RECIPE + MIX + "dedup: true\n"
+                                       "decontaminate: {against: [{files: evals.jsonl, text: context}]}\n")
     for path in sorted(p for p in data.rglob("*") if p.is_file()):
         put_file(client, path, f"recipe-data/{path.relative_to(data)}")
     shape = ("--format", "mds", "parquet", "--vocab", VOCAB, "--training-shards", "4", "--test-shards", "1")
@@ -257,4 +263,7 @@ def test_a_recipe_on_the_store_built_on_dask_gives_the_local_bytes(s3, dask_clus
             cwd=tmp_path)
     local = tree_digest(tmp_path / "local")
     assert any(name.endswith(".ids.jsonl") for name in local)
+    removed = [json.loads(line)["removed"] for line in next((tmp_path / "local").glob("sharded_*/*/dedup.jsonl"))
+               .read_text().splitlines()]
+    assert removed.count("exact") > 20 and 1 <= removed.count("contaminated") <= 2
     assert store_digest(client, "recipe-out") == local
