@@ -116,7 +116,22 @@ class MatchBands(StepDoFn):
                 parts.append((number, fsio.read_range(path, *keys), fsio.read_range(path, *docs)))
         pairs = matches(parts)
         if len(pairs):
-            yield Matches(pairs)
+            yield Matches(job.band, pairs)
+
+
+def _documents(files: list[Signatures], pairs: np.ndarray) -> dict:
+    """ref -> (key, shard, tokens, exact key, signature) of every document in `pairs`, each
+    group's docs file read once."""
+    wanted = defaultdict(set)
+    for ref in np.unique(pairs).tolist():
+        wanted[ref >> 32].add(ref & 0xFFFFFFFF)
+    info = {}
+    for number in sorted(wanted):
+        docs = load_docs(fsio.read_bytes(files[number].path + DOCS_SUFFIX))
+        for i in wanted[number]:
+            info[(number << 32) | i] = (docs["keys"][i], docs["shards"][i], int(docs["tokens"][i]), docs["exact"][i],
+                                        docs["sigs"][i] if docs["sigs"].shape[1] else None)
+    return info
 
 
 def plan_removals(records: list, recipe, evals: tuple, folder: str) -> tuple[dict, list, Counts, DedupSummary]:
@@ -124,18 +139,17 @@ def plan_removals(records: list, recipe, evals: tuple, folder: str) -> tuple[dic
     documents' (corpus, key, tokens) for the mix's tallies, their counts and the summary), with
     `dedup.jsonl` written to `folder`."""
     files = _numbered(records)
-    pairs = [r.pairs for r in records if isinstance(r, Matches)]
-    clusters = components(np.concatenate(pairs)) if pairs else {}
-    wanted = defaultdict(set)
-    for members in clusters.values():
-        for ref in members:
-            wanted[ref >> 32].add(ref & 0xFFFFFFFF)
-    info = {}
-    for number in sorted(wanted):
-        docs = load_docs(fsio.read_bytes(files[number].path + DOCS_SUFFIX))
-        for i in wanted[number]:
-            info[(number << 32) | i] = (docs["keys"][i], docs["shards"][i], int(docs["tokens"][i]), docs["exact"][i],
-                                        docs["sigs"][i] if docs["sigs"].shape[1] else None)
+    found = [r for r in records if isinstance(r, Matches)]
+    info = _documents(files, np.concatenate([r.pairs for r in found]) if found else np.zeros((0, 2), np.int64))
+    cfg = recipe.dedup
+    joined = []
+    for r in found:
+        if cfg is None or not cfg.minhash or r.band == cfg.bands or not cfg.min_similarity:
+            joined.append(r.pairs)  # the exact key's band: the same text
+        else:
+            agree = [similarity(info[a][4], info[b][4]) >= cfg.min_similarity for a, b in r.pairs.tolist()]
+            joined.append(r.pairs[np.array(agree, dtype=bool)])
+    clusters = components(np.concatenate(joined)) if joined else {}
     removed: dict = defaultdict(list)
     gone, lines, counts = [], [], Counter()
     names = recipe.names

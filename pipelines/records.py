@@ -132,6 +132,7 @@ class BandJob:
 class Matches:
     """Pairs of documents a band job found sharing a key: (ref, ref) rows (bertdata.dedup.signatures)."""
 
+    band: int
     pairs: object  # numpy array
 
 

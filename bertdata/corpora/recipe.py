@@ -112,7 +112,7 @@ def parse_recipe(path: str, raw) -> Recipe:
 
 def _dedup(path: str, given) -> DedupConfig | None:
     """`dedup: true` (exact and MinHash, datatrove's parameters), or {exact: bool, minhash: true or
-    {ngram:, bands:, rows:, seed:}}: what the mapping leaves out is not done."""
+    {ngram:, bands:, rows:, seed:, min_similarity:}}: what the mapping leaves out is not done."""
     if given is None or given is False:
         return None
     if given is True:
@@ -128,10 +128,12 @@ def _dedup(path: str, given) -> DedupConfig | None:
     if isinstance(minhash, bool):
         return _checked(path, DedupConfig, exact=exact, minhash=minhash)
     if not isinstance(minhash, dict):
-        raise BertdataError(f"{path}: dedup: minhash: is true, or a mapping of ngram, bands, rows, seed")
-    unknown = [k for k in minhash if k not in ("ngram", "bands", "rows", "seed")]
+        raise BertdataError(f"{path}: dedup: minhash: is true, or a mapping of ngram, bands, rows, seed, "
+                            "min_similarity")
+    keys = ("ngram", "bands", "rows", "seed", "min_similarity")
+    unknown = [k for k in minhash if k not in keys]
     if unknown:
-        raise BertdataError(f"{path}: dedup: minhash: unknown key {unknown[0]!r} (it takes ngram, bands, rows, seed)")
+        raise BertdataError(f"{path}: dedup: minhash: unknown key {unknown[0]!r} (it takes {', '.join(keys)})")
     return _checked(path, DedupConfig, exact=exact, minhash=True, **minhash)
 
 

@@ -33,6 +33,10 @@ class DedupConfig:
     bands: int = 14
     rows: int = 8
     seed: int = 1
+    # A pair that shares a band is joined only where its signatures agree on this share of their
+    # minima: a band shared by chance (5% of pairs at Jaccard 0.5 with 14 x 8) is not a duplicate.
+    # 0 joins every pair that shares a band, as datatrove does.
+    min_similarity: float = 0.6
 
     def __post_init__(self) -> None:
         if not self.exact and not self.minhash:
@@ -43,6 +47,9 @@ class DedupConfig:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise BertdataError(f"dedup: minhash {key} must be a whole number of 1 or more (got {value!r})")
+        value = self.min_similarity
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise BertdataError(f"dedup: minhash min_similarity must be a number from 0 to 1 (got {value!r})")
         if self.bands * self.rows > MAX_HASHES:
             raise BertdataError(f"dedup: minhash bands x rows is {self.bands * self.rows:,} hash functions, beyond "
                                 f"reason (at most {MAX_HASHES:,}; datatrove's default is 14 x 8 = 112)")
@@ -58,7 +65,8 @@ class DedupConfig:
 
     def record(self) -> dict:
         return {"exact": self.exact, "minhash": {"ngram": self.ngram, "bands": self.bands, "rows": self.rows,
-                                                 "seed": self.seed} if self.minhash else None}
+                                                 "seed": self.seed, "min_similarity": self.min_similarity}
+                if self.minhash else None}
 
 
 class Signer:

@@ -82,6 +82,7 @@ def test_exact_keys_ignore_where_sentences_were_split_only():
     ({"minhash": {"rows": "8"}}, "rows must be a whole number of 1 or more"),
     ({"minhash": {"shingles": 5}}, "dedup: minhash: unknown key 'shingles'"),
     ({"fuzzy": True}, "dedup: unknown key 'fuzzy'"),
+    ({"minhash": {"min_similarity": 1.5}}, "min_similarity must be a number from 0 to 1 (got 1.5)"),
     ({"exact": False}, "asks for neither exact: nor minhash:"),
     ("yes", "dedup: is true, or a mapping"),
 ])
@@ -106,7 +107,7 @@ def test_a_bad_decontaminate_key_is_one_line(given, said):
 
 def test_dedup_true_is_datatroves_parameters_and_the_record_holds_them():
     recipe = parse_recipe("r.yaml", {"corpora": {"a": {"type": "jsonl", "files": "a.jsonl"}}, "dedup": True})
-    assert recipe.dedup == DedupConfig(exact=True, minhash=True, ngram=5, bands=14, rows=8)
+    assert recipe.dedup == DedupConfig(exact=True, minhash=True, ngram=5, bands=14, rows=8, min_similarity=0.6)
     assert 0.7 < recipe.dedup.threshold < 0.75
     assert recipe.record()["dedup"]["minhash"]["bands"] == 14
     assert "dedup" not in parse_recipe("r.yaml", {"corpora": {"a": {"type": "jsonl", "files": "x"}}}).record()
