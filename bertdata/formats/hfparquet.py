@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from bertdata.errors import ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings
-from bertdata.formats.report import from_recipe, print_corpora
+from bertdata.formats.report import from_recipe, print_corpora, print_removed
 from bertdata.fsutil import atomic_path, size_text
 from bertdata.instances.samples import Samples
 from bertdata.manifest import MANIFEST, recorded_options
@@ -441,6 +441,7 @@ class HfParquet:
             if from_recipe(folder):
                 print_corpora(report, ((sample_id, len(ids)) for info in infos
                                        for sample_id, ids in read_rows(folder, info.split)))
+                print_removed(report, folder)
             if report.show and infos:
                 for i, (sample_id, ids) in zip(range(report.show), read_rows(folder, infos[0].split)):
                     report.out(f"  #{i} {sample_id}: {ids[:32].tolist()}" + (" ..." if len(ids) > 32 else ""))

@@ -42,6 +42,33 @@ def from_recipe(folder) -> bool:
     return False
 
 
+def print_removed(report: Report, folder) -> None:
+    """What a recipe's dedup and decontamination removed from the build that wrote `folder`: its
+    text stage's manifest (beside the format's folders, of the same build) says."""
+    import json
+    from pathlib import Path
+
+    from bertdata.manifest import MANIFEST
+
+    def load(path: Path) -> dict | None:
+        try:
+            found = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return None
+        return found if isinstance(found, dict) else None
+
+    ours = next((m for m in (load(Path(folder) / MANIFEST), load(Path(folder).parent / MANIFEST)) if m), None)
+    digest = (ours or {}).get("dump", {}).get("sha1")
+    for root in list(Path(folder).resolve().parents)[:4]:
+        for path in sorted(root.glob(f"sharded_*/*/{MANIFEST}")):
+            text = load(path)
+            if text and text.get("dump", {}).get("sha1") == digest and "dedup" in text:
+                removed = text["dedup"]["removed"]
+                report.out(f"  removed by dedup: exact {removed['exact']:,}, near {removed['near']:,}, contaminated "
+                           f"{removed['contaminated']:,} ({path.parent / text['dedup']['file']})")
+                return
+
+
 def print_corpora(report: Report, samples) -> None:
     """A recipe's build's figures per corpus, from each sample's (id, length): samples, tokens and
     their share, in the order the corpora first come."""

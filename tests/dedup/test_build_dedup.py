@@ -162,3 +162,12 @@ def test_a_bad_eval_file_is_one_line_and_nothing_is_written(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
         "evals.jsonl: record 0 has no key 'context'"), proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_inspect_prints_what_dedup_removed(planted):
+    root, _ = planted
+    removed = audit(root / "w2")
+    reasons = [line["removed"] for line in removed.values()]
+    proc = run_cli("inspect", root / "w2" / "mds")
+    assert (f"removed by dedup: exact {reasons.count('exact')}, near {reasons.count('near')}, contaminated 4 ("
+            in proc.stdout), proc.stdout

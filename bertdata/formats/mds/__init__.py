@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, ClassVar
 from bertdata.errors import BertdataError, ValidationError
 from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings, hidden
 from bertdata.formats.mds import codec, reader, writer
-from bertdata.formats.report import from_recipe, print_corpora
+from bertdata.formats.report import from_recipe, print_corpora, print_removed
 from bertdata.formats.mds.codec import (COLUMN_NAMES, DEFAULT_SCHEMA, FORMAT, HASHES, INDEX, SCHEMAS, SIZE_LIMIT,
                                         SPLIT_FOLDERS, TOKEN_DTYPES, ZSTD_LEVEL, column_encodings, encode_sample,
                                         encode_shard, index_bytes, part_name, schema_dtype, shard_config, shard_name)
@@ -200,6 +200,7 @@ class MdsSplits:
                        + ("" if vocab_size else " (ids not checked: no vocab size known)"))
             if from_recipe(folder):
                 print_corpora(report, ((s.get("id"), len(s["input_ids"])) for s in read_samples(folder)))
+                print_removed(report, folder)
             if report.show:
                 for i, sample in zip(range(report.show), read_samples(folder)):
                     report.out(f"  #{i} {sample.get('id')}: {sample['input_ids'][:32].tolist()}"
