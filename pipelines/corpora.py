@@ -79,7 +79,9 @@ def store_paths(path: str | None) -> tuple[str, ...]:
     if path is None:
         return ()
     recipe = read_recipe(path)
-    return tuple(p for spec in recipe.corpora for p in (*spec.files, spec.index) if p and not fsio.is_local(p))
+    evals = [f for e in recipe.decontaminate.against for f in e.files] if recipe.decontaminate is not None else []
+    return tuple(p for spec in recipe.corpora for p in (*spec.files, spec.index) if p and not fsio.is_local(p)) + \
+        tuple(p for p in evals if not fsio.is_local(p))
 
 
 def resolve_corpora(path: str) -> Corpora:

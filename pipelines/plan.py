@@ -104,6 +104,17 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
             share = f", {recipe.share(spec.name):.3f} of the tokens" if recipe.mix else ", every document"
             lines.append(f"  {spec.name} ({spec.type}): {len(files)} file(s), "
                          f"{size_text(sum(found.sizes[f] for f in files))}{share}")
+        if recipe.dedup is not None:
+            d = recipe.dedup
+            lines.append("dedup: " + " + ".join(
+                (["exact copies"] if d.exact else []) + ([f"MinHash near-duplicates ({d.ngram}-grams, {d.bands} bands "
+                                                          f"of {d.rows}, joined at {d.min_similarity})"]
+                                                         if d.minhash else []))
+                + " across every corpus; dedup.jsonl names each removed document")
+        if recipe.decontaminate is not None:
+            lines.append(f"decontaminate: documents sharing a {recipe.decontaminate.ngram}-gram with "
+                         f"{len(found.evals)} evaluation file(s) removed: "
+                         + ", ".join(f"{e.name} ({e.type})" for e in found.evals))
     elif dump is None:
         source = cfg.dump or f"{cfg.wiki} {cfg.date} from {cfg.mirror}"
         lines.append(f"dump: {source}, downloaded into {fsio.join(cfg.output, 'download')} first; the disk and time "

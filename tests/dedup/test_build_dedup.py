@@ -171,3 +171,14 @@ def test_inspect_prints_what_dedup_removed(planted):
     proc = run_cli("inspect", root / "w2" / "mds")
     assert (f"removed by dedup: exact {reasons.count('exact')}, near {reasons.count('near')}, contaminated 4 ("
             in proc.stdout), proc.stdout
+
+
+def test_a_dry_run_says_what_dedup_and_decontaminate_will_do(planted, tmp_path):
+    root, _ = planted
+    proc = run_cli("build", "--recipe", root / "data" / "r.yaml", "--output", tmp_path / "o", "--format", "mds",
+                   "--vocab", VOCAB, "--dry-run")
+    assert ("dedup: exact copies + MinHash near-duplicates (5-grams, 14 bands of 8, joined at 0.6) across every "
+            "corpus" in proc.stdout)
+    assert ("decontaminate: documents sharing a 13-gram with 2 evaluation file(s) removed: dev-v1.1.json (squad), "
+            "evals.jsonl (jsonl)" in proc.stdout), proc.stdout
+    assert not (tmp_path / "o").exists()
