@@ -2,9 +2,11 @@
 filtered on int_score, Dolma and C4 JSON lines gzipped, books; mixed by token shares), grown to 8x
 and 64x its documents, built into mds and parquet with the test suite's byte-level BPE: the peak
 memory of each (flat: bounded by a work item and a text shard, not the corpora), the time, and the
-shares met. Figures, not pass/fail; run it while nothing else runs.
+shares met. Figures, not pass/fail; run it while nothing else runs. --dedup adds `dedup: true`: the
+grown corpora repeat each document's text `factor` times under other ids, so dedup keeps one of
+each (the memory of the signatures, the band jobs and the clusters at scale).
 
-  .venv/bin/python scripts/perf_recipe.py [--factors 8 64] [--workers 1]
+  .venv/bin/python scripts/perf_recipe.py [--factors 8 64] [--workers 1] [--dedup]
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ def corpora(factor: int) -> Path:
         print(f"writing the {factor}x corpora (once; cached in {folder})", flush=True)
         write_corpora(folder, copies=factor)
         (folder / "mixture.yaml").write_text(RECIPE + MIX)
+    (folder / "dedup.yaml").write_text(RECIPE + MIX + "name: mixture\ndedup: true\n")
     return folder
 
 
-def measured_build(folder: Path, workers: int, out: Path) -> dict:
+def measured_build(folder: Path, workers: int, out: Path, recipe: str = "mixture.yaml") -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "bertdata.cli", "build", "--recipe", str(folder / "mixture.yaml"), "--format", "mds",
+    cmd = [sys.executable, "-m", "bertdata.cli", "build", "--recipe", str(folder / recipe), "--format", "mds",
            "parquet", "--tokenizer", str(trained_tokenizer("bpe")), "--vocab", str(VOCAB), "--workers", str(workers),
            "--output", str(out)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -70,11 +73,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--factors", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--dedup", action="store_true", help="build the recipe with dedup: true")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     found = {}
     for factor in args.factors:
-        m = found[factor] = measured_build(corpora(factor), args.workers, WORK / "out-recipe")
+        m = found[factor] = measured_build(corpora(factor), args.workers, WORK / "out-recipe",
+                                           "dedup.yaml" if args.dedup else "mixture.yaml")
         shares = ", ".join(f"{name} {share:.3f}" for name, share in m["shares"].items())
         print(f"{factor}x: {m['input_mb']:.1f} MB of corpora, {m['documents']:,} documents kept, {m['seconds']:.1f} s "
               f"wall, {m['cpu']:.1f} s CPU, peak RSS {m['peak_mb']:.0f} MB; token shares {shares}", flush=True)
