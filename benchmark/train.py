@@ -6,7 +6,7 @@ the end of the step before to its own end (CUDA events, read once after the run:
 sync between steps, so the host launches ahead as in real training); the first
 `warmup_steps` (cuDNN/cuBLAS heuristics, torch.compile, loader start-up) are not timed, and
 warm-up goes on until the optimizer has taken a real step and every loader worker has
-delivered a batch (see `warm`).
+delivered a batch (see `one_time_work_done`).
 
 Multi-GPU: `gpus > 1` re-runs this module under torchrun, one process per GPU. Under any
 torchrun (several nodes, or CPU processes) the world comes from its environment variables.
@@ -24,13 +24,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+from torch.profiler import ProfilerActivity, profile
 from tqdm import tqdm
 
 from bertdata.benchmark import report
@@ -43,7 +42,7 @@ from bertdata.config import DOCUMENT_MLM_PROBABILITY, BenchConfig
 from bertdata.errors import BertdataError
 from bertdata.fsutil import atomic_path
 
-# Warm-up steps added, at most, while one-time work is still pending (see _time_steps).
+# Warm-up steps added, at most, while one-time work is still pending (see WarmUp).
 MAX_EXTRA_WARMUP = 100
 AUTOCAST_DTYPE = {"fp16": torch.float16, "amp": torch.float16, "bf16": torch.bfloat16}
 
@@ -217,36 +216,6 @@ def to_device(batch: Padded | Packed, device: torch.device) -> Padded | Packed:
     return type(batch)(*(t.to(device, non_blocking=True) for t in batch))
 
 
-def _time_steps(plan: Plan, cfg: BenchConfig, label: str, step_fn,
-                warm: Callable[[], bool]) -> tuple[list[float], list[float], list, int]:
-    """Run warm-up steps, then `cfg.steps` timed ones; `step_fn()` returns (loader wait, step output).
-
-    Warm-up lasts `cfg.warmup_steps` and then for as long as `warm()` is false before a step
-    (at most MAX_EXTRA_WARMUP more): a count of steps alone can end before one-time work is
-    done, which then lands in the timed steps. `warm()` must read host state only (no device
-    sync), and give every rank the same answer, as every rank must run the same steps.
-    Returns the timed steps' times and loader waits, every step's output, the warm-up count."""
-    waits, outputs, timed_steps = [], [], []
-    warmup = 0
-    clock = StepClock(plan.device)
-    with tqdm(total=cfg.warmup_steps + cfg.steps, desc=label, unit="step", file=sys.stderr,
-              disable=None if plan.rank == 0 else True, leave=False) as bar:  # None: only on a terminal
-        while len(timed_steps) < cfg.steps:
-            timed = warmup >= cfg.warmup_steps and (warm() or warmup >= cfg.warmup_steps + MAX_EXTRA_WARMUP)
-            wait, out = step_fn()
-            clock.mark()
-            outputs.append(out)
-            if timed:
-                timed_steps.append(len(outputs) - 1)
-                waits.append(wait)
-            else:
-                warmup += 1
-                bar.total = warmup + cfg.steps
-            bar.update()
-    laps = clock.laps()
-    return [laps[i] for i in timed_steps], waits, outputs, warmup
-
-
 class StepClock:
     """Each step's time, from one mark to the next. On CUDA the marks are events on the device's
     stream, read once at the end: a host sync per step would drain the launch queue, and the device
@@ -270,18 +239,6 @@ class StepClock:
             self.marks[-1].synchronize()
             return [a.elapsed_time(b) / 1e3 for a, b in zip(self.marks, self.marks[1:])]
         return [b - a for a, b in zip(self.marks, self.marks[1:])]
-
-
-def warm(optimizer: torch.optim.Optimizer, drawn: int, workers: int) -> bool:
-    """Whether the one-time work of training is behind us:
-
-    - the optimizer has taken a real step: its state (two fp32 copies of the weights for LAMB
-      and AdamW) is allocated on the first one, and under fp16 loss scaling the first steps
-      are often skipped for overflowing gradients -- sometimes more of them than the warm-up
-      has, so the allocation (and the first launch of every optimizer kernel) was timed;
-    - every loader worker has delivered a batch: each reads a whole file before its first one,
-      and the loader takes batches from the workers in turn."""
-    return bool(optimizer.state) and drawn >= workers
 
 
 def _slowest(times: list[float], waits: list[float], device: torch.device) -> tuple[list[float], list[float]]:
@@ -319,117 +276,170 @@ def loader_of(cfg: BenchConfig, plan: Plan):
                         packed=not cfg.padded, token_buckets=cfg.token_buckets, mlm_probability=plan.mlm_probability)
 
 
-def measure_loader(cfg: BenchConfig, plan: Plan) -> dict:
-    """The input pipeline alone: disk -> worker -> pinned memory -> device, no model."""
-    batches = iter(loader_of(cfg, plan))
-    drawn = 0
+def one_time_work_done(optimizer: torch.optim.Optimizer | None, drawn: int, workers: int) -> bool:
+    """Whether the one-time work of the run is behind us, read from host state only (no device
+    sync), the same on every rank:
 
-    def step():
-        nonlocal drawn
-        wait, padded, real = 0.0, 0, 0
-        for _ in range(plan.accumulation):
-            start = time.perf_counter()
-            batch = next_batch(batches)
-            to_device(batch, plan.device)
-            wait += time.perf_counter() - start
-            drawn += 1
-            counts = figures(batch, plan.seq_len)
-            padded, real = padded + counts.tokens, real + counts.real_tokens
-        return wait, (padded, real)
-
-    times, waits, outputs, warmup = _time_steps(plan, cfg, "loader", step, lambda: drawn >= cfg.workers)
-    tokens = (sum(out[0] for out in outputs[warmup:]), sum(out[1] for out in outputs[warmup:]))
-    return report.summarize(_raw_record(cfg, plan, "loader", times, waits, warmup, tokens))
+    - the optimizer (none with --loader-only) has taken a real step: its state (two fp32 copies of
+      the weights for LAMB and AdamW) is allocated on the first one, and under fp16 loss scaling
+      the first steps are often skipped for overflowing gradients -- sometimes more of them than
+      the warm-up has, so the allocation (and the first launch of every optimizer kernel) was timed;
+    - every loader worker has delivered a batch: each reads a whole file before its first one,
+      and the loader takes batches from the workers in turn."""
+    return (optimizer is None or bool(optimizer.state)) and drawn >= workers
 
 
-class StepResult(NamedTuple):
-    """One optimizer step: its mean loss (a device tensor, read after the run) and, counted on the
-    host, what its micro-batches held and the FLOPs they needed."""
+@dataclass(frozen=True)
+class WarmUp:
+    """When the timed steps start: after `steps` warm-up steps, and then only once the one-time
+    work is done (at most `extra` steps more). A count of steps alone can end before one-time work
+    is done, which then lands in the timed steps; every rank must run the same steps, hence
+    `one_time_work_done`'s host state."""
 
-    loss: torch.Tensor
+    steps: int
+    extra: int = MAX_EXTRA_WARMUP
+
+    def over(self, taken: int, done: bool) -> bool:
+        """Whether the step after `taken` warm-up steps is timed; `done`: the one-time work is."""
+        return taken >= self.steps and (done or taken >= self.steps + self.extra)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One optimizer step (with --loader-only, its batches drawn and moved to the device): which
+    part of the run it was, the host's wait for the loader, what its micro-batches held and the
+    FLOPs they need, counted on the host, and its mean loss (a device tensor, read after the run;
+    None with --loader-only). Its time comes from the StepClock."""
+
+    phase: str  # "warm-up", "timed" or "profiled"
+    wait: float
     masked: int
     tokens: int  # with padding
     real_tokens: int
     flops: float  # on real tokens
     flops_with_padding: float
+    loss: torch.Tensor | None
 
     @classmethod
-    def of(cls, loss: torch.Tensor, counts: list[Figures], model: BertConfig) -> StepResult:
-        return cls(loss, sum(c.masked for c in counts), sum(c.tokens for c in counts),
+    def of(cls, phase: str, wait: float, counts: list[Figures], model: BertConfig,
+           loss: torch.Tensor | None) -> StepResult:
+        return cls(phase, wait, sum(c.masked for c in counts), sum(c.tokens for c in counts),
                    sum(c.real_tokens for c in counts),
                    sum(training_flops(model, c.real_tokens, c.real_pairs, c.masked) for c in counts),
-                   sum(training_flops(model, c.tokens, c.pairs, c.masked) for c in counts))
+                   sum(training_flops(model, c.tokens, c.pairs, c.masked) for c in counts), loss)
+
+
+# Steps run under torch.profiler with --profile, after the timed ones (its hooks would slow them).
+PROFILED_STEPS = 5
 
 
 def train(cfg: BenchConfig, plan: Plan) -> dict:
-    set_matmul_precision(plan.precision)
-    torch.manual_seed(cfg.seed)  # identical initial weights on every rank
-    model = BertForPretraining(plan.model, nsp=plan.mlm_probability is None).to(plan.device)
+    """The run, top to bottom: the model (none with --loader-only, which times the input pipeline
+    alone: disk -> worker -> pinned memory -> device), the loader, the steps -- warm-up, timed,
+    profiled -- and the record."""
+    model = net = optimizer = scaler = ddp = None
     autocast_dtype = AUTOCAST_DTYPE.get(plan.precision)
-    model.keep_activations_in(autocast_dtype)
-    torch.manual_seed(cfg.seed + plan.rank)  # but each rank its own dropout masks
-    ddp = None
-    net: torch.nn.Module = model
-    if plan.world > 1:
-        # DDP copies each all-reduced bucket into the .grad it finds: LAMB's views of its own buffer
-        # (as bucket views, the .grad would be DDP's, and LAMB would copy it back every step).
-        ddp = DistributedDataParallel(model, device_ids=[plan.device] if plan.device.type == "cuda" else None,
-                                      gradient_as_bucket_view=False)
-        net = ddp
     graphs = cfg.compile and cfg.token_buckets is not None and plan.device.type == "cuda"
-    if cfg.compile:
-        # DDP first, then compile: dynamo splits the graph at DDP's bucket boundaries so
-        # all-reduce still overlaps the backward pass. With token buckets on CUDA, the one graph
-        # (dynamic in the token count) is recorded as a CUDA graph once per bucket, then replayed.
-        net = torch.compile(net, mode="reduce-overhead" if graphs else None)
-    optimizer = build_optimizer(cfg.optimizer, model, cfg.lr, plan.device, compile=cfg.compile)
-    # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range.
-    scaler = torch.amp.GradScaler(plan.device.type, enabled=autocast_dtype is torch.float16)
+    if not cfg.loader_only:
+        set_matmul_precision(plan.precision)
+        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+        model = BertForPretraining(plan.model, nsp=plan.mlm_probability is None).to(plan.device)
+        model.keep_activations_in(autocast_dtype)
+        torch.manual_seed(cfg.seed + plan.rank)  # but each rank its own dropout masks
+        net = model
+        if plan.world > 1:
+            # DDP copies each all-reduced bucket into the .grad it finds: LAMB's views of its own buffer
+            # (as bucket views, the .grad would be DDP's, and LAMB would copy it back every step).
+            ddp = DistributedDataParallel(model, device_ids=[plan.device] if plan.device.type == "cuda" else None,
+                                          gradient_as_bucket_view=False)
+            net = ddp
+        if cfg.compile:
+            # DDP first, then compile: dynamo splits the graph at DDP's bucket boundaries so
+            # all-reduce still overlaps the backward pass. With token buckets on CUDA, the one graph
+            # (dynamic in the token count) is recorded as a CUDA graph once per bucket, then replayed.
+            net = torch.compile(net, mode="reduce-overhead" if graphs else None)
+        optimizer = build_optimizer(cfg.optimizer, model, cfg.lr, plan.device, compile=cfg.compile)
+        # fp16 needs loss scaling (its range underflows small gradients); bf16 has fp32's range.
+        scaler = torch.amp.GradScaler(plan.device.type, enabled=autocast_dtype is torch.float16)
     batches = iter(loader_of(cfg, plan))
-    drawn = 0
+
+    warm_up = WarmUp(cfg.warmup_steps)
+    profiled = PROFILED_STEPS if cfg.profile else 0
+    results: list[StepResult] = []
+    warmup = timed = drawn = 0  # timed: the steps after warm-up, profiled ones too
     shapes: set[tuple] = set()
+    clock = StepClock(plan.device)
+    label = "loader" if cfg.loader_only else f"BERT-{cfg.model} {plan.precision} bs{cfg.batch_size}"
+    # disable=None: the bar only on a terminal.
+    with tqdm(total=cfg.warmup_steps + cfg.steps + profiled, desc=label, unit="step", file=sys.stderr,
+              disable=None if plan.rank == 0 else True, leave=False) as bar, contextlib.ExitStack() as profiling:
+        while timed < cfg.steps + profiled:
+            if timed == cfg.steps:  # and profiled > 0: the timed steps are done, the profiled ones follow
+                prof = profiling.enter_context(profile(activities=[ProfilerActivity.CPU] + (
+                    [ProfilerActivity.CUDA] if plan.device.type == "cuda" else [])))
+            phase = ("profiled" if timed >= cfg.steps else
+                     "timed" if warm_up.over(warmup, one_time_work_done(optimizer, drawn, cfg.workers)) else
+                     "warm-up")
+            wait, counts = 0.0, []
+            loss_sum = None if cfg.loader_only else torch.zeros((), device=plan.device)
+            for micro in range(plan.accumulation):
+                start = time.perf_counter()
+                batch = next_batch(batches)
+                if cfg.loader_only:  # the copy is the pipeline's last leg; figures() reads the host copy
+                    to_device(batch, plan.device)
+                wait += time.perf_counter() - start
+                drawn += 1
+                counts.append(figures(batch, plan.seq_len))  # on the host copy: no device sync
+                if cfg.loader_only:
+                    continue
+                shapes.add(tuple(tuple(t.shape) for t in batch))
+                batch = to_device(batch, plan.device)
+                last = micro == plan.accumulation - 1
+                if graphs:
+                    torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are read
+                with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
+                    with torch.autocast(plan.device.type, dtype=autocast_dtype or torch.float32,
+                                        enabled=autocast_dtype is not None):
+                        loss = forward(net, batch, plan.max_predictions, plan.seq_len, cfg.compile)
+                    scaler.scale(loss / plan.accumulation).backward()
+                loss_sum += loss.detach()
+            if not cfg.loader_only:
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+            results.append(StepResult.of(phase, wait, counts, plan.model,
+                                         None if loss_sum is None else loss_sum / plan.accumulation))
+            clock.mark()
+            if phase == "warm-up":
+                warmup += 1
+                bar.total = warmup + cfg.steps + profiled
+            else:
+                timed += 1
+            if phase == "profiled":
+                synchronize(plan.device)  # the profile holds each step's kernels whole
+            bar.update()
+    if profiled:
+        sort = "self_device_time_total" if plan.device.type == "cuda" else "self_cpu_time_total"
+        table = prof.key_averages().table(sort_by=sort, row_limit=30, max_name_column_width=90)
+        with atomic_path(cfg.profile) as tmp:
+            tmp.write_text(f"{PROFILED_STEPS} steps after the timed ones, kernels by their own time:\n{table}\n")
+        prof.export_chrome_trace(str(cfg.profile) + ".trace.json")
 
-    def step() -> tuple[float, StepResult]:
-        nonlocal drawn
-        wait, counts = 0.0, []
-        loss_sum = torch.zeros((), device=plan.device)
-        for micro in range(plan.accumulation):
-            start = time.perf_counter()
-            batch = next_batch(batches)
-            wait += time.perf_counter() - start
-            drawn += 1
-            counts.append(figures(batch, plan.seq_len))  # on the host copy: no device sync
-            shapes.add(tuple(tuple(t.shape) for t in batch))
-            batch = to_device(batch, plan.device)
-            last = micro == plan.accumulation - 1
-            if graphs:
-                torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are read
-            with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
-                with torch.autocast(plan.device.type, dtype=autocast_dtype or torch.float32,
-                                    enabled=autocast_dtype is not None):
-                    loss = forward(net, batch, plan.max_predictions, plan.seq_len, cfg.compile)
-                scaler.scale(loss / plan.accumulation).backward()
-            loss_sum += loss.detach()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        return wait, StepResult.of(loss_sum / plan.accumulation, counts, plan.model)
-
-    label = f"BERT-{cfg.model} {plan.precision} bs{cfg.batch_size}"
-    times, waits, outputs, warmup = _time_steps(plan, cfg, label, step, lambda: warm(optimizer, drawn, cfg.workers))
-    if cfg.profile:
-        profile_steps(plan, step, cfg.profile)
-    losses = [float(out.loss) for out in outputs]
-    timed = outputs[warmup:]
-    tokens = (sum(out.tokens for out in timed), sum(out.real_tokens for out in timed))
-    raw = _raw_record(cfg, plan, "train", times, waits, warmup, tokens)
+    timed_results = [r for r in results if r.phase == "timed"]
+    times = [lap for lap, r in zip(clock.laps(), results) if r.phase == "timed"]
+    tokens = (sum(r.tokens for r in timed_results), sum(r.real_tokens for r in timed_results))
+    raw = _raw_record(cfg, plan, "loader" if cfg.loader_only else "train", times,
+                      [r.wait for r in timed_results], warmup, tokens)
+    if cfg.loader_only:
+        return report.summarize(raw)
+    losses = [float(r.loss) for r in results if r.phase != "profiled"]
     digests = [params_digest(model)]
     if dist.is_initialized():
         digests = [None] * plan.world
         dist.all_gather_object(digests, params_digest(model))
     total_masked, flops, flops_padded = all_reduce(
-        [sum(out.masked for out in timed), sum(out.flops for out in timed),
-         sum(out.flops_with_padding for out in timed)], dist.ReduceOp.SUM, plan.device)
+        [sum(r.masked for r in timed_results), sum(r.flops for r in timed_results),
+         sum(r.flops_with_padding for r in timed_results)], dist.ReduceOp.SUM, plan.device)
     raw.update(
         params=sum(p.numel() for p in model.parameters()),
         flops=flops, flops_with_padding=flops_padded,
@@ -453,33 +463,12 @@ def forward(net: torch.nn.Module, batch: Padded | Packed, max_predictions: int, 
     return net(batch, max_predictions=max_predictions, width=width)
 
 
-PROFILED_STEPS = 5
-
-
-def profile_steps(plan: Plan, step, path: str) -> None:
-    """PROFILED_STEPS more steps under torch.profiler, after the timed ones (its hooks would slow
-    them): the kernels that took the device's time, most first, as a table at `path` and a
-    Chrome trace beside it."""
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if plan.device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
-        for _ in range(PROFILED_STEPS):
-            step()
-            synchronize(plan.device)
-    sort = "self_device_time_total" if plan.device.type == "cuda" else "self_cpu_time_total"
-    table = prof.key_averages().table(sort_by=sort, row_limit=30, max_name_column_width=90)
-    with atomic_path(path) as tmp:
-        tmp.write_text(f"{PROFILED_STEPS} steps after the timed ones, kernels by their own time:\n{table}\n")
-    prof.export_chrome_trace(str(path) + ".trace.json")
-
-
 def run(cfg: BenchConfig) -> dict:
     """One benchmark run in this process (one rank of it under torchrun); the same record on every rank."""
     plan = make_plan(cfg)
     init_distributed(plan)
     try:
-        return measure_loader(cfg, plan) if cfg.loader_only else train(cfg, plan)
+        return train(cfg, plan)
     except (MemoryError, torch.OutOfMemoryError, torch.cuda.OutOfMemoryError):
         advice = (f"try --batch-size {cfg.batch_size // 2}, with --accumulation {2 * plan.accumulation} to keep the "
                   f"global batch of {plan.global_batch}" if cfg.batch_size > 1 else "choose a smaller --model")

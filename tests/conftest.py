@@ -249,8 +249,9 @@ INTEGRATION_MODULES = {
     "test_fuzz_bunzip", "test_fuzz_formats", "test_fuzz_instances", "test_fuzz_kept", "test_fuzz_pages",
     "test_fuzz_text"}
 # What makes any other test integration: another process started (run_cli: bertdata in a fresh
-# interpreter; Popen), by the test itself, a fixture it uses, or a helper of its module they call.
-INTEGRATION_CALLS = {"run_cli", "Popen"}
+# interpreter; Popen, or anything else of subprocess: a script or `python -c` is a fresh
+# interpreter too), by the test itself, a fixture it uses, or a helper of its module they call.
+INTEGRATION_CALLS = {"run_cli", "Popen", "subprocess"}
 
 
 def _names(code: types.CodeType) -> set[str]:

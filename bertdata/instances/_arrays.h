@@ -187,7 +187,7 @@ static inline int fits(const Arr *a, int64_t v)
 
 /* Stores v if the element type holds it, else returns -1 without setting an exception (the
  * caller may be running without the GIL) and the caller reports it with `overflow`. */
-static inline int put(Arr *a, Py_ssize_t i, int64_t v)
+static inline int arr_put(Arr *a, Py_ssize_t i, int64_t v)
 {
     if (!fits(a, v))
         return -1;

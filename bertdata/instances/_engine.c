@@ -256,18 +256,18 @@ static inline int add_instance(Run *run, const Pair *p, int64_t is_random_next, 
         return 0;
     const int64_t span[4] = {p->a_lo, p->a_hi, p->b_lo, p->b_hi};
     for (int k = 0; k < 4; k++)
-        if (put(&g->spans, row * 4 + k, span[k]) < 0)
+        if (arr_put(&g->spans, row * 4 + k, span[k]) < 0)
             return bad_value(run, &g->spans, span[k]);
-    if (put(&g->random_next, row, is_random_next) < 0)
+    if (arr_put(&g->random_next, row, is_random_next) < 0)
         return bad_value(run, &g->random_next, is_random_next);
     const Py_ssize_t base = row * g->max_predictions_per_seq;
     for (int64_t k = 0; k < n_pred; k++) {
         const int64_t position = run->picked_pos[k], label = run->seq[position];
-        if (put(&g->positions, base + k, position) < 0)
+        if (arr_put(&g->positions, base + k, position) < 0)
             return bad_value(run, &g->positions, position);
-        if (put(&g->labels, base + k, label) < 0)
+        if (arr_put(&g->labels, base + k, label) < 0)
             return bad_value(run, &g->labels, label);
-        if (put(&g->shown, base + k, run->picked_new[k]) < 0)
+        if (arr_put(&g->shown, base + k, run->picked_new[k]) < 0)
             return bad_value(run, &g->shown, run->picked_new[k]);
     }
     return 0;

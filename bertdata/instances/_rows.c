@@ -52,7 +52,7 @@ static int copy_ids(Arr *out, Py_ssize_t at, const Arr *tokens, int64_t start, i
     }
     for (int64_t k = 0; k < n; k++) {
         const int64_t id = get(tokens, start + k);
-        if (put(out, at + k, id) < 0)
+        if (arr_put(out, at + k, id) < 0)
             return overflow(out, id);
     }
     return 0;
@@ -102,7 +102,7 @@ static PyObject *fast_fill_input_ids(PyObject *self, PyObject *args, PyObject *k
                 PyErr_SetString(PyExc_ValueError, "a masked position is outside the row");
                 goto fail;
             }
-            if (put(&out, base + position, id) < 0) {
+            if (arr_put(&out, base + position, id) < 0) {
                 overflow(&out, id);
                 goto fail;
             }

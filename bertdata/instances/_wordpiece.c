@@ -149,7 +149,7 @@ fail:
     return NULL;
 }
 
-static PyObject *fast_scan(PyObject *self, PyObject *args, PyObject *kwargs)
+static PyObject *wordpiece_fast_scan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"buf", "slots", "hashes", "key_offsets", "key_lengths", "keys", "meta",
                              "word_entry", "line_words", "whole_line", NULL};
@@ -387,8 +387,10 @@ static PyMethodDef methods[] = {
     FN(text_lines, "text_lines(block)\n--\n\nA text shard block's lines stripped, the non-blank ones joined; None if not UTF-8."),
     FN(count_pieces, "count_pieces(buf)\n--\n\nThe pieces scan will find in buf, and its newlines."),
     FN(count_ids, "count_ids(word_entry, words, value_lengths)\n--\n\nThe ids of the first words pieces, in all."),
-    FN(scan, "scan(buf, *, slots, hashes, key_offsets, key_lengths, keys, meta, word_entry, line_words, "
-       "whole_line)\n--\n\nSplit buf into pieces, adding new ones to the table; return how many."),
+    /* Not FN's fast_scan: _pages.c has a scan of its own, and the two are told apart by name. */
+    {"scan", (PyCFunction)(void (*)(void))wordpiece_fast_scan, METH_VARARGS | METH_KEYWORDS,
+     "scan(buf, *, slots, hashes, key_offsets, key_lengths, keys, meta, word_entry, line_words, "
+     "whole_line)\n--\n\nSplit buf into pieces, adding new ones to the table; return how many."},
     FN(assemble, "assemble(word_entry, *, line_words, whole_line, value_offsets, value_lengths, values, "
        "whole_ids, whole_offsets, out, lengths)\n--\n\nLay each line's ids end to end in out; return how many."),
     {NULL, NULL, 0, NULL},

@@ -50,7 +50,7 @@ static void init_crc_tables(void)
 /* Where the next run of 4 equal bytes starts in w[i, n) (n: none). Text has few: the bytes
  * between are copied whole, where a test per byte, twice (sizing, then writing), took a tenth
  * of the decoder's time. Sixteen places are tested at once where SSE2 is there (all x86-64). */
-static inline int32_t next_run(const uint8_t *w, int32_t i, int32_t n)
+static inline int32_t bunzip_next_run(const uint8_t *w, int32_t i, int32_t n)
 {
 #ifdef __SSE2__
     for (; i + 19 <= n; i += 16) {
@@ -76,7 +76,7 @@ static int64_t unrun(const Block *b, uint8_t *out)
     const int32_t n = b->n;
     int64_t total = 0;
     for (int32_t i = 0; i < n;) {
-        const int32_t run = next_run(w, i, n);
+        const int32_t run = bunzip_next_run(w, i, n);
         if (out) memcpy(out + total, w + i, (size_t)(run - i));
         total += run - i;
         if (run == n) break;
@@ -314,7 +314,7 @@ fail:
     return NULL;
 }
 
-static PyObject *release(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
+static PyObject *bunzip_release(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args))
 {
     free_scratch(__atomic_exchange_n(&cached_scratch, NULL, __ATOMIC_ACQ_REL));
     Py_RETURN_NONE;
@@ -327,7 +327,7 @@ static PyMethodDef methods[] = {
      "Decode the next few blocks of the bz2 streams in data from bit offset bit: (bytes, bit, level, crc) "
      "to continue from, and ends: (byte, output offset) where each stream that ended is over. "
      "The GIL is released."},
-    {"release", (PyCFunction)release, METH_NOARGS,
+    {"release", (PyCFunction)bunzip_release, METH_NOARGS,
      "release()\n--\n\n"
      "Unmap the scratch decode keeps between calls (about 22 MB)."},
     {NULL, NULL, 0, NULL},

@@ -31,7 +31,7 @@ typedef struct {
     PyObject *field[FIELDS];
 } Reader;
 
-static int put(Reader *r, const void *p, Py_ssize_t k)
+static int pages_put(Reader *r, const void *p, Py_ssize_t k)
 {
     if (k == 0) return DONE; /* r->out may still be NULL, which memcpy must not be given */
     if (r->len + k > r->cap) {
@@ -204,7 +204,7 @@ static int chars(Reader *r, int keep)
             Py_ssize_t end;
             const int k = reference(s, i, n, u, &end);
             if (k <= 0) return k < 0 ? MORE : ODD;
-            if (keep && (put(r, s + run, i - run) || put(r, u, k))) return FAILED;
+            if (keep && (pages_put(r, s + run, i - run) || pages_put(r, u, k))) return FAILED;
             i = run = end;
         } else if (c == '>') {
             if (i - 2 >= r->i && s[i - 1] == ']' && s[i - 2] == ']') return ODD; /* expat's error */
@@ -217,7 +217,7 @@ static int chars(Reader *r, int keep)
             return ODD; /* a control character or a carriage return (expat turns \r\n into \n) */
         }
     }
-    if (keep && put(r, s + run, i - run)) return FAILED;
+    if (keep && pages_put(r, s + run, i - run)) return FAILED;
     r->i = i;
     return DONE;
 }
@@ -277,7 +277,7 @@ static int value(Reader *r, int keep)
             Py_ssize_t end;
             k = reference(s, i, n, u, &end);
             if (k <= 0) return k < 0 ? MORE : ODD;
-            if (keep && put(r, u, k)) return FAILED;
+            if (keep && pages_put(r, u, k)) return FAILED;
             i = end;
             continue;
         }
@@ -289,7 +289,7 @@ static int value(Reader *r, int keep)
         } else if (c < 0x20) {
             return ODD;
         }
-        if (keep && put(r, bytes, k)) return FAILED;
+        if (keep && pages_put(r, bytes, k)) return FAILED;
         i += k;
     }
     r->i = i + 1;
@@ -394,7 +394,7 @@ static int page(Reader *r)
 }
 
 /* Whole pages from data[start:], where a line of the root element's content begins. */
-static PyObject *fast_scan(PyObject *self, PyObject *args, PyObject *kwargs)
+static PyObject *pages_fast_scan(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"data", "start", "final", "max_field_chars", NULL};
     Py_buffer view;
@@ -457,7 +457,7 @@ static PyObject *fast_scan(PyObject *self, PyObject *args, PyObject *kwargs)
 }
 
 static PyMethodDef methods[] = {
-    {"scan", (PyCFunction)(void (*)(void))fast_scan, METH_VARARGS | METH_KEYWORDS,
+    {"scan", (PyCFunction)(void (*)(void))pages_fast_scan, METH_VARARGS | METH_KEYWORDS,
      "scan(data, start, final) -> (pages, stop, hand_over): see _pages.pyi"},
     {NULL, NULL, 0, NULL},
 };

@@ -85,7 +85,7 @@ static int self_closing(int kind, const void *data, const Tag *tag)
 /* Whether `c` matches the name's character `want` (ASCII, lower case) as `re` matches with
  * IGNORECASE: a letter's capital too, and for i, k and s the non-ASCII letters Unicode folds to
  * them (U+0130 and U+0131, the Kelvin sign U+212A, the long s U+017F). */
-static inline int name_char(Py_UCS4 c, char want)
+static inline int name_char_matches(Py_UCS4 c, char want)
 {
     if (c == (Py_UCS4)want)
         return 1;
@@ -107,7 +107,7 @@ static int find_closer(int kind, const void *data, Py_ssize_t n, Py_ssize_t from
         if (PyUnicode_READ(kind, data, i) != '<' || PyUnicode_READ(kind, data, i + 1) != '/')
             continue;
         Py_ssize_t k = 0;
-        while (k < len && name_char(PyUnicode_READ(kind, data, i + 2 + k), name[k]))
+        while (k < len && name_char_matches(PyUnicode_READ(kind, data, i + 2 + k), name[k]))
             k++;
         if (k < len)
             continue;

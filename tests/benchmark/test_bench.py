@@ -589,19 +589,18 @@ def _small_shard(tmp_path: Path) -> Path:
     return path
 
 
-def test_warm_up_lasts_until_one_time_work_is_done(tmp_path):
-    from bertdata.benchmark.train import _time_steps
+def test_warm_up_lasts_until_one_time_work_is_done():
+    from bertdata.benchmark.train import WarmUp
 
-    plan = make_plan(tiny_cfg(training_dir(tmp_path, _small_shard(tmp_path))))
-    done = []
-
-    def step():
-        done.append(len(done))
-        return 0.0, len(done)
-
-    cfg = tiny_cfg(tmp_path, steps=3, warmup_steps=1)
-    times, waits, outputs, warmup = _time_steps(plan, cfg, "t", step, lambda: len(done) >= 4)
-    assert (len(times), len(waits), warmup, outputs) == (3, 3, 4, [1, 2, 3, 4, 5, 6, 7])
+    rule = WarmUp(steps=1, extra=5)
+    # The one-time work is done after 4 steps: those 4 are the warm-up, not the 1 asked for.
+    taken = 0
+    while not rule.over(taken, done=taken >= 4):
+        taken += 1
+    assert taken == 4
+    assert not rule.over(0, done=True)  # the steps asked for first, done or not
+    # At most `extra` steps more: work that never reports done does not hold the run up for ever.
+    assert not rule.over(5, done=False) and rule.over(6, done=False)
 
 
 def test_first_optimizer_step_and_first_batch_of_each_worker_are_never_timed(tmp_path):

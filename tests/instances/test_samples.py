@@ -59,13 +59,33 @@ def check(samples, documents, tokenizer, max_length):
 
 
 @pytest.fixture(scope="module")
-def bpe():
-    return TokenizerFile(trained_tokenizer("bpe"))
+def shard_read():
+    """SHARD_A read with a tokenizer file, once per file for the module (a second or so each):
+    (its TokenizerFile, the documents). make_samples only reads the documents."""
+    read: dict[Path, tuple[TokenizerFile, Documents]] = {}
+
+    def get(path: Path) -> tuple[TokenizerFile, Documents]:
+        if path not in read:
+            tokenizer = TokenizerFile(path)
+            read[path] = tokenizer, read_documents(SHARD_A, tokenizer)
+        return read[path]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def bpe(shard_read):
+    return shard_read(trained_tokenizer("bpe"))[0]
+
+
+@pytest.fixture(scope="module")
+def bpe_documents(shard_read):
+    return shard_read(trained_tokenizer("bpe"))[1]
 
 
 @pytest.mark.parametrize("max_length", [8, 64, 1024])
-def test_real_shard_samples_follow_the_rule(bpe, max_length):
-    documents = read_documents(SHARD_A, bpe)
+def test_real_shard_samples_follow_the_rule(bpe, bpe_documents, max_length):
+    documents = bpe_documents
     samples = make_samples(documents, bpe, max_length)
     assert samples.source == "shard_A"
     check(samples, documents, bpe, max_length)
@@ -78,8 +98,8 @@ def test_real_shard_samples_follow_the_rule(bpe, max_length):
     assert (bodies[1:] + bodies[:-1] > room)[same_document].all()
 
 
-def test_cuts_fall_at_sentence_boundaries_but_inside_a_sentence_longer_than_the_room(bpe):
-    documents = read_documents(SHARD_A, bpe)
+def test_cuts_fall_at_sentence_boundaries_but_inside_a_sentence_longer_than_the_room(bpe, bpe_documents):
+    documents = bpe_documents
     max_length = 48
     samples = make_samples(documents, bpe, max_length)
     room = max_length - 2
@@ -118,8 +138,8 @@ def test_a_sentence_longer_than_the_room_is_cut_into_pieces_of_the_room(bpe):
     assert samples.piece.tolist() == [0, 1, 2, 3, 4, 0, 0, 1]
 
 
-def test_room_of_one_token(bpe):
-    documents = read_documents(SHARD_A, bpe)
+def test_room_of_one_token(bpe, bpe_documents):
+    documents = bpe_documents
     samples = make_samples(documents, bpe, 3)
     assert len(samples) == documents.num_tokens
     assert np.array_equal(samples.tokens[1::3], documents.tokens)
@@ -132,11 +152,10 @@ def test_empty_shard_makes_no_samples(bpe):
 
 
 @pytest.mark.parametrize("kind", ["bpe", "unigram"])
-def test_samples_decode_to_the_documents_text(kind):
+def test_samples_decode_to_the_documents_text(kind, shard_read):
     path = trained_tokenizer(kind)
-    tokenizer = TokenizerFile(path)
+    tokenizer, documents = shard_read(path)
     theirs = Tokenizer.from_file(str(path))
-    documents = read_documents(SHARD_A, tokenizer)
     samples = make_samples(documents, tokenizer, 64)
     lines = SHARD_A.read_text(encoding="utf-8").split("\n")
     texts, current = [], []
@@ -160,7 +179,7 @@ def test_samples_decode_to_the_documents_text(kind):
             assert decoded == unicodedata.normalize("NFKC", " ".join(texts[d]))
 
 
-def test_a_length_the_tokenizer_cannot_hold_is_one_line(bpe, tmp_path):
+def test_a_length_the_tokenizer_cannot_hold_is_one_line(bpe, bpe_documents, tmp_path):
     for max_length in (2, 0, -5, 1.5):
         with pytest.raises(BertdataError, match="leaves no room for a token beside the tokenizer's 2 special tokens") as err:
             check_sample_length(bpe, max_length)
@@ -171,7 +190,7 @@ def test_a_length_the_tokenizer_cannot_hold_is_one_line(bpe, tmp_path):
     limited = TokenizerFile(tmp_path / "tokenizer.json")
     check_sample_length(limited, 512)
     with pytest.raises(BertdataError, match="a sample length of 1024 is over the 512 tokens the tokenizer states"):
-        make_samples(read_documents(SHARD_A, limited), limited, 1024)
+        make_samples(bpe_documents, limited, 1024)
 
 
 def shard_documents() -> list[list[str]]:
@@ -233,18 +252,18 @@ def trained_here(tmp_path_factory):
     return get
 
 
-@pytest.fixture(scope="module", params=["bpe", "unigram"])
+# The Unigram's training and its read of the shard take seconds: outside the unit tier.
+@pytest.fixture(scope="module", params=["bpe", pytest.param("unigram", marks=pytest.mark.slow)])
 def no_prefix_space(request, trained_here):
     return trained_here(request.param)
 
 
 @pytest.mark.parametrize("max_length", [48, pytest.param(1024, marks=pytest.mark.slow)])
-def test_samples_are_runs_of_the_tokenizers_ids_on_each_documents_text(no_prefix_space, max_length):
+def test_samples_are_runs_of_the_tokenizers_ids_on_each_documents_text(no_prefix_space, max_length, shard_read):
     """A document's text is its sentences joined by one space; its samples, special tokens
     stripped, are `tokenizer.encode(text)` in order, cut at sentence boundaries."""
     theirs = Tokenizer.from_file(str(no_prefix_space))
-    tokenizer = TokenizerFile(no_prefix_space)
-    documents = read_documents(SHARD_A, tokenizer)
+    tokenizer, documents = shard_read(no_prefix_space)
     samples = make_samples(documents, tokenizer, max_length)
     check(samples, documents, tokenizer, max_length)
     texts = [" ".join(sentences) for sentences in shard_documents()]
@@ -256,12 +275,12 @@ def test_samples_are_runs_of_the_tokenizers_ids_on_each_documents_text(no_prefix
         assert [t for piece in pieces for t in piece] == theirs.encode(text, add_special_tokens=False).ids
 
 
-def test_a_sentence_after_the_first_starts_with_the_space_before_it(trained_here):
+def test_a_sentence_after_the_first_starts_with_the_space_before_it(trained_here, shard_read):
     """Byte-level, no prefix space: each sentence's tokens decode to the sentence, after the
     first with the space that joins it to the one before (`ĠThe`, not `The`)."""
     path = trained_here("bpe")
     theirs = Tokenizer.from_file(str(path))
-    documents = read_documents(SHARD_A, TokenizerFile(path))
+    documents = shard_read(path)[1]
     sentences = shard_documents()
     assert documents.num_sentences == sum(map(len, sentences))
     s = 0

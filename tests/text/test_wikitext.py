@@ -11,7 +11,7 @@ import pytest
 
 from bertdata.errors import BertdataError
 from bertdata.text.wikitext import clean
-from bertdata.text.skipped import DisambiguationPage, ListPage, MalformedPage, PageTooLarge, SkippedPage
+from bertdata.text.skipped import MalformedPage, PageTooLarge, SkippedPage
 from conftest import WIKI_FRAGMENT, need
 from text_references import (  # noqa: F401 (collected here; test_fuzz_text reruns them)
     test_tidied_prose_is_the_passes_it_replaced,
@@ -254,28 +254,37 @@ def _articles() -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def cleaned_fragment() -> list[tuple[str, str]]:
-    """(title, text) of the fragment's articles that are not list or disambiguation pages."""
-    out = []
+def cleaning() -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """The fragment cleaned once for the module (a second or so): (title, text) of the articles
+    that are not list or disambiguation pages, and the skipped ones' titles with their reasons."""
+    out, skipped = [], {}
     for title, text in _articles():
         try:
             out.append((title, clean(text, title)))
-        except (ListPage, DisambiguationPage):
-            pass
-    return out
+        except SkippedPage as e:
+            skipped[title] = e.reason
+    return out, skipped
 
 
-def test_fragment_has_no_markup_in_any_sentence(cleaned_fragment) -> None:
+@pytest.fixture(scope="module")
+def cleaned_fragment(cleaning) -> list[tuple[str, str]]:
+    return cleaning[0]
+
+
+@pytest.fixture(scope="module")
+def fragment_sentences(cleaned_fragment) -> list[tuple[str, str]]:
+    """(title, sentence) of every sentence of the cleaned fragment."""
     from bertdata.text.sentences import split_article
 
-    n_sentences = 0
-    for title, text in cleaned_fragment:
-        for sentence in split_article(text):
-            n_sentences += 1
-            found = LEFTOVER.search(sentence)
-            assert not found, f"{title}: {found.group()!r} in {sentence!r}"
-            assert "\n" not in sentence and sentence == sentence.strip()
-    assert n_sentences > 15_000
+    return [(title, sentence) for title, text in cleaned_fragment for sentence in split_article(text)]
+
+
+def test_fragment_has_no_markup_in_any_sentence(fragment_sentences) -> None:
+    for title, sentence in fragment_sentences:
+        found = LEFTOVER.search(sentence)
+        assert not found, f"{title}: {found.group()!r} in {sentence!r}"
+        assert "\n" not in sentence and sentence == sentence.strip()
+    assert len(fragment_sentences) > 15_000
 
 
 def test_fragment_output_is_substantial(cleaned_fragment) -> None:
@@ -298,14 +307,8 @@ def test_fragment_output_is_tidy(cleaned_fragment) -> None:
             assert not re.search(r"\(\s*[,;]?\s*\)| [,;](?!\S)", line), (title, line)
 
 
-def test_fragment_skips_list_and_disambiguation_pages() -> None:
-    skipped = {}
-    for title, text in _articles():
-        try:
-            clean(text, title)
-        except SkippedPage as e:
-            skipped[title] = e.reason
-    assert skipped == {
+def test_fragment_skips_list_and_disambiguation_pages(cleaning) -> None:
+    assert cleaning[1] == {
         "List of Atlas Shrugged characters": "list_page", "List of anthropologists": "list_page",
         "Alien": "disambiguation", "Ada": "disambiguation", "Aa River": "disambiguation",
         "Austin (disambiguation)": "disambiguation", "Aberdeen (disambiguation)": "disambiguation",
@@ -314,11 +317,9 @@ def test_fragment_skips_list_and_disambiguation_pages() -> None:
     }
 
 
-def test_fragment_sentences_end_like_sentences(cleaned_fragment) -> None:
-    from bertdata.text.sentences import split_article
-
+def test_fragment_sentences_end_like_sentences(fragment_sentences) -> None:
     # With list items kept, about 7% of sentences were list debris ("Stage Struck (1925)").
-    sentences = [s for _, text in cleaned_fragment for s in split_article(text)]
+    sentences = [s for _, s in fragment_sentences]
     unterminated = [s for s in sentences if not re.search(r"[.!?][\"'\u201d\u2019)\]]*$|[\"'\u201d\u2019)\]]$", s)]
     assert len(unterminated) < 0.01 * len(sentences), unterminated[:20]
 
