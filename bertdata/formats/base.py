@@ -3,7 +3,8 @@ hooks alone, as mosaicml/streaming's `Writer` and `Reader` subclasses do:
 
 - `SplitFolder`, every `PER_SPLIT` format's base (megatron, mds, parquet): the registry's
   fields, the folder `<name>/<tokenizer>`, the options its manifest records, the files it owns
-  (`files`, patterns), the build's summary line (`counted`), no last files by default. A format
+  (`files`, patterns), the build's summary line (`counted`), the options its manifest records
+  (`recorded`), no last files by default. A format
   states two writing hooks: `write_part` (a text shard's part) and `finish_split` (a split's
   parts made into its files); `joined` is the split's file for a format whose parts are pieces
   of one file.
@@ -86,6 +87,12 @@ class SplitFolder(ABC):
         figures = ", ".join(f"{counts[k]:,} {k}" for k in self.counted)
         return f"{self.name}: {figures} in {counts[key]} {noun}{'s' if counts[key] != 1 else ''} -> {folder}"
 
+    def recorded(self, unit: str) -> dict:
+        """The options its build's manifest records (tokenizer, vocab size, samples' length): in
+        the unit's folder where the unit is one (parquet's, a DocumentFolder's), else in the
+        folder the unit is in (an mds split folder, a megatron prefix); {} where there is none."""
+        return recorded_options(Path(unit) / MANIFEST, Path(unit).parent / MANIFEST)
+
     def joined(self, parts: list[LocatedPart], name: str, folder: str, files: SplitFiles) -> dict:
         """The parts' files (each part's description its file's name) joined in order into the
         file `name` of the folder: its entry in the split's "files"."""
@@ -141,9 +148,6 @@ class DocumentFolder(SplitFolder):
 
     def samples(self, unit: str) -> Iterator[np.ndarray]:
         return self.read(unit, self._split(unit), self.recorded(unit))
-
-    def recorded(self, unit: str) -> dict:
-        return recorded_options(Path(unit) / MANIFEST)
 
     def inspect(self, units: list[str], report: Report) -> None:
         """Each split of each folder: its listed files there, then checked by the format."""

@@ -36,7 +36,6 @@ from bertdata.formats.contract import DOCUMENTS, LocatedPart, Report, SplitEntry
 from bertdata.formats.report import from_recipe, print_corpora
 from bertdata.fsutil import atomic_path, size_text
 from bertdata.instances.samples import Samples
-from bertdata.manifest import MANIFEST, recorded_options
 
 PathLike = str | os.PathLike
 SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("id", pa.string())])
@@ -318,11 +317,6 @@ def is_dataset_folder(path: PathLike) -> bool:
                                  for split in splits_of(path) for p in (path / split).glob("*.parquet"))
 
 
-def _recorded(folder: Path) -> dict:
-    """The options the dataset folder's manifest records, if any."""
-    return recorded_options(folder / MANIFEST)
-
-
 @dataclass(frozen=True)
 class HfParquet(SplitFolder):
     """Hugging Face parquet datasets: one unit per dataset folder (its card and split folders);
@@ -397,16 +391,13 @@ class HfParquet(SplitFolder):
     def samples(self, unit: str) -> Iterator[np.ndarray]:
         return read_input_ids(unit, SPLIT_FOLDERS["training"])
 
-    def recorded(self, unit: str) -> dict:
-        return _recorded(Path(unit))
-
     def inspect(self, units: list[str], report: Report) -> None:
         """Validate each dataset folder (card, every split's files and rows) and print its
         figures; ids are checked against the report's vocab, else the vocab size its manifest
         records."""
         for unit in units:
             folder = Path(unit)
-            vocab_size = len(report.vocab) if report.vocab is not None else _recorded(folder).get("vocab_size")
+            vocab_size = len(report.vocab) if report.vocab is not None else self.recorded(unit).get("vocab_size")
             report.out(f"Hugging Face parquet {folder}" + ("" if vocab_size else " (ids not checked: no vocab size known)"))
             try:
                 check_card(folder)

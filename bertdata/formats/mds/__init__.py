@@ -50,7 +50,7 @@ from bertdata.formats.mds.reader import (SplitInfo, is_split_folder, read_index,
                                          validate_split)
 from bertdata.formats.mds.writer import finish_local_split, finish_split, write_part
 from bertdata.fsutil import load_json, read_bounded
-from bertdata.manifest import MANIFEST, MANIFEST_LIMIT, recorded_options
+from bertdata.manifest import MANIFEST, MANIFEST_LIMIT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,11 +60,6 @@ __all__ = ["COLUMN_NAMES", "DEFAULT_SCHEMA", "FORMAT", "HASHES", "INDEX", "MDS",
            "finish_local_split", "finish_split", "index_bytes", "is_split_folder", "part_name",
            "read_index", "read_input_ids", "read_samples", "reader", "schema_dtype", "shard_config", "shard_name", "validate_split",
            "write_part", "writer"]
-
-
-def _recorded(folder: Path) -> dict:
-    """The options a manifest beside the split (in it or its parent) records, if any."""
-    return recorded_options(folder / MANIFEST, folder.parent / MANIFEST)
 
 
 def _manifest_splits(manifest: Path) -> list[str]:
@@ -161,14 +156,14 @@ class MdsSplits(SplitFolder):
         return read_input_ids(_split_folder(unit))
 
     def recorded(self, unit: str) -> dict:
-        return _recorded(_split_folder(unit))
+        return super().recorded(str(_split_folder(unit)))
 
     def inspect(self, units: list[str], report: Report) -> None:
         """Validate each split folder and print its figures; ids are checked against the report's
         vocab, else the vocab size a manifest beside it records."""
         for unit in units:
             folder = _split_folder(unit)
-            vocab_size = len(report.vocab) if report.vocab is not None else _recorded(folder).get("vocab_size")
+            vocab_size = len(report.vocab) if report.vocab is not None else self.recorded(unit).get("vocab_size")
             try:
                 info = validate_split(folder, vocab_size)
             except ValidationError as err:

@@ -26,7 +26,6 @@ from bertdata.formats.megatron.codec import (BIN, BUFFER, DTYPE_CODES, HEADER, I
                                             pair_paths, prefix_name, token_dtype)
 from bertdata.formats.megatron.writer import Merged, merge, merge_pairs, write_pair
 from bertdata.instances.documents import Documents
-from bertdata.manifest import MANIFEST, recorded_options
 
 __all__ = ["BIN", "BUFFER", "DTYPE_CODES", "HEADER", "IDX", "MAGIC", "MEGATRON", "PART", "SUFFIX",
            "UINT16_VOCAB_LIMIT", "VERSION", "Header", "MegatronPairs", "Merged", "PairInfo", "PathLike", "check",
@@ -98,7 +97,7 @@ class MegatronPairs(SplitFolder):
         for unit in units:
             prefix = unit[:-len(IDX)] if unit.endswith((BIN, IDX)) else unit
             try:
-                options = recorded_options(Path(prefix).parent / MANIFEST)
+                options = self.recorded(prefix)
                 if report.vocab is not None:
                     check_vocab(report.vocab, options, prefix)
                 vocab_size = len(report.vocab) if report.vocab is not None else options.get("vocab_size")
