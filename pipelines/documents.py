@@ -21,7 +21,7 @@ import apache_beam as beam
 
 from bertdata.config import BuildConfig, InstanceConfig
 from bertdata.errors import BertdataError
-from bertdata.formats import DocumentTokenizer, SplitFormat, SplitSettings
+from bertdata.formats import DocumentTokenizer, LocatedPart, SplitFormat, SplitManifest, SplitSettings
 from bertdata.instances.vocab import Vocab
 from bertdata.manifest import MANIFEST
 from bertdata.text.shards import SPLITS, TextShard
@@ -61,7 +61,7 @@ class SplitOutput:
             part = self.format.write_part(shard, documents, self.settings, local)
         counts = {"documents": documents.num_documents, "sentences": documents.num_sentences,
                   "tokens": documents.num_tokens}
-        return SplitPart(*source, (scratch, part), counts)
+        return SplitPart(*source, LocatedPart(scratch, part), counts)
 
     def files(self) -> dict[str, str]:
         """What its folder holds of the format's: {path relative to the folder: path}."""
@@ -117,15 +117,10 @@ def write_manifest(stage: StageRecords, provenance: Provenance, out: SplitOutput
         # Beside the splits, so that the folder is read (`bench --data`) with no other file at hand.
         tokenizer = out.settings.tokenizer
         fsio.write_bytes(fsio.join(out.folder, tokenizer.name), fsio.read_bytes(tokenizer.path))
-    counts = {k: sum(p.counts.get(k, 0) for p in parts) for k in ("documents", "sentences", "tokens")}
-    # And every count the splits' entries hold (samples, shard files, ...; their own tokens, specials included).
-    counts.update({k: sum(e[k] for e in entries) for k in dict.fromkeys(k for e in entries for k in e)
-                   if all(type(e.get(k)) is int for e in entries)})
-    provenance.write(out.folder, {
-        "format": name, "options": options, **extra,
-        "counts": {**counts, "splits": len(entries), "skipped_empty_text_shards": sum(p.part is None for p in parts)},
-        "splits": entries,
-        "sources": [p.source_entry() for p in sorted(parts, key=lambda p: (SPLITS.index(p.split), p.index))]})
+    made = [(p.counts, p.part is not None) for p in parts]
+    ordered = sorted(parts, key=lambda p: (SPLITS.index(p.split), p.index))
+    provenance.write(out.folder, SplitManifest.made(name, options, made, entries, [p.source_entry() for p in ordered],
+                                                    extra).record())
     fsio.delete([fsio.join(out.folder, WRITING)])
 
 

@@ -190,9 +190,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _format_help() -> str:
     from bertdata import formats
 
-    lines = "; ".join(f"{name}: {formats.describe(name)}" for name in formats.names())
+    lines = "; ".join(f"{name}: {_described(name)}" for name in formats.names())
     return (f"one or more of: {lines}; both: hdf5 and lddl, the same instances in each "
             f"(default: {BuildConfig.formats[0]})")
+
+
+def _described(name: str) -> str:
+    from bertdata import formats
+
+    try:
+        return formats.describe(name)
+    except BertdataError as err:  # a plugin that fails to import: --help still shows, naming it
+        return f"(cannot be loaded: {err})"
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -212,7 +221,11 @@ def _add_format_flags(group) -> None:
     from bertdata import formats
 
     for name in formats.names():
-        for flag in formats.flags_of(name):
+        try:
+            flags = formats.flags_of(name)
+        except BertdataError:  # a plugin that fails to import: a build naming it says so, in one line
+            continue
+        for flag in flags:
             group.add_argument(f"--{name}-{flag.name}", dest=f"format_flag:{name}:{flag.name}", default=flag.default,
                                choices=flag.choices, help=f"{name}: {flag.help}")
 
@@ -250,6 +263,7 @@ def config_from_args(args: argparse.Namespace):
     documents = DocumentConfig(tokenizer=args.tokenizer, **({} if args.document_length is None else
                                                             {"max_seq_length": args.document_length}))
     _check_flags_have_a_format(args, formats)
+    _check_formats_reach_workers(formats, args.runner, workers)
     return BuildConfig(
         output=args.output, dump=args.dump, index=args.index, date=args.date, mirror=args.mirror, wiki=args.wiki,
         lang=args.lang, punkt_language=args.punkt_language, splitter=args.splitter,
@@ -266,14 +280,30 @@ def config_from_args(args: argparse.Namespace):
 
 
 def _formats(given: list[str]) -> tuple[str, ...]:
-    """--format's values in the order given, `both` spelled out."""
-    from bertdata.formats import names
+    """--format's values in the order given, `both` spelled out, each format loaded."""
+
+    from bertdata.formats import get, names
 
     chosen = tuple(f for value in given for f in (BOTH_FORMATS if value == "both" else (value,)))
     if set(chosen) - set(names()) or len(set(chosen)) != len(chosen):
         raise BertdataError(f"--format must be one or more of {', '.join(names())}, each once, or both "
                             f"(hdf5 and lddl) (got {', '.join(chosen) or 'none'})")
+    for name in chosen:  # a plugin that fails to import is refused here, in one line, before any output
+        get(name)
     return chosen
+
+
+def _check_formats_reach_workers(chosen: tuple[str, ...], runner: str, workers: int | None) -> None:
+    """Refuse a format `formats.register` added (it lives in this process alone) where the
+    build's work runs in other processes: local workers, Dask, a cluster."""
+    from bertdata import formats
+
+    in_process = runner == "in-memory" or (runner == "local" and workers == 1)
+    registered = [name for name in chosen if formats.in_process_only(name)]
+    if registered and not in_process:
+        raise BertdataError(f"--format {registered[0]}: registered in this process (formats.register), which no "
+                            "worker process sees; install it as a plugin (entry point group bertdata.formats), "
+                            "or build with --workers 1 or --runner in-memory")
 
 
 def _check_flags_have_a_format(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:

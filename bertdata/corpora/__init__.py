@@ -1,11 +1,11 @@
-"""The input layer: a corpus type is one module and one entry here, as a format is in
+"""The input layer: a corpus type is one module and one entry here (or an entry point of the group
+`bertdata.corpora` in a package installed beside bertdata: `bertdata.plugins`), as a format is in
 bertdata.formats. See bertdata.corpora.contract for what a type states and does, and
 bertdata.corpora.recipe for the recipe that names a build's corpora and mixes them."""
 
 from __future__ import annotations
 
-import importlib
-
+from bertdata import plugins
 from bertdata.corpora.contract import CorpusSpec, CorpusType
 from bertdata.errors import BertdataError
 
@@ -21,10 +21,13 @@ BUILTIN = {
 
 
 def names() -> tuple[str, ...]:
-    return tuple(BUILTIN)
+    """Every corpus type's name, the plugins' after the built-in ones, without importing any."""
+    return tuple(dict.fromkeys([*BUILTIN, *plugins.entry_points(plugins.CORPORA)]))
 
 
 def get(name: str) -> CorpusType:
-    if name not in BUILTIN:
-        raise BertdataError(f"unknown corpus type {name!r}: one of {', '.join(BUILTIN)}")
-    return importlib.import_module(BUILTIN[name]).TYPE
+    if name in BUILTIN:
+        return plugins.load(f"{BUILTIN[name]}:TYPE", f"corpus type {name}")
+    if name in plugins.entry_points(plugins.CORPORA):
+        return plugins.load_plugin(plugins.CORPORA, name)
+    raise BertdataError(f"unknown corpus type {name!r}: one of {', '.join(names())}")

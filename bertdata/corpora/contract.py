@@ -1,7 +1,9 @@
 """What every corpus type states and does, and the records that cross the input layer.
 
-A corpus type is one module (bertdata.corpora.parquet, .jsonl, .text, .wikipedia) whose object
-states its `name`, the recipe keys it takes beyond the common ones, and:
+A corpus type is one module (bertdata.corpora.parquet, .jsonl, .text, .wikipedia, or a plugin's:
+bertdata.plugins, examples/csv_corpus) whose object, a `CorpusType`, states its `name`, the recipe
+keys it takes beyond the common ones, and three hooks (`files` the base's, where patterns are all
+a corpus names; `parts` the base's, where a file is read whole):
 
 - `files(spec, match)`: the files a corpus entry names (each pattern matched through `match`,
   the build's file system: local, s3://, gs://), sorted, each once;

@@ -3,8 +3,9 @@ and never branch on a format's name, except for what `shard` writes (hdf5 parts,
 folder: `--format`).
 
 A format is a module (or package) of its own with its names and layout, its codec, an atomic
-writer, a reader, a validator and a finder, and one entry in `BUILTIN` (or one `register` call:
-a plugin, a test) naming the object that states:
+writer, a reader, a validator and a finder, and one entry in `BUILTIN` (or an entry point of the
+group `bertdata.formats` in a package installed beside bertdata, `bertdata.plugins`; or one
+`register` call, which reaches this process alone: a test's) naming the object that states:
 
 - `name`: its `--format` value; `describe`: what `build --help` says of it (a built-in format's
   is its registry entry's, so that the help imports no format's module).
@@ -43,21 +44,22 @@ module is imported when the format is first asked for.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from bertdata import plugins
 from bertdata.errors import BertdataError
 from bertdata.formats.contract import (ACROSS_SHARDS, DOCUMENTS, INSTANCES, PER_SHARD, PER_SPLIT, SENTENCES,
-                                       DocumentFormat, DocumentTokenizer, Format, FormatFlag, InstanceFormat,
-                                       PerShardFormat, Reading, Report, PartInfo, SplitFiles, SplitFormat,
-                                       SplitSettings)
+                                       Described, DocumentFormat, DocumentTokenizer, Format, FormatFlag,
+                                       InstanceFormat, LocatedPart, PerShardFormat, Reading, Report, PartInfo,
+                                       SplitEntry, SplitFiles, SplitFormat, SplitManifest, SplitSettings)
 
 __all__ = ["ACROSS_SHARDS", "BUILTIN", "DOCUMENTS", "INSTANCES", "PER_SHARD", "PER_SPLIT", "SENTENCES",
-           "DocumentFormat", "DocumentTokenizer", "Format", "FormatFlag", "Found", "InstanceFormat", "PerShardFormat",
-           "Reading", "Report", "PartInfo", "SplitFiles", "SplitFormat", "SplitSettings", "all_formats", "by_format",
-           "describe", "find", "flags_of", "get", "names", "register", "same_shape", "unregister"]
+           "Described", "DocumentFormat", "DocumentTokenizer", "Format", "FormatFlag", "Found", "InstanceFormat",
+           "LocatedPart", "PerShardFormat", "Reading", "Report", "PartInfo", "SplitEntry", "SplitFiles", "SplitFormat",
+           "SplitManifest", "SplitSettings", "all_formats", "by_format", "describe", "find", "flags_of", "get",
+           "in_process_only", "names", "register", "same_shape", "unregister"]
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,8 @@ _loaded: dict[str, Format] = {}
 
 
 def register(fmt: Format) -> Format:
-    """Add `fmt` (replacing one of the same name) and return it."""
+    """Add `fmt` (replacing one of the same name) and return it: in this process alone, so a
+    build writes it only in this process (`in_process_only`); a plugin reaches every worker."""
     _loaded[fmt.name] = fmt
     return fmt
 
@@ -122,17 +125,26 @@ def unregister(name: str) -> None:
 
 
 def names() -> tuple[str, ...]:
-    """Every format's name, without importing any format's module."""
-    return tuple(dict.fromkeys([*BUILTIN, *_loaded]))
+    """Every format's name, without importing any format's module: the built-in ones, the
+    plugins' (by their entry points), then those `register` added."""
+    return tuple(dict.fromkeys([*BUILTIN, *plugins.entry_points(plugins.FORMATS), *_loaded]))
 
 
 def get(name: str) -> Format:
     if name not in _loaded:
-        if name not in BUILTIN:
+        if name in BUILTIN:
+            _loaded[name] = plugins.load(BUILTIN[name].where, f"format {name}")
+        elif name in plugins.entry_points(plugins.FORMATS):
+            _loaded[name] = plugins.load_plugin(plugins.FORMATS, name)
+        else:
             raise BertdataError(f"no format {name!r}; known: {', '.join(names())}")
-        module, _, entry = BUILTIN[name].where.partition(":")
-        _loaded[name] = getattr(importlib.import_module(module), entry)
     return _loaded[name]
+
+
+def in_process_only(name: str) -> bool:
+    """Whether the format is known to this process alone: added by `register`, neither built in
+    nor a plugin, so no other process (a worker) can load it by its name."""
+    return name not in BUILTIN and name not in plugins.entry_points(plugins.FORMATS) and name in _loaded
 
 
 def flags_of(name: str) -> tuple[FormatFlag, ...]:
@@ -146,11 +158,11 @@ def describe(name: str) -> str:
 
 
 def _stated(name: str, what: str, default):
-    """What a format states of itself (a registered one) or its registry entry states of it (a
-    built-in one, loaded or not)."""
+    """What a format states of itself (a plugin, a registered one) or its registry entry states
+    of it (a built-in one, loaded or not)."""
     if name not in BUILTIN:
         return getattr(get(name), what, default)
-    return getattr(_loaded.get(name), what, getattr(BUILTIN[name], what))
+    return getattr(BUILTIN[name], what)
 
 
 def all_formats() -> list[Format]:

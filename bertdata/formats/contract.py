@@ -7,10 +7,13 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # numpy is imported where used: the CLI makes its flags from this layer
     import numpy as np
+
+    from bertdata.instances.documents import Documents
+    from bertdata.text.shards import TextShard
 
 PathLike = str | os.PathLike
 
@@ -223,23 +226,41 @@ class SplitFiles(Protocol):
     def write_bytes(self, path: str, data: bytes) -> None: ...
 
 
+# What a `PER_SPLIT` format's `write_part` says of the files it wrote, handed back to its
+# `finish_split`: small, picklable and JSON-able (it travels between workers as a record).
+Described = str | dict[str, Any] | list[Any]
+
+
+class LocatedPart(NamedTuple):
+    """A text shard's part as `finish_split` gets it: the folder its files are now in (under
+    the build's work folder, any file system) and `write_part`'s description of them."""
+
+    folder: str
+    described: Described
+
+
+# A split's manifest entry, as `finish_split` returns it: JSON-able, "files": [{"file": path
+# relative to the format's folder, ...}], and counts such as "samples" (whole numbers, summed
+# into the manifest's counts).
+SplitEntry = dict[str, Any]
+
+
 class SplitFormat(Protocol):
     """How a build writes a `PER_SPLIT` format (see `bertdata.formats`): each text shard's part,
     then each split's parts made into the format's files, then the folder's last files.
+    `bertdata.formats.base.SplitFolder` states all but the two writing hooks.
 
     - `folder(settings)`: the folder it writes, relative to the build's output (from the
       settings' dataset, case and flags: a dry run knows no tokenizer yet).
     - `writes`: what it writes, as a dry run's line says it.
     - `options(settings)`: what its manifest records of how it was made; a finished folder of
       other options is refused without --force, one of the same reused.
-    - `write_part(shard, documents, settings, local)`: a text shard's (`TextShard`) `Documents`,
-      tokenized by `settings.tokenizer`, as files in the local folder `local` (the part's own,
-      scratch), returning a description of them (picklable), which `finish_split` gets back.
-    - `finish_split(split, parts, settings, folder, files)`: the split's parts ((the part's
-      folder, where its files now are, and its description), in text shard order; shards without
-      a token left out) made into its files under the format's `folder`; returns the split's
-      manifest entry (JSON-able; "files": [{"file": path relative to the folder, ...}], and
-      counts such as "samples", summed into the manifest's). The same parts give the same bytes.
+    - `write_part(shard, documents, settings, local)`: a text shard's `Documents`, tokenized by
+      `settings.tokenizer`, as files in the local folder `local` (the part's own, scratch),
+      returning their description, which `finish_split` gets back.
+    - `finish_split(split, parts, settings, folder, files)`: the split's parts, in text shard
+      order (shards without a token left out), made into its files under the format's `folder`;
+      returns the split's manifest entry (`SplitEntry`). The same parts give the same bytes.
     - `finish_folder(entries, settings, folder, files)`: once every split is finished, what the
       folder needs besides (a dataset card); returns what the manifest adds ({} if nothing).
     - `ours(path)`: whether a file in its folder (its path relative to the folder) is one it writes
@@ -253,13 +274,49 @@ class SplitFormat(Protocol):
 
     def options(self, settings: SplitSettings) -> dict: ...
 
-    def write_part(self, shard: Any, documents: Any, settings: SplitSettings, local: str) -> Any: ...
+    def write_part(self, shard: TextShard, documents: Documents, settings: SplitSettings, local: str) -> Described: ...
 
-    def finish_split(self, split: str, parts: list, settings: SplitSettings, folder: str, files: SplitFiles) -> dict: ...
+    def finish_split(self, split: str, parts: list[LocatedPart], settings: SplitSettings, folder: str,
+                     files: SplitFiles) -> SplitEntry: ...
 
-    def finish_folder(self, entries: list[dict], settings: SplitSettings, folder: str, files: SplitFiles) -> dict: ...
+    def finish_folder(self, entries: list[SplitEntry], settings: SplitSettings, folder: str,
+                      files: SplitFiles) -> dict: ...
 
     def ours(self, path: str) -> bool: ...
+
+
+# The counts every text shard's part brings to its folder's manifest.
+PART_COUNTS = ("documents", "sentences", "tokens")
+
+
+@dataclass(frozen=True)
+class SplitManifest:
+    """What a `PER_SPLIT` folder's manifest.json records (besides the build's provenance), in
+    its order: the format, the options it was made with (`SplitFormat.options`), what
+    `finish_folder` added, the counts, each split's entry and the text shards it is made of."""
+
+    format: str
+    options: dict
+    counts: dict[str, int]
+    splits: list[SplitEntry]
+    sources: list[dict]
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def made(cls, format: str, options: dict, parts: list[tuple[dict, bool]], entries: list[SplitEntry],
+             sources: list[dict], extra: dict) -> SplitManifest:
+        """From every text shard's (counts, whether it made a part) and the splits' entries:
+        the parts' counts summed, and every whole-number count all entries hold (samples, shard
+        files, ...; their own tokens, special tokens included)."""
+        counts = {k: sum(c.get(k, 0) for c, _made in parts) for k in PART_COUNTS}
+        counts.update({k: sum(e[k] for e in entries) for k in dict.fromkeys(k for e in entries for k in e)
+                       if all(type(e.get(k)) is int for e in entries)})
+        counts.update(splits=len(entries), skipped_empty_text_shards=sum(not made for _c, made in parts))
+        return cls(format, options, counts, entries, sources, extra)
+
+    def record(self) -> dict:
+        return {"format": self.format, "options": self.options, **self.extra, "counts": self.counts,
+                "splits": self.splits, "sources": self.sources}
 
 
 def hidden(path: Path, root: Path) -> bool:

@@ -31,11 +31,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bertdata.errors import ValidationError
-from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings
+from bertdata.formats.base import SplitFolder
+from bertdata.formats.contract import DOCUMENTS, LocatedPart, Report, SplitEntry, SplitFiles, SplitSettings
 from bertdata.formats.report import from_recipe, print_corpora, print_removed
 from bertdata.fsutil import atomic_path, size_text
 from bertdata.instances.samples import Samples
-from bertdata.manifest import MANIFEST, recorded_options
 
 PathLike = str | os.PathLike
 SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("id", pa.string())])
@@ -317,44 +317,30 @@ def is_dataset_folder(path: PathLike) -> bool:
                                  for split in splits_of(path) for p in (path / split).glob("*.parquet"))
 
 
-def _recorded(folder: Path) -> dict:
-    """The options the dataset folder's manifest records, if any."""
-    return recorded_options(folder / MANIFEST)
-
-
-def folder_name(tokenizer: str) -> str:
-    """A build's dataset folder, one per tokenizer (named by the caller), its splits below it."""
-    return f"parquet/{tokenizer}"
-
-
 @dataclass(frozen=True)
-class HfParquet:
+class HfParquet(SplitFolder):
     """Hugging Face parquet datasets: one unit per dataset folder (its card and split folders);
     a build writes a text shard's file where its samples are made and names them per split."""
 
     name: ClassVar[str] = "parquet"
-    cut: ClassVar[str] = PER_SPLIT
     holds: ClassVar[str] = DOCUMENTS
-    takes_any_file: ClassVar[bool] = False
     # Bytes written per byte of clean text, measured on tests/data/shard_A.txt in samples of 128
     # ids (0.337 at 1,024): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.345}
     writes: ClassVar[str] = "train/ and validation/ parquet files and a dataset card, whatever the phases"
+    files: ClassVar[tuple[str, ...]] = (CARD, *(f"{split}/*.parquet" for split in SPLIT_FOLDERS.values()))
+    counted: ClassVar[tuple[str, ...]] = ("rows", "tokens")
+    files_counted: ClassVar[tuple[str, str]] = ("parquet_files", "file")
 
     # --- how a build writes it (bertdata.formats.SplitFormat) ---
-
-    def folder(self, settings: SplitSettings) -> str:
-        return folder_name(settings.label)
-
-    def options(self, settings: SplitSettings) -> dict:
-        return settings.samples_options()
 
     def write_part(self, shard, documents, settings: SplitSettings, local: str) -> dict:
         from bertdata.instances.samples import make_samples
 
         return write_part(make_samples(documents, settings.tokenizer, settings.max_seq_length, shard.stem), local)
 
-    def finish_split(self, split: str, parts: list, settings: SplitSettings, folder: str, files) -> dict:
+    def finish_split(self, split: str, parts: list[LocatedPart], settings: SplitSettings, folder: str,
+                     files: SplitFiles) -> SplitEntry:
         located = {described["basename"]: files.join(part, described["basename"]) for part, described in parts}
         figures = finish_split(SPLIT_FOLDERS[split], [described for _part, described in parts],
                                lambda old, new: files.replace(located[old], files.join(folder, new)))
@@ -362,7 +348,7 @@ class HfParquet:
                 "parquet_files": figures["files"],
                 "files": [{"file": name, "sha256": sha} for name, sha in figures["sha256"].items()]}
 
-    def finish_folder(self, entries: list[dict], settings: SplitSettings, folder: str, files) -> dict:
+    def finish_folder(self, entries: list[SplitEntry], settings: SplitSettings, folder: str, files: SplitFiles) -> dict:
         """The dataset card, once every split is written."""
         figures = [{"split": SPLIT_FOLDERS[e["split"]], "files": e["parquet_files"], "rows": e["rows"],
                     "tokens": e["tokens"]} for e in entries]
@@ -377,10 +363,6 @@ class HfParquet:
                     tokenizer=kind)
         write_card(figures, card, lambda name, data: files.write_bytes(files.join(folder, name), data))
         return {}
-
-    def ours(self, path: str) -> bool:
-        split, _, name = path.partition("/")
-        return (path == CARD) or (split in SPLIT_FOLDERS.values() and name.endswith(".parquet"))
 
     # --- finding, reading and checking what is written ---
 
@@ -409,23 +391,13 @@ class HfParquet:
     def samples(self, unit: str) -> Iterator[np.ndarray]:
         return read_input_ids(unit, SPLIT_FOLDERS["training"])
 
-    def recorded(self, unit: str) -> dict:
-        return _recorded(Path(unit))
-
-    def summary(self, folder: str, manifest: dict) -> str:
-        """The build's line for a folder it wrote, from its manifest's counts ("rows", "tokens",
-        "parquet_files")."""
-        counts = manifest["counts"]
-        return (f"{self.name}: {counts['rows']:,} rows, {counts['tokens']:,} tokens in {counts['parquet_files']} "
-                f"file{'s' if counts['parquet_files'] != 1 else ''} -> {folder}")
-
     def inspect(self, units: list[str], report: Report) -> None:
         """Validate each dataset folder (card, every split's files and rows) and print its
         figures; ids are checked against the report's vocab, else the vocab size its manifest
         records."""
         for unit in units:
             folder = Path(unit)
-            vocab_size = len(report.vocab) if report.vocab is not None else _recorded(folder).get("vocab_size")
+            vocab_size = len(report.vocab) if report.vocab is not None else self.recorded(unit).get("vocab_size")
             report.out(f"Hugging Face parquet {folder}" + ("" if vocab_size else " (ids not checked: no vocab size known)"))
             try:
                 check_card(folder)

@@ -134,11 +134,19 @@ def serve(listener_fd: int, reports_fd: int) -> None:
 def preload() -> None:
     for name in PRELOAD:
         importlib.import_module(name)
-    from bertdata import formats
+    from bertdata import corpora, formats
+    from bertdata.errors import BertdataError
     from bertdata.pipelines.formats import stage_module
 
-    for fmt in formats.all_formats():  # and every format's own stages, which a build may carry
-        stage_module(fmt)
+    # Every format and its own stages, and every corpus type, which a build may carry: the
+    # plugins' too (bertdata.plugins). One that fails to import is left out: the CLI refuses a
+    # build that names it, in one line, before any worker starts.
+    for name in formats.names():
+        with contextlib.suppress(BertdataError):
+            stage_module(formats.get(name))
+    for name in corpora.names():
+        with contextlib.suppress(BertdataError):
+            corpora.get(name)
 
 
 def _reap(folder: str, reports_fd: int, workers: set[int]) -> None:

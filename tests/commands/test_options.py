@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bertdata import formats
 from bertdata.cli import build_parser
 from bertdata.commands.build import config_from_args
 from bertdata.commands.options import instance_fields
@@ -90,12 +91,17 @@ def test_a_document_length_past_the_bound_is_refused_before_any_work(length):
                                   "65536")).documents.max_seq_length == 65_536
 
 
+# The formats that read --tokenizer (cut per split) and --max-seq-length (holding documents), from the registry.
+SPLIT_FORMATS = ", ".join(n for n in formats.names() if formats.get(n).cut == formats.PER_SPLIT)
+DOCUMENT_FORMATS = ", ".join(n for n in formats.names() if formats.get(n).holds == formats.DOCUMENTS)
+
+
 @pytest.mark.parametrize("args, message", [
     (("--format", "hdf5", "--tokenizer", "/no/such.json"),
-     "--tokenizer is read by megatron, mds, parquet alone, and --format names none of them (hdf5)"),
+     f"--tokenizer is read by {SPLIT_FORMATS} alone, and --format names none of them (hdf5)"),
     (("--format", "hdf5", "--max-seq-length", "256"),
-     "--max-seq-length is read by mds, parquet alone, and --format names none of them (hdf5)"),
-    (("--format", "megatron", "--max-seq-length", "256"), "--max-seq-length is read by mds, parquet alone"),
+     f"--max-seq-length is read by {DOCUMENT_FORMATS} alone, and --format names none of them (hdf5)"),
+    (("--format", "megatron", "--max-seq-length", "256"), f"--max-seq-length is read by {DOCUMENT_FORMATS} alone"),
     (("--format", "parquet", "--mds-compression", "zstd"),
      "--mds-compression is mds's, and --format does not name mds (parquet)"),
 ])

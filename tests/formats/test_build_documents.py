@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from bertdata import formats
 from conftest import SAMPLE_SHARDS, build_files, run_cli, trained_tokenizer
 from readers import DATASETS_CHECK, STREAMING_CHECK, run_in_venv
 
 pytestmark = pytest.mark.slow
 
-ALL = ("hdf5", "lddl", "megatron", "mds", "parquet")
+# Every built-in format (the registry's list, never written out here).
+ALL = tuple(formats.BUILTIN)
 
 
 def build(out: Path, *args: str, check: bool = True):

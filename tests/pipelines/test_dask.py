@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from bertdata import formats
 from conftest import run_cli
 from servers import dask_cluster, stop_all, tree_digest
 
@@ -26,7 +27,7 @@ def test_dask_runner_gives_the_local_bytes(cluster, tmp_path):
     local = tmp_path / "local"
     # Several shards on every worker; LDDL folders too, whose files workers cut across shards, and
     # every format cut per split, whose splits workers finish.
-    shards = ("--training-shards", "8", "--test-shards", "2", "--format", "hdf5", "lddl", "megatron", "mds", "parquet")
+    shards = ("--training-shards", "8", "--test-shards", "2", "--format", *formats.BUILTIN)
     run_cli("build", "--wiki-only", "--sample", "--output", local, *shards, "--workers", "2")
     on_dask = tmp_path / "dask"
     run_cli("build", "--wiki-only", "--sample", "--output", on_dask, *shards, "--runner", "dask", "--",

@@ -67,11 +67,11 @@ def test_the_wheel_lists_every_package():
 
 # The core's layers, lowest first: a module imports only modules of its own layer or below, so
 # each stage builds on the ones before it and none reaches up to a later one. The shared
-# modules (errors, config, files, manifests) sit under every stage; the corpora (a recipe's
+# modules (errors, config, files, manifests, plugins) sit under every stage; the corpora (a recipe's
 # inputs, which a recipe's dedup settings are part of) are read into text as a dump is; `estimate` reads the format
 # layer for the commands; the CLI and its commands sit above all.
 LAYERS = (
-    ("bertdata", "bertdata.errors", "bertdata.config", "bertdata.fsutil", "bertdata.manifest"),
+    ("bertdata", "bertdata.errors", "bertdata.config", "bertdata.fsutil", "bertdata.manifest", "bertdata.plugins"),
     ("bertdata.download",),
     ("bertdata.text",),
     ("bertdata.dedup",),

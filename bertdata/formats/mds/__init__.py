@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from bertdata.errors import BertdataError, ValidationError
-from bertdata.formats.contract import DOCUMENTS, PER_SPLIT, Report, SplitSettings, hidden
+from bertdata.formats.base import SplitFolder
+from bertdata.formats.contract import DOCUMENTS, LocatedPart, Report, SplitEntry, SplitFiles, SplitSettings, hidden
 from bertdata.formats.mds import codec, reader, writer
 from bertdata.formats.report import from_recipe, print_corpora, print_removed
 from bertdata.formats.mds.codec import (COLUMN_NAMES, DEFAULT_SCHEMA, FORMAT, HASHES, INDEX, SCHEMAS, SIZE_LIMIT,
@@ -49,21 +50,16 @@ from bertdata.formats.mds.reader import (SplitInfo, is_split_folder, read_index,
                                          validate_split)
 from bertdata.formats.mds.writer import finish_local_split, finish_split, write_part
 from bertdata.fsutil import load_json, read_bounded
-from bertdata.manifest import MANIFEST, MANIFEST_LIMIT, recorded_options
+from bertdata.manifest import MANIFEST, MANIFEST_LIMIT
 
 if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["COLUMN_NAMES", "DEFAULT_SCHEMA", "FORMAT", "HASHES", "INDEX", "MDS", "SCHEMAS", "SIZE_LIMIT",
            "SPLIT_FOLDERS", "TOKEN_DTYPES", "ZSTD_LEVEL", "MdsSplits", "SplitInfo", "codec", "column_encodings", "encode_sample", "encode_shard",
-           "finish_local_split", "finish_split", "folder_name", "index_bytes", "is_split_folder", "part_name",
+           "finish_local_split", "finish_split", "index_bytes", "is_split_folder", "part_name",
            "read_index", "read_input_ids", "read_samples", "reader", "schema_dtype", "shard_config", "shard_name", "validate_split",
            "write_part", "writer"]
-
-
-def _recorded(folder: Path) -> dict:
-    """The options a manifest beside the split (in it or its parent) records, if any."""
-    return recorded_options(folder / MANIFEST, folder.parent / MANIFEST)
 
 
 def _manifest_splits(manifest: Path) -> list[str]:
@@ -80,30 +76,23 @@ def _split_folder(unit: str) -> Path:
     return Path(unit).parent if os.path.basename(unit) == INDEX else Path(unit)
 
 
-def folder_name(tokenizer: str) -> str:
-    """A build's MDS dataset: one folder per tokenizer (named by the caller: a vocab's case, a
-    tokenizer file's stem), its splits in SPLIT_FOLDERS below it."""
-    return f"mds/{tokenizer}"
-
-
 @dataclass(frozen=True)
-class MdsSplits:
+class MdsSplits(SplitFolder):
     """MosaicML Streaming's MDS: one unit per split folder (index.json and its shards); a build
     writes a text shard's files where its samples are made and indexes them per split."""
 
     name: ClassVar[str] = "mds"
-    cut: ClassVar[str] = PER_SPLIT
     holds: ClassVar[str] = DOCUMENTS
-    takes_any_file: ClassVar[bool] = False
     # Bytes written per byte of clean text (uint16 ids, uncompressed), measured on tests/data/shard_A.txt
     # in samples of 128 ids (0.398 at 1,024; zstd 0.313): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.453}
     writes: ClassVar[str] = "train/ and val/ folders of MDS shard files and index.json, whatever the phases"
+    files: ClassVar[tuple[str, ...]] = tuple(f"{split}/{name}" for split in SPLIT_FOLDERS.values()
+                                             for name in (INDEX, "shard.*"))
+    counted: ClassVar[tuple[str, ...]] = ("samples", "tokens")
+    files_counted: ClassVar[tuple[str, str]] = ("shards", "shard file")
 
     # --- how a build writes it (bertdata.formats.SplitFormat) ---
-
-    def folder(self, settings: SplitSettings) -> str:
-        return folder_name(settings.label)
 
     def options(self, settings: SplitSettings) -> dict:
         return {**settings.samples_options(),
@@ -119,7 +108,8 @@ class MdsSplits:
                                       schema=settings.flag("schema")),
                 "tokens": int(samples.offsets[-1])}
 
-    def finish_split(self, split: str, parts: list, settings: SplitSettings, folder: str, files) -> dict:
+    def finish_split(self, split: str, parts: list[LocatedPart], settings: SplitSettings, folder: str,
+                     files: SplitFiles) -> SplitEntry:
         """The parts' files named in order across the split and its index.json written last."""
         where = files.join(folder, SPLIT_FOLDERS[split])
         located = {(e["zip_data"] or e["raw_data"])["basename"]: files.join(part, (e["zip_data"] or e["raw_data"])["basename"])
@@ -131,13 +121,6 @@ class MdsSplits:
         names = [shard_name(i, compression) for i in range(figures["shards"])] + [INDEX]
         return {**figures, "tokens": sum(described["tokens"] for _part, described in parts),
                 "files": [{"file": f"{SPLIT_FOLDERS[split]}/{name}"} for name in names]}
-
-    def finish_folder(self, entries: list[dict], settings: SplitSettings, folder: str, files) -> dict:
-        return {}
-
-    def ours(self, path: str) -> bool:
-        split, _, name = path.partition("/")
-        return split in SPLIT_FOLDERS.values() and (name == INDEX or name.startswith("shard."))
 
     # --- finding, reading and checking what is written ---
 
@@ -173,21 +156,14 @@ class MdsSplits:
         return read_input_ids(_split_folder(unit))
 
     def recorded(self, unit: str) -> dict:
-        return _recorded(_split_folder(unit))
-
-    def summary(self, folder: str, manifest: dict) -> str:
-        """The build's line for a folder it wrote, from its manifest's counts ("samples",
-        "tokens", "shards")."""
-        counts = manifest["counts"]
-        return (f"{self.name}: {counts['samples']:,} samples, {counts['tokens']:,} tokens in {counts['shards']} "
-                f"shard file{'s' if counts['shards'] != 1 else ''} -> {folder}")
+        return super().recorded(str(_split_folder(unit)))
 
     def inspect(self, units: list[str], report: Report) -> None:
         """Validate each split folder and print its figures; ids are checked against the report's
         vocab, else the vocab size a manifest beside it records."""
         for unit in units:
             folder = _split_folder(unit)
-            vocab_size = len(report.vocab) if report.vocab is not None else _recorded(folder).get("vocab_size")
+            vocab_size = len(report.vocab) if report.vocab is not None else self.recorded(unit).get("vocab_size")
             try:
                 info = validate_split(folder, vocab_size)
             except ValidationError as err:

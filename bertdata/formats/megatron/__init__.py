@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from bertdata.errors import ValidationError
-from bertdata.formats.contract import PER_SPLIT, SENTENCES, Report, SplitSettings, hidden
+from bertdata.formats.base import SplitFolder
+from bertdata.formats.contract import SENTENCES, LocatedPart, Report, SplitEntry, SplitFiles, SplitSettings, hidden
 from bertdata.formats.megatron import check, codec, writer
 from bertdata.formats.megatron.check import read_pair, validate_pair
 from bertdata.formats.megatron.codec import (BIN, BUFFER, DTYPE_CODES, HEADER, IDX, MAGIC, PART, SUFFIX,
@@ -25,40 +26,31 @@ from bertdata.formats.megatron.codec import (BIN, BUFFER, DTYPE_CODES, HEADER, I
                                             pair_paths, prefix_name, token_dtype)
 from bertdata.formats.megatron.writer import Merged, merge, merge_pairs, write_pair
 from bertdata.instances.documents import Documents
-from bertdata.manifest import MANIFEST, recorded_options
 
 __all__ = ["BIN", "BUFFER", "DTYPE_CODES", "HEADER", "IDX", "MAGIC", "MEGATRON", "PART", "SUFFIX",
            "UINT16_VOCAB_LIMIT", "VERSION", "Header", "MegatronPairs", "Merged", "PairInfo", "PathLike", "check",
-           "codec", "decode_header", "encode_header", "encode_index", "folder_name", "index_arrays", "merge",
+           "codec", "decode_header", "encode_header", "encode_index", "index_arrays", "merge",
            "merge_pairs", "pair_paths", "prefix_name", "read_pair", "token_dtype", "validate_pair", "write_pair",
            "writer"]
 
 
-def folder_name(tokenizer: str) -> str:
-    """A build's pairs: one per split, whatever the phases, in one folder per tokenizer (named by
-    the caller, as mds's and parquet's: a vocab's case, like the hdf5 folders, or a tokenizer
-    file's name), since another tokenizer's ids differ."""
-    return f"megatron/{tokenizer}"
-
-
 @dataclass(frozen=True)
-class MegatronPairs:
+class MegatronPairs(SplitFolder):
     """Megatron-LM's indexed datasets: one unit per pair, named by its prefix; a build writes a
-    part per text shard and merges them per split."""
+    part per text shard and merges them per split (one pair per split, whatever the phases, in
+    the folder of its tokenizer: SplitFolder.folder)."""
 
     name: ClassVar[str] = "megatron"
-    cut: ClassVar[str] = PER_SPLIT
     holds: ClassVar[str] = SENTENCES
     # Bytes written per byte of clean text, once whatever the phases (None), measured on the
     # fragment (uint16 ids): what the build's disk check counts on.
     disk_per_text_byte: ClassVar[dict] = {None: 0.501}
-    takes_any_file: ClassVar[bool] = False
     writes: ClassVar[str] = "one .bin/.idx pair per split, whatever the phases"
+    files: ClassVar[tuple[str, ...]] = (f"*{SUFFIX}{BIN}", f"*{SUFFIX}{IDX}")
+    counted: ClassVar[tuple[str, ...]] = ("documents", "sentences", "tokens")
+    files_counted: ClassVar[tuple[str, str]] = ("splits", "pair")
 
     # --- how a build writes it (bertdata.formats.SplitFormat) ---
-
-    def folder(self, settings: SplitSettings) -> str:
-        return folder_name(settings.label)
 
     def options(self, settings: SplitSettings) -> dict:
         tokenizer = settings.tokenizer
@@ -72,7 +64,8 @@ class MegatronPairs:
         write_pair(bin_path, idx_path, documents, settings.tokenizer.vocab_size)
         return PART
 
-    def finish_split(self, split: str, parts: list, settings: SplitSettings, folder: str, files) -> dict:
+    def finish_split(self, split: str, parts: list[LocatedPart], settings: SplitSettings, folder: str,
+                     files: SplitFiles) -> SplitEntry:
         """The split's parts merged into its pair (`merge`, streamed)."""
         prefix = files.join(folder, prefix_name(settings.dataset, split))
         bin_path, idx_path = pair_paths(prefix)
@@ -85,20 +78,7 @@ class MegatronPairs:
                           for path, size, sha in zip(pair_paths(prefix), (merged.bin_bytes, merged.idx_bytes),
                                                      (merged.bin_sha256, merged.idx_sha256))]}
 
-    def finish_folder(self, entries: list[dict], settings: SplitSettings, folder: str, files) -> dict:
-        return {}
-
-    def ours(self, path: str) -> bool:
-        return "/" not in path and path.endswith((BIN, IDX)) and path[:-len(BIN)].endswith(SUFFIX)
-
     # --- finding, reading and checking what is written ---
-
-    def summary(self, folder: str, manifest: dict) -> str:
-        """The build's line for a folder it wrote, from the folder's manifest."""
-        counts = manifest["counts"]
-        return (f"{self.name}: {counts['documents']:,} documents, {counts['sentences']:,} sentences, "
-                f"{counts['tokens']:,} tokens in {counts['splits']} pair{'s' if counts['splits'] != 1 else ''} -> "
-                f"{folder}")
 
     def claims(self, path: str) -> bool:
         """A .bin or .idx file, or the prefix of a pair, as Megatron's `--data-path` names it."""
@@ -117,7 +97,7 @@ class MegatronPairs:
         for unit in units:
             prefix = unit[:-len(IDX)] if unit.endswith((BIN, IDX)) else unit
             try:
-                options = recorded_options(Path(prefix).parent / MANIFEST)
+                options = self.recorded(prefix)
                 if report.vocab is not None:
                     check_vocab(report.vocab, options, prefix)
                 vocab_size = len(report.vocab) if report.vocab is not None else options.get("vocab_size")
