@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 # The compiled loops: a change to one rebuilds the install.
 CSRC   := $(wildcard bertdata/*/_*.c bertdata/*/_*.h)
 
-.PHONY: demo test test-data test-unit test-fast test-sanitize fuzz perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk perf-corpora clean
+.PHONY: demo test test-data test-unit test-fast test-sanitize fuzz perf perf-text perf-build perf-scale perf-profile perf-shard perf-megatron perf-disk perf-corpora perf-dedup clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -139,6 +139,11 @@ perf-disk: $(VENV)/.installed-dev $(COMPILED)
 # byte-level BPE (issue 58's speed check); datatrove gets a virtualenv of its own in the tests' cache.
 perf-corpora: $(VENV)/.installed-dev $(COMPILED)
 	$(BIN)/python scripts/perf_corpora.py
+
+# A recipe's MinHash dedup beside datatrove 0.10.1's four MinHash steps on the same JSON lines, one
+# core each (issue 59): kept sets, planted near-duplicates' recall and precision, CPU time.
+perf-dedup: $(VENV)/.installed-dev $(COMPILED)
+	$(BIN)/python scripts/perf_dedup.py
 
 clean:
 	rm -rf $(VENV) $(VENV_GCS) demo-data perf build *.egg-info

@@ -148,12 +148,16 @@ VENVS = {
     # The README's Hugging Face how-to as written: the same two with what `Trainer` runs on (the bench
     # extra's torch, whose CPU wheel is at hand).
     "trainer": ("datasets==5.2.0", "transformers==5.25.0", "torch==2.13.0", "accelerate==1.16.0"),
-    # datatrove, the reference scripts/perf_corpora.py times bertdata against: its ParquetReader
-    # needs pyarrow and its DocumentTokenizer `tokenizers`, and no other extra (its `processing`
-    # extra pulls fasttext, trafilatura and nltk, which neither step imports). tokenizers and pyarrow
-    # pinned to the versions .venv runs, so that both tools tokenize with the same Rust code and
-    # the ratio measures the pipelines, not two releases of the tokenizer.
-    "datatrove": ("datatrove==0.10.1", "tokenizers==0.23.3", "pyarrow==25.0.1"),
+    # datatrove, the reference scripts/perf_corpora.py and scripts/perf_dedup.py time bertdata
+    # against: its ParquetReader needs pyarrow and its DocumentTokenizer `tokenizers`; its MinHash
+    # steps (perf_dedup.py) need what they import by hand: spaCy (the English word tokenizer),
+    # xxhash (the shingle hash; datatrove asks for <4), regex (simplify_text) and orjson
+    # (JsonlReader). No extra whole: `processing` pulls fasttext, trafilatura and nltk, which none
+    # of these steps imports. tokenizers and pyarrow pinned to the versions .venv runs, so that
+    # both tools tokenize with the same Rust code and the ratio measures the pipelines, not two
+    # releases of the tokenizer.
+    "datatrove": ("datatrove==0.10.1", "tokenizers==0.23.3", "pyarrow==25.0.1", "spacy==3.8.18",
+                  "xxhash==3.8.2", "regex==2026.12.2", "orjson==3.13.0"),
 }
 
 
