@@ -40,21 +40,12 @@ class TokenizerSpec:
 
     @classmethod
     def of_file(cls, path: str | os.PathLike) -> TokenizerSpec:
-        """A tokenizer.json (--tokenizer's), read here once and checked: the caller's thread keeps
-        it open."""
+        """A tokenizer.json (--tokenizer's), read here once and checked; the caller's thread keeps
+        the TokenizerFile open."""
         from bertdata.instances.tokenizer_file import TokenizerFile
 
-        return cls.of_opened(TokenizerFile(path))
-
-    @classmethod
-    def of_opened(cls, tokenizer) -> TokenizerSpec:
-        """The descriptor of a TokenizerFile or WordPiece already made, kept open in this thread."""
-        from bertdata.instances.tokenize import WordPiece
-
-        if isinstance(tokenizer, WordPiece):
-            spec = cls.of_vocab(tokenizer.vocab, tokenizer.lowercase)
-        else:
-            spec = cls(tokenizer.path, tokenizer.sha256, None, data=tokenizer.data, max_length=tokenizer.max_length)
+        tokenizer = TokenizerFile(path)
+        spec = cls(tokenizer.path, tokenizer.sha256, None, data=tokenizer.data, max_length=tokenizer.max_length)
         _keep(spec, tokenizer)
         return spec
 
