@@ -14,7 +14,7 @@ removed with the work folder, and a killed build's are made again.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import apache_beam as beam
@@ -202,7 +202,8 @@ class FinishSplits(beam.PTransform):
         return (
             records
             | "SpreadSplits" >> Spread()
-            | "FinishSplits" >> beam.ParDo(_FinishSplit(self.out))
+            # Finishing reads parts, not text: no tokenizer (a file's bytes, a vocab) to ship.
+            | "FinishSplits" >> beam.ParDo(_FinishSplit(replace(self.out, tokenizer=None)))
         )
 
 
