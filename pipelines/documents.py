@@ -14,7 +14,7 @@ removed with the work folder, and a killed build's are made again.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import apache_beam as beam
@@ -42,14 +42,13 @@ class SplitOutput:
     folder: str
     parts: str
     settings: SplitSettings
+    # What its documents are tokenized with: the build's TokenizerSpec (BuildInputs.documents_tokenizer,
+    # --tokenizer's file or the WordPiece vocab's); None where only the folder's name is asked.
+    tokenizer: Any = None
 
     # As the instance stage's sink for every text shard (see Stage.sinks): its part, from the
-    # shard's documents as `tokenizer` ("file": --tokenizer's, "vocab": the WordPiece vocab's) makes them.
+    # shard's documents as `tokenizer` makes them.
     record: ClassVar[type] = SplitPart
-
-    @property
-    def tokenizer(self) -> str:
-        return "file" if self.settings.tokenizer_file else "vocab"
 
     def take(self, shard: TextShard, documents: Any) -> SplitPart:
         source = (self.format.name, shard.split, shard.index, shard.stem + ".txt", shard.sha256)
@@ -114,9 +113,12 @@ def write_manifest(stage: StageRecords, provenance: Provenance, out: SplitOutput
                             "shard; nothing is written")
     extra = out.format.finish_folder(entries, out.settings, out.folder, fsio)
     if out.settings.tokenizer_file:
-        # Beside the splits, so that the folder is read (`bench --data`) with no other file at hand.
+        # Beside the splits, so that the folder is read (`bench --data`) with no other file at hand:
+        # the bytes the build tokenized with, as it read them.
         tokenizer = out.settings.tokenizer
-        fsio.write_bytes(fsio.join(out.folder, tokenizer.name), fsio.read_bytes(tokenizer.path))
+        data = out.tokenizer.data if out.tokenizer is not None and out.tokenizer.data is not None \
+            else fsio.read_bytes(tokenizer.path)
+        fsio.write_bytes(fsio.join(out.folder, tokenizer.name), data)
     made = [(p.counts, p.part is not None) for p in parts]
     ordered = sorted(parts, key=lambda p: (SPLITS.index(p.split), p.index))
     provenance.write(out.folder, SplitManifest.made(name, options, made, entries, [p.source_entry() for p in ordered],
@@ -200,30 +202,29 @@ class FinishSplits(beam.PTransform):
         return (
             records
             | "SpreadSplits" >> Spread()
-            | "FinishSplits" >> beam.ParDo(_FinishSplit(self.out))
+            # Finishing reads parts, not text: no tokenizer (a file's bytes, a vocab) to ship.
+            | "FinishSplits" >> beam.ParDo(_FinishSplit(replace(self.out, tokenizer=None)))
         )
 
 
 def document_tokenizer(tokenizer) -> DocumentTokenizer:
     """What the formats holding documents are told of a tokenizer (a WordPiece of the vocab, or
-    a TokenizerFile), checked against the samples' length before any work."""
+    a TokenizerFile: a TokenizerSpec opened), checked against the samples' length before any work."""
     return DocumentTokenizer(tokenizer.name, tokenizer.sha256, tokenizer.vocab_size, tuple(tokenizer.prefix),
                              tuple(tokenizer.suffix), tokenizer.path, tokenizer.max_length)
 
 
-def settings(fmt: SplitFormat, cfg: BuildConfig, vocab: Vocab | None, dataset: str, lowercase: bool,
-             language: str = "", dump: str = "", tokenizer_file=None) -> SplitSettings:
-    """What the format's writer is told; its tokenizer None where the one it needs is not given
-    (`vocab`, or `tokenizer_file` with --tokenizer): for its folder's name alone (a dry run).
-    `tokenizer_file`: --tokenizer's, as the build read it (BuildInputs.tokenizer_file)."""
+def settings(fmt: SplitFormat, cfg: BuildConfig, spec, dataset: str, lowercase: bool,
+             language: str = "", dump: str = "") -> SplitSettings:
+    """What the format's writer is told; `spec` the TokenizerSpec its documents are tokenized with
+    (BuildInputs.documents_tokenizer), None where it is not known: for its folder's name alone (a dry run)."""
     flags = tuple((flag, value) for name, flag, value in cfg.format_flags if name == fmt.name)
     path = cfg.documents.tokenizer
     tokenizer = None
-    if (vocab if path is None else tokenizer_file) is not None:
+    if spec is not None:
         from bertdata.instances.samples import check_sample_length
-        from bertdata.instances.tokenize import WordPiece
 
-        tokenizer = document_tokenizer(WordPiece(vocab, lowercase) if path is None else tokenizer_file)
+        tokenizer = document_tokenizer(spec.open())
         check_sample_length(tokenizer, cfg.documents.max_seq_length)
     return SplitSettings(dataset, lowercase, tokenizer, cfg.documents.max_seq_length, flags,
                          tokenizer_file=path is not None, label=tokenizer_label(path, lowercase), language=language,
@@ -244,9 +245,10 @@ def tokenizer_label(path: str | None, lowercase: bool) -> str:
 
 
 def output(fmt: SplitFormat, inputs: BuildInputs) -> SplitOutput:
-    s = settings(fmt, inputs.cfg, inputs.vocab, inputs.dataset, inputs.text.lowercase, inputs.site.language,
-                 inputs.dump_record["name"], inputs.tokenizer_file)
-    return SplitOutput(fmt, fsio.join(inputs.cfg.output, fmt.folder(s)), fsio.join(inputs.work_dir, fmt.name), s)
+    spec = inputs.documents_tokenizer
+    s = settings(fmt, inputs.cfg, spec, inputs.dataset, inputs.text.lowercase, inputs.site.language,
+                 inputs.dump_record["name"])
+    return SplitOutput(fmt, fsio.join(inputs.cfg.output, fmt.folder(s)), fsio.join(inputs.work_dir, fmt.name), s, spec)
 
 
 def plan(fmt: SplitFormat, inputs: BuildInputs, chosen: tuple[InstanceConfig, ...],
@@ -267,12 +269,13 @@ def dry_run(fmt: SplitFormat, cfg: BuildConfig, chosen: tuple[InstanceConfig, ..
     text stage a build would reuse hands on. --tokenizer's file is read, as the build reads it."""
     if not chosen:
         return []
-    tokenizer_file = None
-    if cfg.documents.tokenizer is not None:
-        from bertdata.instances.tokenizer_file import TokenizerFile
+    from bertdata.instances.tokenizer_spec import TokenizerSpec
 
-        tokenizer_file = TokenizerFile(cfg.documents.tokenizer)
-    s = settings(fmt, cfg, vocab, dataset, lowercase, tokenizer_file=tokenizer_file)
+    if cfg.documents.tokenizer is not None:
+        spec = TokenizerSpec.of_file(cfg.documents.tokenizer)
+    else:
+        spec = None if vocab is None else TokenizerSpec.of_vocab(vocab, lowercase)
+    s = settings(fmt, cfg, spec, dataset, lowercase)
     where = fsio.join(cfg.output, fmt.folder(s))
     if s.tokenizer is None:  # the vocab comes with the dump: its folder's manifest is all there is to go by
         done = fsio.exists(fsio.join(where, MANIFEST)) and not cfg.force

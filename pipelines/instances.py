@@ -1,8 +1,9 @@
 """The instance stage: text shards -> instances of every phase from one tokenization, written as shard files (hdf5, or
 any `bertdata.formats.PerShardFormat`, as many as chosen) and/or handed to the sinks of the
 stages after (LDDL's runs per phase; per text shard, its documents: the part of each format cut
-per split), one element per text shard. Each shard is tokenized once for every tokenizer in use:
-the WordPiece vocab's, and --tokenizer's file where the formats holding documents take it."""
+per split), one element per text shard. Each shard is tokenized once for every tokenizer in use
+(each a TokenizerSpec the build made once: the WordPiece vocab's, and --tokenizer's file where the
+formats holding documents take it), each opened once per worker."""
 
 from __future__ import annotations
 
@@ -60,11 +61,11 @@ class PhaseSink(Protocol):
 
 class ShardSink(Protocol):
     """What a later stage takes of every text shard's documents, whatever the phases (its
-    `record` kind: a format's part), tokenized by its `tokenizer` ("vocab": the WordPiece vocab;
-    "file": --tokenizer's); `documents` is None for a shard that tokenized to nothing."""
+    `record` kind: a format's part), tokenized by its `tokenizer` (a TokenizerSpec: sinks with
+    equal ones share one tokenization); `documents` is None for a shard that tokenized to nothing."""
 
     record: ClassVar[type]
-    tokenizer: str
+    tokenizer: Any
 
     def take(self, shard: TextShard, documents: Any) -> Any: ...
 
@@ -84,33 +85,42 @@ class _MakeInstances(StepDoFn):
 
     def __init__(self, vocab: Vocab | None, phases: list[PhaseOutput], lowercase: bool, same_seed_per_shard: bool,
                  force: bool, shard_sinks: tuple[ShardSink, ...] = (), helper_threads: bool = True,
-                 tokenizer_file=None):
+                 vocab_tokenizer=None):
         super().__init__()
         self.vocab, self.phases, self.shard_sinks = vocab, phases, shard_sinks
         self.lowercase, self.same_seed, self.force = lowercase, same_seed_per_shard, force
-        self.helper_threads, self.tokenizer_file = helper_threads, tokenizer_file
+        self.helper_threads = helper_threads
+        # The phases' tokenizer: the vocab's TokenizerSpec (BuildInputs.vocab_tokenizer); None where
+        # --tokenizer's file serves every format (pipelines.inputs.uses_vocab).
+        if vocab_tokenizer is None and vocab is not None:
+            from bertdata.instances.tokenizer_spec import TokenizerSpec
+
+            vocab_tokenizer = TokenizerSpec.of_vocab(vocab, lowercase)
+        self.vocab_tokenizer = vocab_tokenizer
 
     def setup(self):
         super().setup()
-        from bertdata.instances.tokenize import WordPiece
-
         # Workers are the parallelism: the tokenizer's own thread pool only spins on busy
         # cores (a 32x build was slower with it).
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        for spec in self._specs():  # opened once here, kept for every shard
+            spec.open()
 
-        # No vocab where --tokenizer's file serves every format (pipelines.inputs.uses_vocab).
-        self.tokenizers = {} if self.vocab is None else {"vocab": WordPiece(self.vocab, self.lowercase)}
-        if any(sink.tokenizer == "file" for sink in self.shard_sinks):
-            self.tokenizers["file"] = self.tokenizer_file
+    def _specs(self) -> list:
+        """The tokenizers in use, each once (equal specs are one tokenizer)."""
+        used = [sink.tokenizer for sink in self.shard_sinks]
+        if self.vocab_tokenizer is not None and any(phase.shards or phase.sinks for phase in self.phases):
+            used.append(self.vocab_tokenizer)
+        return list(dict.fromkeys(used))
 
     def work(self, record: TextShard):
         working_on(f"the instance stage, text shard {record.stem}")
-        tokenized: dict[str, Any] = {}  # each tokenizer's Documents of the shard, made once
+        tokenized: dict[Any, Any] = {}  # each tokenizer's Documents of the shard, made once
 
-        def documents(tokenizer: str):
-            if tokenizer not in tokenized:
-                tokenized[tokenizer] = self._tokenize(record, self.tokenizers[tokenizer])
-            return tokenized[tokenizer]
+        def documents(spec):
+            if spec not in tokenized:
+                tokenized[spec] = self._tokenize(record, spec.open())
+            return tokenized[spec]
 
         for sink in self.shard_sinks:  # whatever the phases: these formats hold documents, not instances
             yield sink.take(record, documents(sink.tokenizer))
@@ -133,7 +143,7 @@ class _MakeInstances(StepDoFn):
             files = [_ShardFiles(out, record, attrs, self.force) for out in phase.shards]
             instances = stats = None
             if not files or not all(f.reused for f in files):
-                docs = documents("vocab")
+                docs = documents(self.vocab_tokenizer)
                 if docs is None:
                     return
                 instances = create_instances(docs, self.vocab, cfg, seed)
@@ -229,15 +239,15 @@ class TextShardsToInstances(beam.PTransform):
     """TextShard records -> per phase, a ShardFiles record for each format cut per shard (the
     shard's files) and/or what its sinks take (LDDL's ShardRuns, of training shards); once per text
     shard, what `shard_sinks` take (each format cut per split: its SplitPart). `helper_threads`:
-    whether workers have a spare core to compress on; `tokenizer_file`: --tokenizer's TokenizerFile,
-    for the sinks that take it (it pickles with the bytes the launcher read)."""
+    whether workers have a spare core to compress on; `vocab_tokenizer`: the vocab's TokenizerSpec,
+    the build's (the sinks carry their own)."""
 
     def __init__(self, vocab: Vocab, phases: list[PhaseOutput], lowercase: bool,
                  same_seed_per_shard: bool, force: bool = False, shard_sinks: tuple[ShardSink, ...] = (),
-                 helper_threads: bool = True, tokenizer_file=None):
+                 helper_threads: bool = True, vocab_tokenizer=None):
         super().__init__()
         self.fn = _MakeInstances(vocab, phases, lowercase, same_seed_per_shard, force, shard_sinks, helper_threads,
-                                 tokenizer_file)
+                                 vocab_tokenizer)
 
     def expand(self, records):
         return (
@@ -292,7 +302,7 @@ class InstancesStage(Stage):
         i = self.inputs
         return TextShardsToInstances(i.vocab, self.outputs, i.text.lowercase, i.cfg.same_seed_per_shard,
                                      i.cfg.force, self.shard_sinks, helper_threads=spare_cores(i.cfg.runner),
-                                     tokenizer_file=i.tokenizer_file)
+                                     vocab_tokenizer=i.vocab_tokenizer)
 
     def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
         for p, outs in self.shards.items():

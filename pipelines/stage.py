@@ -146,14 +146,29 @@ class BuildInputs:
 
     @functools.cached_property
     def tokenizer_file(self):
-        """--tokenizer's file (a TokenizerFile), read once here: every format and, pickled with its
-        bytes, every worker gets this one, so a pipe, or a file replaced during the build, makes one
-        tokenizer throughout; None without --tokenizer."""
+        """--tokenizer's file as a TokenizerSpec (bertdata.instances.tokenizer_spec), read once here:
+        every format and, pickled with its bytes, every worker gets this one, so a pipe, or a file
+        replaced during the build, makes one tokenizer throughout; None without --tokenizer."""
         if self.cfg.documents.tokenizer is None:
             return None
-        from bertdata.instances.tokenizer_file import TokenizerFile
+        from bertdata.instances.tokenizer_spec import TokenizerSpec
 
-        return TokenizerFile(self.cfg.documents.tokenizer)
+        return TokenizerSpec.of_file(self.cfg.documents.tokenizer)
+
+    @functools.cached_property
+    def vocab_tokenizer(self):
+        """The WordPiece vocab's TokenizerSpec, in the text's case; None where no format uses the vocab."""
+        if self.vocab is None:
+            return None
+        from bertdata.instances.tokenizer_spec import TokenizerSpec
+
+        return TokenizerSpec.of_vocab(self.vocab, self.text.lowercase)
+
+    @property
+    def documents_tokenizer(self):
+        """What the formats holding documents tokenize with: --tokenizer's file where it is given,
+        else the vocab's WordPiece (None where that is not known yet: it comes with the dump)."""
+        return self.tokenizer_file if self.cfg.documents.tokenizer is not None else self.vocab_tokenizer
 
     def instance_options(self, p: InstanceConfig) -> dict:
         return self.at_end().instance_options(p)

@@ -59,9 +59,7 @@ class RecipeReading:
 
     recipe: object  # bertdata.corpora.recipe.Recipe
     splitters: dict  # language -> splitter
-    tokenizer_file: object = None  # --tokenizer's TokenizerFile (with its bytes), where it counts
-    vocab: object = None  # a Vocab, where the vocab counts
-    lowercase: bool = True
+    tokenizer: object = None  # the TokenizerSpec that counts (BuildInputs'), where one counts
     evals: tuple = ()  # decontaminate:'s files (pipelines.corpora.Corpora.evals)
 
     @property
@@ -71,7 +69,7 @@ class RecipeReading:
 
     @property
     def counts_tokens(self) -> bool:
-        return self.vocab is not None or self.tokenizer_file is not None
+        return self.tokenizer is not None
 
     def token_counter(self):
         """A function from a document's text (its sentences, as a text shard holds them) to its tokens."""
@@ -79,12 +77,7 @@ class RecipeReading:
             return None
         import numpy as np
 
-        if self.tokenizer_file is not None:
-            tokenizer = self.tokenizer_file
-        else:
-            from bertdata.instances.tokenize import WordPiece
-
-            tokenizer = WordPiece(self.vocab, self.lowercase)
+        tokenizer = self.tokenizer.open()
 
         def count(text: bytes) -> int:
             # Its sentences tokenized as one document, as the instance stage tokenizes them.
@@ -439,9 +432,8 @@ class TextStage(Stage):
         if i.corpora is None:
             return None
         counted = i.counted_by
-        tokenizer = i.tokenizer_file if counted is not None else None
-        vocab = i.vocab if counted is not None and tokenizer is None else None
-        return RecipeReading(i.corpora.recipe, dict(i.splitters), tokenizer, vocab, i.text.lowercase,
+        tokenizer = (i.tokenizer_file or i.vocab_tokenizer) if counted is not None else None
+        return RecipeReading(i.corpora.recipe, dict(i.splitters), tokenizer,
                              i.corpora.evals)
 
     def counts(self, stage: StageRecords) -> dict:

@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 
 from bertdata.errors import BertdataError
 from bertdata.fsutil import load_json, read_bounded
-from bertdata.instances.tokenize import MAX_CHARS_PER_WORD, WordPiece
+from bertdata.instances.tokenize import MAX_CHARS_PER_WORD, WordPiece, encode_texts
 from bertdata.instances.vocab import SPECIAL_TOKENS, Vocab, is_cased, load_vocab
 
 # Characters handed to the Rust tokenizer per call: enough to amortise the call, few enough that
@@ -100,7 +100,12 @@ class TokenizerFile:
 
     def __reduce__(self):
         # Workers get the file's bytes, not its path: they may not see the launcher's disk.
-        return _unpickled, (self.path, self._data, self.max_length)
+        return read_from, (self.path, self._data, self.max_length)
+
+    @property
+    def data(self) -> bytes:
+        """The file's bytes, as read once."""
+        return self._data
 
     def __repr__(self) -> str:
         return f"TokenizerFile({self.path!r}, {self.kind}, {self.vocab_size:,} ids)"
@@ -125,19 +130,8 @@ class TokenizerFile:
         """Token ids of all lines (no special tokens added), flat, and each line's token count."""
         if self._compiled is not None:
             return self._compiled.encode_lines(lines, dtype)
-        lengths = np.empty(len(lines), dtype=np.int32)
-        parts: list[np.ndarray] = []
-        chars = np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)))
-        start = 0
-        while start < len(lines):
-            done = int(chars[start - 1]) if start else 0
-            stop = max(start + 1, int(np.searchsorted(chars, done + ENCODE_CHARS, side="right")))
-            ids = [e.ids for e in self._encode(lines[start:stop], add_special_tokens=False)]
-            lengths[start:stop] = [len(one) for one in ids]
-            parts.append(np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype,
-                                     count=int(lengths[start:stop].sum())))
-            start = stop
-        return (np.concatenate(parts) if parts else np.empty(0, dtype)), lengths
+        ids, lengths = encode_texts(self._encode, lines, dtype, ENCODE_CHARS)
+        return ids, lengths.astype(np.int32)
 
     def encode_documents(self, lines: list[str], documents: np.ndarray, dtype: np.dtype | type = np.int32
                          ) -> tuple[np.ndarray, np.ndarray]:
@@ -271,7 +265,9 @@ def _compiled_wordpiece(path: str, spec, sha256: str) -> WordPiece | None:
     return WordPiece(Vocab(path, tuple(tokens), sha256), lowercase)
 
 
-def _unpickled(path: str, data: bytes, max_length: int | None) -> TokenizerFile:
+def read_from(path: str, data: bytes, max_length: int | None) -> TokenizerFile:
+    """The TokenizerFile of bytes read before, `max_length` as stated then (its unpickling, and
+    tokenizer_spec's opening in a worker)."""
     tokenizer = TokenizerFile.__new__(TokenizerFile)
     tokenizer._setup(path, data, max_length)
     return tokenizer

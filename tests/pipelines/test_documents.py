@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from bertdata.config import BuildConfig, DocumentConfig
-from bertdata.instances.tokenizer_file import TokenizerFile
+from bertdata.instances.tokenizer_spec import TokenizerSpec
 from bertdata.instances.vocab import load_vocab
 from bertdata.pipelines.documents import tokenizer_label
 from bertdata.pipelines.instances import _MakeInstances
@@ -25,14 +25,37 @@ def test_workers_tokenize_with_the_bytes_the_launcher_read(tmp_path):
     sha256, so the samples must be the first file's too."""
     path = tmp_path / "tokenizer.json"
     path.write_bytes(trained_tokenizer("bpe").read_bytes())
-    launcher = TokenizerFile(path)
-    step = _MakeInstances(load_vocab(VOCAB), [], True, False, False, (SimpleNamespace(tokenizer="file"),),
-                          tokenizer_file=launcher)
+    launcher = TokenizerSpec.of_file(path)
+    step = _MakeInstances(load_vocab(VOCAB), [], True, False, False, (SimpleNamespace(tokenizer=launcher),))
     path.write_bytes(trained_tokenizer("unigram").read_bytes())
     worker = pickle.loads(pickle.dumps(step))
-    worker.setup()
-    assert worker.tokenizers["file"].sha256 == launcher.sha256
-    assert worker.tokenizers["file"].kind == "BPE"
+    opened = []
+
+    def work():  # a thread of its own: nothing opened yet, as in a fresh worker
+        worker.setup()
+        opened.append(worker.shard_sinks[0].tokenizer.open())
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert worker.shard_sinks[0].tokenizer == launcher
+    assert opened[0].sha256 == launcher.sha256 and opened[0].kind == "BPE"
+
+
+def test_one_tokenizer_per_descriptor_per_thread():
+    """Equal descriptors (the vocab's, made apart) open one tokenizer in a thread, and a pickled
+    one the same again: a shard the phases and a format both take is tokenized once."""
+    vocab = load_vocab(VOCAB)
+    spec = TokenizerSpec.of_vocab(vocab, True)
+    again = pickle.loads(pickle.dumps(TokenizerSpec.of_vocab(vocab, True)))
+    assert spec == again and hash(spec) == hash(again) and spec.open() is again.open()
+    assert spec != TokenizerSpec.of_vocab(vocab, False) and not spec.is_file
+    assert spec.name == os.path.basename(VOCAB)
+    other = []
+    thread = threading.Thread(target=lambda: other.append(spec.open()))
+    thread.start()
+    thread.join()
+    assert other[0] is not spec.open()
 
 
 def test_the_build_reads_its_tokenizer_once(tmp_path):
@@ -45,7 +68,7 @@ def test_the_build_reads_its_tokenizer_once(tmp_path):
     inputs = BuildInputs(BuildConfig(wiki_only=True, documents=DocumentConfig(tokenizer=str(fifo))), *[None] * 10)
     first = inputs.tokenizer_file
     writer.join()
-    assert first.kind == "BPE" and inputs.tokenizer_file is first
+    assert first.is_file and first.open().kind == "BPE" and inputs.tokenizer_file is first
     assert BuildInputs(BuildConfig(wiki_only=True), *[None] * 10).tokenizer_file is None
 
 
