@@ -32,7 +32,7 @@ from bertdata.pipelines.corpora import store_paths
 from bertdata.pipelines.cleanup import clean_up_failed_run, remove_temporaries
 from bertdata.pipelines.inputs import (Inputs, corpus_splitter, list_books, resolve_inputs, resolve_recipe,
                                       sentence_splitter)
-from bertdata.pipelines.instances import InstancesStage
+from bertdata.pipelines.stages.instances import InstancesStage
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.plan import check_disk, local_dump
 from bertdata.pipelines.resume import BUILD_TOOL, StageManifest, read_manifest, refuse_another_build, \

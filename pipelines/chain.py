@@ -1,7 +1,7 @@
 """The runner of the build's stages: it plans them, prepares them, and chains them.
 
-The stages follow one contract (bertdata.pipelines.stage): the text (bertdata.pipelines.text);
-the instances, with the files of every format cut per text shard (bertdata.pipelines.instances);
+The stages follow one contract (bertdata.pipelines.stage): the text (bertdata.pipelines.stages.text);
+the instances, with the files of every format cut per text shard (bertdata.pipelines.stages.instances);
 and the stages of the formats cut otherwise, planned by the module of their cut
 (bertdata.pipelines.formats: an LDDL folder per phase, a folder per format cut per split).
 `plan_stages` is the one place a build's stages, their folders and their decisions come from,
@@ -27,12 +27,12 @@ from bertdata.config import BuildConfig, InstanceConfig
 from bertdata.formats import PER_SHARD
 from bertdata.pipelines.cleanup import remove_temporaries
 from bertdata.pipelines.formats import chosen_formats, stage_module
-from bertdata.pipelines.instances import InstancesStage, ShardOutput, shard_folder
+from bertdata.pipelines.stages.instances import InstancesStage, ShardOutput, shard_folder
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.records import Gather, StageRecords
 from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.stage import BuildInputs, Decision, Stage
-from bertdata.pipelines.text import TextStage
+from bertdata.pipelines.stages.text import TextStage
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 none per format, for the build and its dry run alike.
 
 PER_SHARD formats are written by the instance stage where a text shard's instances are made;
-PER_SPLIT formats each by a stage of bertdata.pipelines.documents; ACROSS_SHARDS formats by the
-stages of bertdata.pipelines.lddl, LDDL's balanced files being the one such cut.
+PER_SPLIT formats each by a stage of bertdata.pipelines.stages.documents; ACROSS_SHARDS formats by the
+stages of bertdata.pipelines.stages.lddl, LDDL's balanced files being the one such cut.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from bertdata.config import BuildConfig
 
 # The module that plans the stages of the formats of a cut: `plan(fmt, inputs, phases, reused_text)`
 # -> its stages, `dry_run(fmt, cfg, phases, dataset, lowercase, training_shards)` -> their lines.
-CUT_STAGES = {formats.PER_SPLIT: "bertdata.pipelines.documents", formats.ACROSS_SHARDS: "bertdata.pipelines.lddl"}
+CUT_STAGES = {formats.PER_SPLIT: "bertdata.pipelines.stages.documents", formats.ACROSS_SHARDS: "bertdata.pipelines.stages.lddl"}
 
 
 def chosen_formats(cfg: BuildConfig, cut: str) -> list[formats.Format]:

@@ -9,7 +9,7 @@ in place whether it runs or is reused, and `clear` removes what a killed run of 
 runs; it gives the Beam steps that make its records, writes its manifests, then cleans up
 what of its run no later stage reads (all removing is bertdata.pipelines.cleanup's). A stage that
 needs something of every text shard's instance work (runs per phase, a part per shard) says so
-in `sinks`, and the instance stage hands each text shard to them (bertdata.pipelines.instances).
+in `sinks`, and the instance stage hands each text shard to them (bertdata.pipelines.stages.instances).
 """
 
 from __future__ import annotations

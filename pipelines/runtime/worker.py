@@ -61,7 +61,7 @@ PR_SET_PDEATHSIG = 1
 # the server, shared by every forked worker. A module first imported in a worker is imported by
 # each, as its first bundle starts. (Not the punkt model's data: the server starts before the
 # build knows its language.)
-PRELOAD = ("bertdata.pipelines.text", "bertdata.pipelines.instances", "bertdata.pipelines.manifests",
+PRELOAD = ("bertdata.pipelines.stages.text", "bertdata.pipelines.stages.instances", "bertdata.pipelines.manifests",
            "bertdata.pipelines.chain", "bertdata.instances.create", "bertdata.text.sentences",
            "bertdata.text.fastpunkt", "nltk.tokenize.punkt")
 

@@ -27,10 +27,28 @@ from bertdata.manifest import MANIFEST
 from bertdata.text.shards import SPLITS, TextShard
 from bertdata.pipelines.cleanup import mark_and_clear
 from bertdata.pipelines.manifests import WRITING, Provenance, recorded_manifest
-from bertdata.pipelines.records import SplitDone, SplitJob, SplitPart, Spread, StageRecords, StepDoFn
+from bertdata.pipelines.records import SplitPart, Spread, StageRecords, StepDoFn
 from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.runtime.pool import working_on
 from bertdata.pipelines.stage import BuildInputs, Decision, Stage
+
+
+@dataclass(frozen=True)
+class SplitJob:
+    """A split's parts of one format, in text shard order, to be made into its files."""
+
+    format: str
+    split: str
+    parts: tuple[SplitPart, ...]
+
+
+@dataclass(frozen=True)
+class SplitDone:
+    """A finished split of one format: its manifest entry."""
+
+    format: str
+    split: str
+    entry: dict
 
 
 @dataclass(frozen=True)

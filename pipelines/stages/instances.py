@@ -72,7 +72,7 @@ class ShardSink(Protocol):
 @dataclass(frozen=True)
 class PhaseOutput:
     """One phase's instances and where they go: shard files, the sinks of stages of their own
-    (files cut across text shards: bertdata.pipelines.lddl), or both."""
+    (files cut across text shards: bertdata.pipelines.stages.lddl), or both."""
 
     cfg: InstanceConfig
     shards: tuple[ShardOutput, ...] = ()

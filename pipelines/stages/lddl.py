@@ -31,10 +31,36 @@ from bertdata.errors import BertdataError
 from bertdata.manifest import MANIFEST
 from bertdata.pipelines.cleanup import mark_and_clear
 from bertdata.pipelines.manifests import WRITING, Provenance, recorded_manifest
-from bertdata.pipelines.records import LddlFile, PhasePlan, PlannedFile, ShardRuns, Spread, StageRecords, StepDoFn
+from bertdata.pipelines.records import ShardRuns, Spread, StageRecords, StepDoFn
 from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.runtime.pool import working_on
 from bertdata.pipelines.stage import BuildInputs, Decision, Stage
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """How a phase's bins were cut (see `lddl.plan_files`), for its manifest."""
+
+    folder: str
+    bins: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    folder: str
+    plan: lddl.FilePlan
+
+
+@dataclass(frozen=True)
+class LddlFile:
+    """A written LDDL file, as the manifest sees it."""
+
+    folder: str
+    file: str
+    bin: int | None
+    rows: int
+    bytes: int
+    sha256: str
 
 
 def runs_folder(work_dir: str) -> str:

@@ -29,11 +29,10 @@ from bertdata.text.wikidump import Page, iter_pages
 from bertdata.text.multistream import iter_pages_in_ranges
 from bertdata.errors import BertdataError
 from bertdata.manifest import MANIFEST
-from bertdata.pipelines.dedup import AUDIT, MatchBands, Screen, plan_bands, plan_removals
+from bertdata.pipelines.stages.dedup import AUDIT, MatchBands, Screen, plan_bands, plan_removals
 from bertdata.pipelines.cleanup import remove_leftovers, remove_temporaries
 from bertdata.pipelines.manifests import Provenance, write_text_manifest
-from bertdata.pipelines.records import (Counts, Gather, MixTally, ShardJob, Spread, StageRecords, StepDoFn,
-                                        TextPlan)
+from bertdata.pipelines.records import Counts, Gather, Spread, StageRecords, StepDoFn, TextPlan
 from bertdata.pipelines.resume import reusable_text_stage, text_stage_folders
 from bertdata.pipelines.runtime import fsio, progress
 from bertdata.pipelines.runtime.pool import working_on
@@ -45,6 +44,26 @@ RUNS = "runs"
 # Counts of pages skipped for their namespace, by number: "skipped_namespace" says how many,
 # these say which, so the summary can name them as the dump does.
 NAMESPACE_PREFIX = "outside_namespace_"
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """One text shard to write from its blocks, in run (dump) order."""
+
+    folder: str
+    split: str
+    index: int
+    blocks: tuple  # (run path, offset, length), ...
+    mix: tuple = ()  # a recipe's: (corpus, first bin it does not keep) for each corpus (bertdata.corpora.mix)
+    removed: tuple = ()  # keys (corpus rank, id) of the documents dedup removes, every copy of each
+
+
+@dataclass(frozen=True)
+class MixTally:
+    """A work group's tokens and documents per bin of a recipe's mix, for each corpus:
+    {corpus: (bins, tokens, documents)} (bertdata.corpora.mix.Tally.sparse)."""
+
+    tallies: dict
 
 
 def runs_folder(work_dir: str) -> str:

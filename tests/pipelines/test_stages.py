@@ -176,7 +176,7 @@ def test_a_stage_whose_records_no_stage_before_it_hands_on_is_refused(tmp_path):
 
 def _lddl_stage(folder):
     from bertdata.config import PHASE1
-    from bertdata.pipelines.lddl import LddlPhase, LddlStage
+    from bertdata.pipelines.stages.lddl import LddlPhase, LddlStage
 
     phase = LddlPhase(str(folder), str(folder.parent / "runs"), "phase1", 128, "static", None, None)
     return LddlStage(phase, PHASE1, {"options": {"seed": 1}})
@@ -226,7 +226,7 @@ def _inputs(output, **changes):
 
 
 def test_every_stage_is_decided_before_any_is_cleared(tmp_path):
-    from bertdata.pipelines.lddl import folder as lddl_folder
+    from bertdata.pipelines.stages.lddl import folder as lddl_folder
     from bertdata.pipelines.chain import plan_stages, prepare_stages
 
     inputs = _inputs(tmp_path)
@@ -284,8 +284,8 @@ def test_each_format_supplies_its_stages_and_dry_run_lines(tmp_path):
     assert {s.record.__name__ for s in instances.shard_sinks} == {"SplitPart"}
     assert all(len(sinks) == 1 for sinks in instances.phase_sinks.values())
     assert stage_module(formats.get("hdf5")) is None  # the instance stage writes it
-    assert stage_module(formats.get("lddl")).__name__ == "bertdata.pipelines.lddl"
-    assert stage_module(formats.get("megatron")).__name__ == "bertdata.pipelines.documents"
+    assert stage_module(formats.get("lddl")).__name__ == "bertdata.pipelines.stages.lddl"
+    assert stage_module(formats.get("megatron")).__name__ == "bertdata.pipelines.stages.documents"
     lines = dry_run(inputs.cfg, 1)
     assert [line.split(":")[0] for line in lines if line.startswith(("hdf5", "lddl", "megatron"))] == [
         "hdf5 phase 1 (seq 128, dupe 5)", "hdf5 phase 2 (seq 512, dupe 5)", "lddl phase 1", "lddl phase 2", "megatron"]
