@@ -269,10 +269,11 @@ def test_another_vocab_where_ngc_looks_is_refused_by_planning(tmp_path):
 
 def test_each_format_supplies_its_stages_and_dry_run_lines(tmp_path):
     """Nothing outside a format's own modules names it: the build's stages and the dry run's
-    lines come from the registry entry and the pipeline module it names."""
+    lines come from the registry entry and the stage module of its cut."""
     from bertdata import formats
     from bertdata.pipelines.formats import stage_module
     from bertdata.pipelines.plan import dry_run
+    from bertdata.pipelines.stages import documents, lddl
     from bertdata.pipelines.chain import plan_stages
 
     inputs = _inputs(tmp_path, formats=("hdf5", "lddl", "megatron"))
@@ -284,8 +285,8 @@ def test_each_format_supplies_its_stages_and_dry_run_lines(tmp_path):
     assert {s.record.__name__ for s in instances.shard_sinks} == {"SplitPart"}
     assert all(len(sinks) == 1 for sinks in instances.phase_sinks.values())
     assert stage_module(formats.get("hdf5")) is None  # the instance stage writes it
-    assert stage_module(formats.get("lddl")).__name__ == "bertdata.pipelines.stages.lddl"
-    assert stage_module(formats.get("megatron")).__name__ == "bertdata.pipelines.stages.documents"
+    assert stage_module(formats.get("lddl")) is lddl
+    assert stage_module(formats.get("megatron")) is documents
     lines = dry_run(inputs.cfg, 1)
     assert [line.split(":")[0] for line in lines if line.startswith(("hdf5", "lddl", "megatron"))] == [
         "hdf5 phase 1 (seq 128, dupe 5)", "hdf5 phase 2 (seq 512, dupe 5)", "lddl phase 1", "lddl phase 2", "megatron"]
