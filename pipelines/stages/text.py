@@ -37,7 +37,7 @@ from bertdata.pipelines.resume import reusable_text_stage, text_stage_folders
 from bertdata.pipelines.runtime import fsio, progress
 from bertdata.pipelines.runtime.pool import working_on
 from bertdata.pipelines.runtime.runners import spare_cores
-from bertdata.pipelines.stage import BuildInputs, Decision, Stage
+from bertdata.pipelines.stage import BuildInputs, Decision, Folders, Stage
 from bertdata.pipelines.work import WorkItem, open_raw, work_groups, work_items
 
 RUNS = "runs"
@@ -410,21 +410,20 @@ class _MatchingBands(beam.PTransform):
 
 
 @dataclass
-class TextStage(Stage):
-    """Dump (and books) -> text shards; its folder is one of `folders`, chosen as it runs."""
+class TextFolders(Folders):
+    """The text stage's folders: one of `paths`, chosen as it runs; a finished one is reused by
+    its manifest (bertdata.pipelines.resume). Its run files go once its manifest is written."""
 
-    inputs: BuildInputs
-    name = "Text"
-    makes = (TextShard,)
+    inputs: BuildInputs  # in a worker, its EndInputs (which clean_up reads)
 
     @property
-    def folders(self) -> tuple[str, ...]:
+    def paths(self) -> tuple[str, ...]:
         i = self.inputs
         return tuple(text_stage_folders(i.cfg.output, i.text, i.dataset))
 
     def decide(self, force: bool) -> Decision:
         i = self.inputs
-        reuse = reusable_text_stage(list(self.folders), i.dump_record, i.text_options, force)
+        reuse = reusable_text_stage(list(self.paths), i.dump_record, i.text_options, force)
         if reuse is not None:
             return Decision(False, f"text stage already complete in {reuse.plan.folder}: reusing "
                                    f"{len(reuse.of_kind(TextShard))} text shards", reuse)
@@ -435,7 +434,23 @@ class TextStage(Stage):
 
     def clear(self) -> None:
         # A dump or option change could leave old shards this run would not write.
-        remove_leftovers(list(self.folders), also=("*.txt", "*" + IDS_SUFFIX, AUDIT, MANIFEST))
+        remove_leftovers(list(self.paths), also=("*.txt", "*" + IDS_SUFFIX, AUDIT, MANIFEST))
+
+    def clean_up(self) -> None:
+        remove_temporaries(self.inputs.work_dir)  # the runs' disk is free before instances start
+
+
+@dataclass
+class TextStage(Stage):
+    """Dump (and books) -> text shards."""
+
+    inputs: BuildInputs
+    name = "Text"
+    makes = (TextShard,)
+
+    @property
+    def folders(self) -> TextFolders:
+        return TextFolders(self.inputs)
 
     @functools.cached_property
     def items(self) -> list:
@@ -468,6 +483,3 @@ class TextStage(Stage):
 
     def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
         write_text_manifest(stage, provenance, self.inputs.text_options)
-
-    def clean_up(self) -> None:
-        remove_temporaries(self.inputs.work_dir)  # the runs' disk is free before instances start
