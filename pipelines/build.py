@@ -32,7 +32,7 @@ from bertdata.pipelines.corpora import store_paths
 from bertdata.pipelines.cleanup import clean_up_failed_run, remove_temporaries
 from bertdata.pipelines.inputs import (Inputs, corpus_splitter, list_books, resolve_inputs, resolve_recipe,
                                       sentence_splitter)
-from bertdata.pipelines.instances import InstancesStage
+from bertdata.pipelines.stages.instances import InstancesStage
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.plan import check_disk, local_dump
 from bertdata.pipelines.resume import BUILD_TOOL, StageManifest, read_manifest, refuse_another_build, \
@@ -123,7 +123,7 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     chain_stages(pipeline, planned, Provenance(tool_record(BUILD_TOOL), run, dump_record))
 
     text_stage, text_decision = planned[0].stage, planned[0].decision
-    finder = functools.partial(this_runs_text_manifest, cfg.output, list(text_stage.folders), run.started_at)
+    finder = functools.partial(this_runs_text_manifest, cfg.output, list(text_stage.folders.paths), run.started_at)
     reading = progress.reading_bars([i.marker for i in text_stage.items if i.marker is not None]) \
         if text_decision.run else []
     # The instance stage's progress: the files of its first format cut per shard, one per text shard and phase.
@@ -132,15 +132,15 @@ def _build(cfg: BuildConfig, started: float, pool: WorkerPool | None) -> dict:
     note(f"running on {cfg.runner.runner} runner, {cfg.runner.workers} worker(s); Beam's own output goes to build.log")
     run_pipeline(pipeline, cfg.output, inputs.work_dir, finder, reading,
                  [fsio.join(folder, fmt.pattern()) for fmt, folder in per_shard], pool,
-                 [cfg.output, *(folder for p in planned for folder in p.stage.folders)])
+                 [cfg.output, *(folder for p in planned for folder in p.stage.folders.paths)])
 
     reused = text_decision.handed_on
     text = finder() if reused is None else StageManifest(reused.plan.folder, read_manifest(reused.plan.folder))
     counts = text.manifest["counts"]
     if not counts.get("articles") and not counts.get("books") and not counts.get("documents"):
-        _refuse_empty_build(inputs.dump or cfg.recipe, text, [folder for p in planned[1:] for folder in p.stage.folders])
+        _refuse_empty_build(inputs.dump or cfg.recipe, text, [folder for p in planned[1:] for folder in p.stage.folders.paths])
     # What each stage's format wrote, in chain order: (format, folder, manifest).
-    outputs = [(name, folder, read_manifest(folder)) for p in planned[1:] for name, folder in p.stage.folder_formats()]
+    outputs = [(name, folder, read_manifest(folder)) for p in planned[1:] for name, folder in p.stage.folders.folder_formats()]
     return {"seconds": time.time() - started, "text": text.manifest, "text_dir": text.folder,
             "requested": inputs.text, "siteinfo": inputs.site.siteinfo, "outputs": outputs}
 

@@ -1,17 +1,18 @@
 """The runner of the build's stages: it plans them, prepares them, and chains them.
 
-The stages follow one contract (bertdata.pipelines.stage): the text (bertdata.pipelines.text);
-the instances, with the files of every format cut per text shard (bertdata.pipelines.instances);
+The stages follow one contract (bertdata.pipelines.stage): the text (bertdata.pipelines.stages.text);
+the instances, with the files of every format cut per text shard (bertdata.pipelines.stages.instances);
 and the stages of the formats cut otherwise, planned by the module of their cut
 (bertdata.pipelines.formats: an LDDL folder per phase, a folder per format cut per split).
 `plan_stages` is the one place a build's stages, their folders and their decisions come from,
 and it only reads; `prepare_stages`, run by the launcher once every stage is decided and before
-any work, puts in place what stages need and clears what a killed run left.
+any work, puts in place what stages need and clears what a killed run left. Both apply the one
+folder policy (bertdata.pipelines.stage.FolderPolicy) to every stage's folders alike.
 
 The runner does the rest the same way for every stage. It starts each from what the stages
 before it handed on (one StageRecords element), gathers everything its steps yield (its own
 records, and the others, which every step passes on: bertdata.pipelines.records.StepDoFn) at
-one barrier, sums the counts, writes the stage's manifests there, lets the stage clean up, and
+one barrier, sums the counts, writes the stage's manifests there, has the folder policy clean up, and
 hands on all but the records no later stage reads. So no step can lose counts or another
 stage's records, and a stage gets its manifests by being in the chain.
 """
@@ -25,14 +26,13 @@ import apache_beam as beam
 from bertdata import formats
 from bertdata.config import BuildConfig, InstanceConfig
 from bertdata.formats import PER_SHARD
-from bertdata.pipelines.cleanup import remove_temporaries
 from bertdata.pipelines.formats import chosen_formats, stage_module
-from bertdata.pipelines.instances import InstancesStage, ShardOutput, shard_folder
+from bertdata.pipelines.stages.instances import InstancesStage, ShardOutput, shard_folder
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.records import Gather, StageRecords
 from bertdata.pipelines.runtime import fsio
-from bertdata.pipelines.stage import BuildInputs, Decision, Stage
-from bertdata.pipelines.text import TextStage
+from bertdata.pipelines.stage import BuildInputs, Decision, FolderPolicy, Stage
+from bertdata.pipelines.stages.text import TextStage
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class _EndStage(fsio.FilesDoFn):
         gathered = StageRecords.of(records)
         gathered = replace(gathered, counts={**gathered.counts, **self.stage.counts(gathered)})
         self.stage.write_manifests(gathered, self.provenance)
-        self.stage.clean_up()
+        FolderPolicy.finish(self.stage)
         yield StageRecords(gathered.plan, tuple(r for r in gathered.records if not self.stage.ended(r)),
                            gathered.counts)
 
@@ -96,14 +96,15 @@ def plan_stages(inputs: BuildInputs) -> list[PlannedStage]:
     """The build's stages in chain order, each with its decision. Reads only: a refusal comes
     before anything is written, and `prepare_stages` does the writing once the plan stands."""
     cfg, lowercase = inputs.cfg, inputs.text.lowercase
+    policy = FolderPolicy(cfg.force)
     chosen = chosen_phases(cfg)
     text = TextStage(inputs)
-    planned = [PlannedStage(text, text.decide(cfg.force))]
+    planned = [PlannedStage(text, policy.decide(text))]
     # The stages of the chosen formats not cut per text shard, planned by their cut's module; a
     # PER_SHARD format's files are written where the shard's instances are made, by the instance stage.
     own = [stage for fmt in map(formats.get, cfg.formats) if (module := stage_module(fmt)) is not None
            for stage in module.plan(fmt, inputs, chosen, planned[0].decision.handed_on)]
-    own_planned = [PlannedStage(stage, stage.decide(cfg.force)) for stage in own]
+    own_planned = [PlannedStage(stage, policy.decide(stage)) for stage in own]
     if chosen:
         per_shard = chosen_formats(cfg, PER_SHARD)
         sinks = [(key, sink) for p in own_planned if p.decision.run for key, sink in p.stage.sinks().items()]
@@ -113,16 +114,11 @@ def plan_stages(inputs: BuildInputs) -> list[PlannedStage]:
              for p in chosen if per_shard},
             {p: tuple(sink for key, sink in sinks if key == p) for p in chosen},
             tuple(sink for key, sink in sinks if key is None))
-        planned += [PlannedStage(instances, instances.decide(cfg.force)), *own_planned]
+        planned += [PlannedStage(instances, policy.decide(instances)), *own_planned]
     return planned
 
 
 def prepare_stages(planned: list[PlannedStage], work_dir: str) -> None:
     """Once every stage is decided, before any work: what each stage puts in place, and what a
-    killed run left cleared from each stage that runs."""
-    for p in planned:
-        p.stage.place()
-    for p in planned:
-        if p.decision.run:
-            p.stage.clear()
-    remove_temporaries(work_dir)  # a killed run's, which this run's progress would count
+    killed run left cleared from each stage that runs (FolderPolicy.prepare)."""
+    FolderPolicy.prepare([(p.stage, p.decision) for p in planned], work_dir)

@@ -2,20 +2,21 @@
 none per format, for the build and its dry run alike.
 
 PER_SHARD formats are written by the instance stage where a text shard's instances are made;
-PER_SPLIT formats each by a stage of bertdata.pipelines.documents; ACROSS_SHARDS formats by the
-stages of bertdata.pipelines.lddl, LDDL's balanced files being the one such cut.
+PER_SPLIT formats each by a stage of bertdata.pipelines.stages.documents; ACROSS_SHARDS formats by
+the stages of bertdata.pipelines.stages.lddl, LDDL's balanced files being the one such cut.
 """
 
 from __future__ import annotations
 
-import importlib
+from types import ModuleType
 
 from bertdata import formats
 from bertdata.config import BuildConfig
+from bertdata.pipelines.stages import documents, lddl
 
 # The module that plans the stages of the formats of a cut: `plan(fmt, inputs, phases, reused_text)`
 # -> its stages, `dry_run(fmt, cfg, phases, dataset, lowercase, training_shards)` -> their lines.
-CUT_STAGES = {formats.PER_SPLIT: "bertdata.pipelines.documents", formats.ACROSS_SHARDS: "bertdata.pipelines.lddl"}
+CUT_STAGES: dict[str, ModuleType] = {formats.PER_SPLIT: documents, formats.ACROSS_SHARDS: lddl}
 
 
 def chosen_formats(cfg: BuildConfig, cut: str) -> list[formats.Format]:
@@ -23,7 +24,6 @@ def chosen_formats(cfg: BuildConfig, cut: str) -> list[formats.Format]:
     return [fmt for fmt in map(formats.get, cfg.formats) if fmt.cut == cut]
 
 
-def stage_module(fmt: formats.Format):
+def stage_module(fmt: formats.Format) -> ModuleType | None:
     """The module that plans `fmt`'s own stages, or None (a PER_SHARD format has none)."""
-    name = CUT_STAGES.get(fmt.cut)
-    return importlib.import_module(name) if name is not None else None
+    return CUT_STAGES.get(fmt.cut)

@@ -13,7 +13,8 @@ from bertdata.fsutil import load_json
 from bertdata.text.articles import quality
 from bertdata.manifest import MANIFEST, ShardFiles, Run, write_manifest
 from bertdata.text.shards import TextShard
-from bertdata.pipelines.records import DedupSummary, StageRecords
+from bertdata.pipelines.records import StageRecords
+from bertdata.pipelines.stages.dedup import DedupSummary
 from bertdata.pipelines.runtime import fsio
 
 

@@ -21,7 +21,7 @@ from bertdata.formats import PER_SHARD, PER_SPLIT
 from bertdata.manifest import MANIFEST
 from bertdata.pipelines.chain import chosen_phases
 from bertdata.pipelines.formats import chosen_formats, stage_module
-from bertdata.pipelines.instances import shard_folder
+from bertdata.pipelines.stages.instances import shard_folder
 from bertdata.pipelines.resume import (check_vocab_unchanged, finished_text_stage, read_manifest,
                                        refuse_another_build, text_stage_folders)
 from bertdata.pipelines.runtime import fsio

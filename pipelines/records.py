@@ -1,5 +1,6 @@
-"""Every record that travels down the build's chain, the barrier that gathers them, and the
-DoFn base that passes on what a step does not take.
+"""The records several stages share (the rest live with the one stage that makes and reads them,
+in bertdata.pipelines.stages), the barrier that gathers every record, and the DoFn base that
+passes on what a step does not take.
 
 The DaskRunner computes only the last transform's ancestors, drops tagged outputs and
 finish_bundle output, and collects no metrics, so what a later stage or a manifest needs
@@ -85,79 +86,13 @@ class StepDoFn(fsio.FilesDoFn):
         raise NotImplementedError
 
 
-# The text stage's.
-
-@dataclass(frozen=True)
-class ShardJob:
-    """One text shard to write from its blocks, in run (dump) order."""
-
-    folder: str
-    split: str
-    index: int
-    blocks: tuple  # (run path, offset, length), ...
-    mix: tuple = ()  # a recipe's: (corpus, first bin it does not keep) for each corpus (bertdata.corpora.mix)
-    removed: tuple = ()  # keys (corpus rank, id) of the documents dedup removes, every copy of each
-
-
-@dataclass(frozen=True)
-class MixTally:
-    """A work group's tokens and documents per bin of a recipe's mix, for each corpus:
-    {corpus: (bins, tokens, documents)} (bertdata.corpora.mix.Tally.sparse)."""
-
-    tallies: dict
-
-
-# A recipe's dedup and decontamination (pipelines/dedup).
-
-@dataclass(frozen=True)
-class Signatures:
-    """A work group's signature files (bertdata.dedup.signatures): where each band's key
-    prefixes begin in its bands file, (bands, PREFIXES + 1)."""
-
-    path: str  # the bands file; the docs file is beside it (DOCS_SUFFIX)
-    order: tuple  # (group, sequence): files are numbered in this order
-    count: int
-    starts: object  # numpy array
-
-
-@dataclass(frozen=True)
-class BandJob:
-    """One band's key range across every group: (file number, bands path, count, start, end) each."""
-
-    band: int
-    slices: tuple
-
-
-@dataclass(frozen=True)
-class Matches:
-    """Pairs of documents a band job found sharing a key: (ref, ref) rows (bertdata.dedup.signatures)."""
-
-    band: int
-    pairs: object  # numpy array
-
-
-@dataclass(frozen=True)
-class Contaminated:
-    """A document decontaminate: removed, with the evaluation row it shares an n-gram with."""
-
-    key: tuple
-    tokens: int
-    eval_file: int  # its number among the recipe's evaluation files
-    row: str
-
-
-@dataclass(frozen=True)
-class DedupSummary:
-    """What dedup and decontaminate removed, for the text stage's manifest."""
-
-    figures: dict
-
-
-# The LDDL stage's (ShardRuns are made by the instance stage).
+# Records two stages share: made by the instance stage for a later one. The records only one
+# stage makes and reads live in its module (bertdata.pipelines.stages).
 
 @dataclass(frozen=True)
 class ShardRuns:
-    """The runs of one text shard (by its index among the training shards) for one phase."""
+    """The runs of one text shard (by its index among the training shards) for one phase, for
+    the LDDL stage of that phase (bertdata.pipelines.stages.lddl)."""
 
     folder: str
     index: int
@@ -165,37 +100,10 @@ class ShardRuns:
 
 
 @dataclass(frozen=True)
-class PhasePlan:
-    """How a phase's bins were cut (see `lddl.plan_files`), for its manifest."""
-
-    folder: str
-    bins: tuple[dict, ...]
-
-
-@dataclass(frozen=True)
-class PlannedFile:
-    folder: str
-    plan: lddl.FilePlan
-
-
-@dataclass(frozen=True)
-class LddlFile:
-    """A written LDDL file, as the manifest sees it."""
-
-    folder: str
-    file: str
-    bin: int | None
-    rows: int
-    bytes: int
-    sha256: str
-
-
-# The stages of formats cut per split (SplitParts are made by the instance stage).
-
-@dataclass(frozen=True)
 class SplitPart:
     """One text shard's part of a format cut per split: its format's description of the files
-    it wrote under the work folder (None: the shard had no tokens), and the shard's counts."""
+    it wrote under the work folder (None: the shard had no tokens), and the shard's counts, for
+    that format's stage (bertdata.pipelines.stages.documents)."""
 
     format: str
     split: str
@@ -208,24 +116,6 @@ class SplitPart:
     def source_entry(self) -> dict:
         """Its text shard, as the folder's manifest records it (see documents.sources)."""
         return {"split": self.split, "file": self.source, "sha256": self.source_sha256}
-
-
-@dataclass(frozen=True)
-class SplitJob:
-    """A split's parts of one format, in text shard order, to be made into its files."""
-
-    format: str
-    split: str
-    parts: tuple[SplitPart, ...]
-
-
-@dataclass(frozen=True)
-class SplitDone:
-    """A finished split of one format: its manifest entry."""
-
-    format: str
-    split: str
-    entry: dict
 
 
 class Gather(beam.PTransform):

@@ -1,8 +1,8 @@
 """The text stage's and the per-shard files' resume rules, which their stages
-(bertdata.pipelines.text, bertdata.pipelines.instances) decide with.
+(bertdata.pipelines.stages.text, bertdata.pipelines.stages.instances) decide with.
 
 A finished text stage is reused when its manifest records the same dump and text options;
-finished shard files are reused one by one (see bertdata.pipelines.instances). The manifests
+finished shard files are reused one by one (see bertdata.pipelines.stages.instances). The manifests
 are what say a stage finished: they are written last, and atomically.
 """
 

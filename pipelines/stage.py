@@ -1,15 +1,20 @@
-"""The stage contract (see bertdata.pipelines.chain, which plans and chains the stages): what a
-stage states and does, what a format's own stages are planned from (`BuildInputs`), and what a
-stage's start and end read of those (`EndInputs`).
+"""The stage contract (see bertdata.pipelines.chain, which plans and chains the stages), split as
+datatrove splits its steps from their executor: what a stage runs (`Stage`), its folders
+(`Folders`), and the one folder policy the chain applies to every stage (`FolderPolicy`); what
+a format's own stages are planned from (`BuildInputs`), and what a stage's start and end read of
+those (`EndInputs`).
 
-A stage names the folders it writes and the format they hold (for the build's summary line);
-`decide` says, before any work, whether this run reuses what is there, runs, or is refused (one
-line naming the folder), reading only; once every stage is decided, `place` puts what it needs
-in place whether it runs or is reused, and `clear` removes what a killed run of it left, if it
-runs; it gives the Beam steps that make its records, writes its manifests, then cleans up
-what of its run no later stage reads (all removing is bertdata.pipelines.cleanup's). A stage that
+A stage states its records (what it reads of what the stages before hand on, what it makes, what
+no later stage reads), its Beam steps and their start, its counts and its manifests. A stage that
 needs something of every text shard's instance work (runs per phase, a part per shard) says so
-in `sinks`, and the instance stage hands each text shard to them (bertdata.pipelines.instances).
+in `sinks`, and the instance stage hands each text shard to them (bertdata.pipelines.stages.instances).
+Its `folders` name where it writes and the format they hold (for the build's summary line);
+`decide` says, before any work, whether this run reuses what is there, runs, or is refused (one
+line naming the folder), reading only; once every stage is decided, `place` puts what the stage
+needs in place whether it runs or is reused, and `clear` removes what a killed run of it left,
+if it runs; once its manifests are written, `clean_up` removes what of its run no later stage
+reads (all removing is bertdata.pipelines.cleanup's). FolderPolicy does these in that order for
+every stage.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from bertdata.instances.vocab import Vocab
 from bertdata.text.shards import WORK_FOLDER
 from bertdata.text.wikidump import Site
 from bertdata.text.wikitext import RULES_VERSION
-from bertdata.pipelines.cleanup import remove_leftovers
+from bertdata.pipelines.cleanup import remove_leftovers, remove_temporaries
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.records import StageRecords
 from bertdata.pipelines.resume import RULES
@@ -42,22 +47,22 @@ class Decision:
     handed_on: StageRecords | None = None
 
 
-class Stage:
-    """One step of the build, as the runner sees it."""
+class Folders:
+    """A stage's folders as the folder policy sees them (FolderPolicy, which applies it to every
+    stage alike): where the stage writes and the format they hold; whether what is there is
+    finished (reused), to be written, or refused; what the stage puts in place whether it runs or
+    not; what a killed run left; and, once its manifests are written, its temporaries."""
 
-    name: str  # the Beam steps' label
     format: str | None = None  # the registry name of the format its folders hold (None: text shards)
-    folders: tuple[str, ...] = ()
-    reads: tuple[type, ...] = ()  # the kinds of record it needs of what the stages before hand on
-    makes: tuple[type, ...] = ()  # the kinds of record its steps (or, reused, its manifest) hand on
-    ends: tuple[type, ...] = ()  # the kinds of record no stage after this one reads
+    paths: tuple[str, ...] = ()
 
     def folder_formats(self) -> list[tuple[str | None, str]]:
         """(format, folder) for each of its folders, for the build's summary lines."""
-        return [(self.format, folder) for folder in self.folders]
+        return [(self.format, folder) for folder in self.paths]
 
     def decide(self, force: bool) -> Decision:
-        """Reads the stage's folders, writes nothing."""
+        """Reads the folders, writes nothing: reuse (a finished folder, by its manifest), run, or
+        a refusal (a BertdataError naming the folder)."""
         raise NotImplementedError
 
     def place(self) -> None:
@@ -66,7 +71,59 @@ class Stage:
 
     def clear(self) -> None:
         """Once every stage is decided, before a stage that runs: remove what a killed run of it left."""
-        remove_leftovers(list(self.folders))
+        remove_leftovers(list(self.paths))
+
+    def clean_up(self) -> None:
+        """Once its manifests are written: remove the temporaries of its run that no later stage reads."""
+
+
+class FolderPolicy:
+    """The one folder policy of a build, which the chain (bertdata.pipelines.chain) applies to
+    every stage, as datatrove's executor does to its steps: every stage decided before anything
+    is written (a refusal leaves the output as it was); once all are, each puts in place what it
+    needs, each that runs has a killed run's leftovers cleared, and the work folder's temporaries
+    go; a stage's temporaries go once its manifests are written. `force`: refuse nothing."""
+
+    def __init__(self, force: bool):
+        self.force = force
+
+    def decide(self, stage: Stage) -> Decision:
+        return stage.folders.decide(self.force)
+
+    @staticmethod
+    def prepare(decided: list[tuple[Stage, Decision]], work_dir: str) -> None:
+        for stage, _ in decided:
+            stage.folders.place()
+        for stage, decision in decided:
+            if decision.run:
+                stage.folders.clear()
+        remove_temporaries(work_dir)  # a killed run's, which this run's progress would count
+
+    @staticmethod
+    def finish(stage: Stage) -> None:
+        stage.folders.clean_up()
+
+
+class Stage:
+    """What one step of the build runs, as the runner sees it: its records (what it reads of what
+    the stages before hand on, what it makes, what no later stage reads), its sinks in the instance
+    stage, its start and Beam steps, its counts and manifests. Its folders (`folders`, a Folders)
+    are the folder policy's (FolderPolicy)."""
+
+    name: str  # the Beam steps' label
+    reads: tuple[type, ...] = ()  # the kinds of record it needs of what the stages before hand on
+    makes: tuple[type, ...] = ()  # the kinds of record its steps (or, reused, its manifest) hand on
+    ends: tuple[type, ...] = ()  # the kinds of record no stage after this one reads
+
+    @property
+    def folders(self) -> Folders:
+        """Its folders as the folder policy sees them: made from the stage's own fields whenever
+        asked, so they travel with no state of their own."""
+        raise NotImplementedError
+
+    @property
+    def format(self) -> str | None:
+        return self.folders.format
 
     def sinks(self) -> dict:
         """What it needs of the instance stage, when it runs: {InstanceConfig: sink} for a phase's
@@ -86,9 +143,6 @@ class Stage:
 
     def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
         raise NotImplementedError
-
-    def clean_up(self) -> None:
-        """Once its manifests are written: remove the temporaries of its run that no later stage reads."""
 
     def ended(self, record) -> bool:
         return isinstance(record, self.ends)

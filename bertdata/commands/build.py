@@ -384,7 +384,7 @@ def print_summary(summary: dict) -> None:
     """What a build made, read back from its manifests (see bertdata.pipelines.build)."""
     from bertdata import formats
     from bertdata.text.languages import describe_skipped_namespaces
-    from bertdata.pipelines.text import NAMESPACE_PREFIX
+    from bertdata.pipelines.stages.text import NAMESPACE_PREFIX
 
     text = summary["text"]
     if text and "corpora" in text:

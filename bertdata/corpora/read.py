@@ -1,5 +1,5 @@
 """A corpus file -> its documents, cleaned and split into sentences, keyed for their text shard:
-what the text stage does with each file of a recipe's corpora (bertdata.pipelines.text). Counts
+what the text stage does with each file of a recipe's corpora (bertdata.pipelines.stages.text). Counts
 go to `counts` under the corpus's own keys (`corpus_key`): read, dropped by reason, kept."""
 
 from __future__ import annotations

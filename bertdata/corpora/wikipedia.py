@@ -13,7 +13,7 @@ class Wikipedia(CorpusType):
     describe = ("a Wikipedia dump (dump:, and index: where it is not beside it), cleaned as --wiki-only cleans "
                 "it; a document's id is its page id")
     keys = ("dump", "index")
-    # The text stage reads it as it reads --dump (bertdata.pipelines.text): in byte ranges, with
+    # The text stage reads it as it reads --dump (bertdata.pipelines.stages.text): in byte ranges, with
     # the wikitext cleaner, not through `documents`.
     reads_dump = True
 

@@ -44,6 +44,8 @@ def user_error(err: BaseException) -> str | None:
         if isinstance(err, OSError) and err.errno in _OUTPUT_ERRNOS:
             return _output_error(str(err), err.strerror, err.filename)
         for module, name, message in _REMOTE_ERROR.findall(str(err)):
+            # By name: the module is one a worker's traceback names (any of bertdata's), known
+            # only from that text, as pickle finds an exception's class.
             with contextlib.suppress(ImportError):
                 cls = getattr(importlib.import_module(module), name, None)
                 if isinstance(cls, type) and issubclass(cls, BertdataError):

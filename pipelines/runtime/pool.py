@@ -78,7 +78,9 @@ def worker_count(cfg: RunnerConfig) -> int:
 
 # A plain worker. `-m` puts the current folder first on sys.path, so a build started inside a
 # bertdata checkout would run that checkout's code in its workers: -P (Python 3.11+) leaves it out.
-WORKER = (sys.executable, *(("-P",) if sys.version_info >= (3, 11) else ()), "-m", "bertdata.pipelines.runtime.worker")
+# A process is started by its module's name: the worker beside this module, named from this
+# package (importing it here to ask would load Beam, which this module does without).
+WORKER = (sys.executable, *(("-P",) if sys.version_info >= (3, 11) else ()), "-m", f"{__package__}.worker")
 
 
 def plain_worker_command() -> str:

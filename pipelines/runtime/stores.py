@@ -82,6 +82,8 @@ def check_client(path: str) -> None:
             raise BertdataError(f"{path}: unknown storage scheme '{scheme(path)}://' (s3://, gs:// and hdfs:// work)")
         return
     try:
+        # By name: the store's client module is data of its STORES entry (a third party's,
+        # optional: the extra installs it), imported only for the stores a build uses.
         importlib.import_module(store.module)
     except ImportError:
         raise BertdataError(f"{path}: {store.scheme}:// paths need the {store.extra} extra: "

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import json
 import logging
 import os
@@ -56,16 +55,6 @@ from bertdata.pipelines.runtime.sampling import prompt_bundle_ends
 
 # Linux's prctl option: a signal for this process when its parent ends (the pool is Linux-only).
 PR_SET_PDEATHSIG = 1
-# What the pipelines' DoFns import, what they carry (the stages, the sentence splitter) and what
-# the splitter loads when it first splits (NLTK, which the launcher does without): loaded once in
-# the server, shared by every forked worker. A module first imported in a worker is imported by
-# each, as its first bundle starts. (Not the punkt model's data: the server starts before the
-# build knows its language.)
-PRELOAD = ("bertdata.pipelines.text", "bertdata.pipelines.instances", "bertdata.pipelines.manifests",
-           "bertdata.pipelines.chain", "bertdata.instances.create", "bertdata.text.sentences",
-           "bertdata.text.fastpunkt", "nltk.tokenize.punkt")
-
-
 def main() -> None:
     prompt_bundle_ends()  # in the server too: its forked workers inherit it
     if sys.argv[1:2] == ["--serve"]:
@@ -132,18 +121,27 @@ def serve(listener_fd: int, reports_fd: int) -> None:
 
 
 def preload() -> None:
-    for name in PRELOAD:
-        importlib.import_module(name)
+    # What the pipelines' DoFns import, what they carry (the stages, the sentence splitter) and
+    # what the splitter loads when it first splits (NLTK, which the launcher does without): loaded
+    # once in the server, shared by every forked worker. A module first imported in a worker is
+    # imported by each, as its first bundle starts. (Not the punkt model's data: the server starts
+    # before the build knows its language.) Imported here, not at module level: the runtime
+    # imports no stage but in the server (tests/project/test_dependencies.py).
+    import nltk.tokenize.punkt  # noqa: F401
     from bertdata import corpora, formats
     from bertdata.errors import BertdataError
-    from bertdata.pipelines.formats import stage_module
+    from bertdata.instances import create  # noqa: F401
+    from bertdata.text import fastpunkt, sentences  # noqa: F401
+    from bertdata.pipelines import chain, manifests  # noqa: F401
+    from bertdata.pipelines.formats import CUT_STAGES  # noqa: F401  (and with it the stages of every cut)
+    from bertdata.pipelines.stages import instances, text  # noqa: F401
 
-    # Every format and its own stages, and every corpus type, which a build may carry: the
-    # plugins' too (bertdata.plugins). One that fails to import is left out: the CLI refuses a
-    # build that names it, in one line, before any worker starts.
+    # Every format and every corpus type, which a build may carry: the plugins' too
+    # (bertdata.plugins). One that fails to import is left out: the CLI refuses a build that
+    # names it, in one line, before any worker starts.
     for name in formats.names():
         with contextlib.suppress(BertdataError):
-            stage_module(formats.get(name))
+            formats.get(name)
     for name in corpora.names():
         with contextlib.suppress(BertdataError):
             corpora.get(name)

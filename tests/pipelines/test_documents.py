@@ -1,4 +1,4 @@
-"""The stage of the formats cut per split (bertdata.pipelines.documents) and what the instance
+"""The stage of the formats cut per split (bertdata.pipelines.stages.documents) and what the instance
 stage hands it: the tokenizer file read once by the launcher, its bytes what every worker
 tokenizes with, and the folder named by it in one plain name."""
 
@@ -14,8 +14,8 @@ import pytest
 from bertdata.config import BuildConfig, DocumentConfig
 from bertdata.instances.tokenizer_spec import TokenizerSpec
 from bertdata.instances.vocab import load_vocab
-from bertdata.pipelines.documents import tokenizer_label
-from bertdata.pipelines.instances import _MakeInstances
+from bertdata.pipelines.stages.documents import tokenizer_label
+from bertdata.pipelines.stages.instances import _MakeInstances
 from bertdata.pipelines.stage import BuildInputs
 from conftest import VOCAB, trained_tokenizer
 
@@ -101,7 +101,7 @@ def test_a_folder_no_text_shard_made_a_token_for_gets_no_manifest(tmp_path):
     script) left a manifest on empty folders, which every later run reused."""
     from bertdata.errors import BertdataError
     from bertdata.formats import SplitSettings, get
-    from bertdata.pipelines.documents import SplitOutput, write_manifest
+    from bertdata.pipelines.stages.documents import SplitOutput, write_manifest
     from bertdata.pipelines.records import SplitPart, StageRecords
 
     tokenizer = SimpleNamespace(name="tokenizer.json")

@@ -18,7 +18,7 @@ from bertdata.manifest import Run, tool_record
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.records import StageRecords, StepDoFn, TextPlan
 from bertdata.pipelines.runtime.runners import make_pipeline
-from bertdata.pipelines.stage import Decision, Stage
+from bertdata.pipelines.stage import Decision, Folders, Stage
 from bertdata.pipelines.chain import PlannedStage, chain_stages
 
 
@@ -57,6 +57,18 @@ class _Steps(beam.PTransform):
 
 
 @dataclass
+class ToyFolder(Folders):
+    folder: str
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return (self.folder,)
+
+    def decide(self, force: bool) -> Decision:
+        return Decision(True)
+
+
+@dataclass
 class ToyStage(Stage):
     """Makes a Made per Item; its manifest lists what its end received."""
 
@@ -68,11 +80,8 @@ class ToyStage(Stage):
     ends = (Item, Made)
 
     @property
-    def folders(self) -> tuple[str, ...]:
-        return (self.folder,)
-
-    def decide(self, force: bool) -> Decision:
-        return Decision(True)
+    def folders(self) -> Folders:
+        return ToyFolder(self.folder)
 
     def steps(self) -> beam.PTransform:
         return _Steps()
@@ -137,14 +146,20 @@ def test_the_runner_writes_each_stages_manifest_and_carries_counts_and_records(t
     assert not (tmp_path / "unused").exists()  # a reused stage is not run again
 
 
-@dataclass
-class TidyStage(ToyStage):
+class TidyFolder(ToyFolder):
     """Notes, as it cleans up, whether its manifest was written first."""
-
-    name = "Tidy"
 
     def clean_up(self) -> None:
         (Path(self.folder) / "cleaned").write_text(str((Path(self.folder) / "manifest.json").exists()))
+
+
+@dataclass
+class TidyStage(ToyStage):
+    name = "Tidy"
+
+    @property
+    def folders(self) -> Folders:
+        return TidyFolder(self.folder)
 
 
 def test_the_runner_cleans_up_after_a_stage_once_its_manifests_are_written(tmp_path):
@@ -176,7 +191,7 @@ def test_a_stage_whose_records_no_stage_before_it_hands_on_is_refused(tmp_path):
 
 def _lddl_stage(folder):
     from bertdata.config import PHASE1
-    from bertdata.pipelines.lddl import LddlPhase, LddlStage
+    from bertdata.pipelines.stages.lddl import LddlPhase, LddlStage
 
     phase = LddlPhase(str(folder), str(folder.parent / "runs"), "phase1", 128, "static", None, None)
     return LddlStage(phase, PHASE1, {"options": {"seed": 1}})
@@ -188,12 +203,12 @@ def test_a_refusal_names_the_folder_and_deciding_writes_nothing(tmp_path):
     (folder / "shard-0.parquet").write_bytes(b"someone else's")
     before = sorted(p.name for p in folder.iterdir())
     with pytest.raises(BertdataError, match=f"^{folder}: holds parquet files that no bertdata build recorded"):
-        _lddl_stage(folder).decide(force=False)
+        _lddl_stage(folder).folders.decide(force=False)
     assert sorted(p.name for p in folder.iterdir()) == before
     stage = _lddl_stage(folder)
-    assert stage.decide(force=True).run
+    assert stage.folders.decide(force=True).run
     assert sorted(p.name for p in folder.iterdir()) == before  # cleared only once every stage is decided
-    stage.clear()
+    stage.folders.clear()
     assert sorted(p.name for p in folder.iterdir()) == [".bertdata-writing"]
 
 
@@ -202,12 +217,12 @@ def test_a_finished_folder_is_reused_with_one_line(tmp_path):
     folder.mkdir()
     (folder / "shard-0.parquet").write_bytes(b"rows")
     (folder / "manifest.json").write_text(json.dumps({"options": {"seed": 1}, "files": [{"file": "shard-0.parquet"}]}))
-    decision = _lddl_stage(folder).decide(force=False)
+    decision = _lddl_stage(folder).folders.decide(force=False)
     assert not decision.run and decision.line == f"{folder}: already complete, kept"
     with pytest.raises(BertdataError, match=f"^{folder}: holds LDDL files made with other options"):
         stage = _lddl_stage(folder)
         stage.fields = {"options": {"seed": 2}}
-        stage.decide(force=False)
+        stage.folders.decide(force=False)
 
 
 def _inputs(output, **changes):
@@ -226,7 +241,7 @@ def _inputs(output, **changes):
 
 
 def test_every_stage_is_decided_before_any_is_cleared(tmp_path):
-    from bertdata.pipelines.lddl import folder as lddl_folder
+    from bertdata.pipelines.stages.lddl import folder as lddl_folder
     from bertdata.pipelines.chain import plan_stages, prepare_stages
 
     inputs = _inputs(tmp_path)
@@ -250,7 +265,7 @@ def test_every_stage_is_decided_before_any_is_cleared(tmp_path):
     prepare_stages(planned, inputs.work_dir)
     assert sorted(p.name for p in phase1.iterdir()) == [".bertdata-writing"]
     assert (tmp_path / "vocab" / "vocab").read_bytes() == Path(inputs.vocab.path).read_bytes()
-    assert planned[1].stage.folders == ()  # LDDL alone: no files cut per text shard
+    assert planned[1].stage.folders.paths == ()  # LDDL alone: no files cut per text shard
 
 
 def test_another_vocab_where_ngc_looks_is_refused_by_planning(tmp_path):
@@ -269,10 +284,11 @@ def test_another_vocab_where_ngc_looks_is_refused_by_planning(tmp_path):
 
 def test_each_format_supplies_its_stages_and_dry_run_lines(tmp_path):
     """Nothing outside a format's own modules names it: the build's stages and the dry run's
-    lines come from the registry entry and the pipeline module it names."""
+    lines come from the registry entry and the stage module of its cut."""
     from bertdata import formats
     from bertdata.pipelines.formats import stage_module
     from bertdata.pipelines.plan import dry_run
+    from bertdata.pipelines.stages import documents, lddl
     from bertdata.pipelines.chain import plan_stages
 
     inputs = _inputs(tmp_path, formats=("hdf5", "lddl", "megatron"))
@@ -284,8 +300,8 @@ def test_each_format_supplies_its_stages_and_dry_run_lines(tmp_path):
     assert {s.record.__name__ for s in instances.shard_sinks} == {"SplitPart"}
     assert all(len(sinks) == 1 for sinks in instances.phase_sinks.values())
     assert stage_module(formats.get("hdf5")) is None  # the instance stage writes it
-    assert stage_module(formats.get("lddl")).__name__ == "bertdata.pipelines.lddl"
-    assert stage_module(formats.get("megatron")).__name__ == "bertdata.pipelines.documents"
+    assert stage_module(formats.get("lddl")) is lddl
+    assert stage_module(formats.get("megatron")) is documents
     lines = dry_run(inputs.cfg, 1)
     assert [line.split(":")[0] for line in lines if line.startswith(("hdf5", "lddl", "megatron"))] == [
         "hdf5 phase 1 (seq 128, dupe 5)", "hdf5 phase 2 (seq 512, dupe 5)", "lddl phase 1", "lddl phase 2", "megatron"]

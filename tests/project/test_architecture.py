@@ -3,6 +3,7 @@ the pipelines and the benchmark is named there once, and nothing named there is 
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import Counter
 
@@ -113,3 +114,40 @@ def test_no_core_import_runs_up_the_layers():
     assert not unplaced, f"place these in LAYERS: {unplaced}"
     found = upward_imports(import_graph(modules))
     assert not found, "imports running up the layers:\n" + "\n".join(found)
+
+
+# A module named in a string is imported by name at run time (importlib), out of sight of the
+# import checks above, of a rename and of a reader: the pipelines import their modules for real.
+# Docstrings and comments may name modules.
+MODULE_NAME = re.compile(r"\bbertdata(\.[A-Za-z_]\w*)+")
+
+
+def modules_named_in_strings(source: str, path: str) -> list[str]:
+    """`path:line: NAME` for each string literal of `source`, docstrings aside, that names a
+    bertdata module (f-strings' literal parts included)."""
+    tree = ast.parse(source, path)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str)}
+    return [f"{path}:{node.lineno}: {found.group(0)}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+            for found in MODULE_NAME.finditer(node.value)]
+
+
+def test_the_string_check_sees_a_module_name_and_not_a_docstring():
+    source = ('"""bertdata.pipelines.text: named in a docstring."""\n'
+              'import importlib\n'
+              '# bertdata.pipelines.lddl, in a comment\n'
+              'STAGES = {"split": "bertdata.pipelines.documents"}\n'
+              'def f(x):\n'
+              '    """bertdata.formats, in a function\'s docstring."""\n'
+              '    return importlib.import_module(f"bertdata.formats.{x}"), "pip install \'bertdata[s3]\'"\n')
+    assert modules_named_in_strings(source, "x.py") == ["x.py:4: bertdata.pipelines.documents",
+                                                        "x.py:7: bertdata.formats"]
+
+
+def test_the_pipelines_name_no_module_in_a_string():
+    found = [hit for path in sorted((ROOT / "pipelines").rglob("*.py"))
+             for hit in modules_named_in_strings(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())]
+    assert not found, "a module named in a string (import it instead):\n" + "\n".join(found)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,8 +24,7 @@ from bertdata.dedup.evals import EvalTable
 from bertdata.dedup.minhash import Signer, similarity
 from bertdata.dedup.signatures import PREFIXES, GroupSignatures, band_slice, load_docs, matches
 from bertdata.text.shards import document_name
-from bertdata.pipelines.records import (BandJob, Contaminated, Counts, DedupSummary, Matches, Signatures,
-                                        StepDoFn)
+from bertdata.pipelines.records import Counts, StepDoFn
 from bertdata.pipelines.runtime import fsio
 
 SIGNATURES = "signatures"
@@ -34,6 +34,50 @@ AUDIT = "dedup.jsonl"
 GROUP_DOCUMENTS = 100_000
 # Band entries a match job sorts at most (12 bytes each), where the key range allows.
 JOB_ENTRIES = 1 << 22
+
+
+@dataclass(frozen=True)
+class Signatures:
+    """A work group's signature files (bertdata.dedup.signatures): where each band's key
+    prefixes begin in its bands file, (bands, PREFIXES + 1)."""
+
+    path: str  # the bands file; the docs file is beside it (DOCS_SUFFIX)
+    order: tuple  # (group, sequence): files are numbered in this order
+    count: int
+    starts: object  # numpy array
+
+
+@dataclass(frozen=True)
+class BandJob:
+    """One band's key range across every group: (file number, bands path, count, start, end) each."""
+
+    band: int
+    slices: tuple
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Pairs of documents a band job found sharing a key: (ref, ref) rows (bertdata.dedup.signatures)."""
+
+    band: int
+    pairs: object  # numpy array
+
+
+@dataclass(frozen=True)
+class Contaminated:
+    """A document decontaminate: removed, with the evaluation row it shares an n-gram with."""
+
+    key: tuple
+    tokens: int
+    eval_file: int  # its number among the recipe's evaluation files
+    row: str
+
+
+@dataclass(frozen=True)
+class DedupSummary:
+    """What dedup and decontaminate removed, for the text stage's manifest."""
+
+    figures: dict
 
 
 class Screen:

@@ -28,7 +28,7 @@ from bertdata.pipelines.resume import check_vocab_unchanged
 from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.runtime.pool import working_on
 from bertdata.pipelines.runtime.runners import spare_cores
-from bertdata.pipelines.stage import BuildInputs, Decision, Stage
+from bertdata.pipelines.stage import BuildInputs, Decision, Folders, Stage
 
 
 # What each shard file records about itself, and a re-run reads back instead of redoing it.
@@ -73,7 +73,7 @@ class ShardSink(Protocol):
 @dataclass(frozen=True)
 class PhaseOutput:
     """One phase's instances and where they go: shard files, the sinks of stages of their own
-    (files cut across text shards: bertdata.pipelines.lddl), or both."""
+    (files cut across text shards: bertdata.pipelines.stages.lddl), or both."""
 
     cfg: InstanceConfig
     shards: tuple[ShardOutput, ...] = ()
@@ -258,11 +258,35 @@ class TextShardsToInstances(beam.PTransform):
 
 
 @dataclass
+class ShardFolders(Folders):
+    """The instance stage's folders: one per phase and format cut per text shard. No folder is
+    reused whole: the stage runs where it has anything to make, and reuses its shard files one by
+    one as it makes them (`_ShardFiles`); another vocab's files are refused unless forced."""
+
+    stage: InstancesStage
+
+    @property
+    def format(self) -> str | None:
+        return next((out.format.name for outs in self.stage.shards.values() for out in outs), None)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(folder for _fmt, folder in self.folder_formats())
+
+    def folder_formats(self) -> list[tuple[str, str]]:
+        return [(out.format.name, out.folder) for outs in self.stage.shards.values() for out in outs]
+
+    def decide(self, force: bool) -> Decision:
+        for outs in zip(*self.stage.shards.values()):  # each format's folders, all phases at once
+            check_vocab_unchanged(outs[0].format, [out.folder for out in outs], self.stage.inputs.vocab, force)
+        return Decision(bool(self.stage.outputs) or bool(self.stage.shard_sinks))
+
+
+@dataclass
 class InstancesStage(Stage):
     """Text shards -> instances of every phase from one tokenization: the files of every format
     cut per text shard (`shards`: each phase's, one folder per format), and what the stages after
-    take of each shard (their sinks: LDDL runs, the parts of the formats cut per split). Its shard
-    files are reused one by one (`_ShardFiles`)."""
+    take of each shard (their sinks: LDDL runs, the parts of the formats cut per split)."""
 
     inputs: BuildInputs
     shards: dict  # {InstanceConfig: (ShardOutput, ...)}, the per-shard folders of the chosen phases
@@ -273,25 +297,13 @@ class InstancesStage(Stage):
     ends = (TextShard, ShardFiles)  # its steps take the text shards
 
     @property
-    def format(self) -> str | None:
-        return next((out.format.name for outs in self.shards.values() for out in outs), None)
-
-    @property
     def makes(self) -> tuple[type, ...]:
         sinks = [*self.shard_sinks, *(s for sinks in self.phase_sinks.values() for s in sinks)]
         return (ShardFiles, *dict.fromkeys(sink.record for sink in sinks))
 
     @property
-    def folders(self) -> tuple[str, ...]:
-        return tuple(folder for _fmt, folder in self.folder_formats())
-
-    def folder_formats(self) -> list[tuple[str, str]]:
-        return [(out.format.name, out.folder) for outs in self.shards.values() for out in outs]
-
-    def decide(self, force: bool) -> Decision:
-        for outs in zip(*self.shards.values()):  # each format's folders, all phases at once
-            check_vocab_unchanged(outs[0].format, [out.folder for out in outs], self.inputs.vocab, force)
-        return Decision(bool(self.outputs) or bool(self.shard_sinks))
+    def folders(self) -> ShardFolders:
+        return ShardFolders(self)
 
     @property
     def outputs(self) -> list[PhaseOutput]:

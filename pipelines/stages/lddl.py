@@ -31,10 +31,36 @@ from bertdata.errors import BertdataError
 from bertdata.manifest import MANIFEST
 from bertdata.pipelines.cleanup import mark_and_clear
 from bertdata.pipelines.manifests import WRITING, Provenance, recorded_manifest
-from bertdata.pipelines.records import LddlFile, PhasePlan, PlannedFile, ShardRuns, Spread, StageRecords, StepDoFn
+from bertdata.pipelines.records import ShardRuns, Spread, StageRecords, StepDoFn
 from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.runtime.pool import working_on
-from bertdata.pipelines.stage import BuildInputs, Decision, Stage
+from bertdata.pipelines.stage import BuildInputs, Decision, Folders, Stage
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """How a phase's bins were cut (see `lddl.plan_files`), for its manifest."""
+
+    folder: str
+    bins: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    folder: str
+    plan: lddl.FilePlan
+
+
+@dataclass(frozen=True)
+class LddlFile:
+    """A written LDDL file, as the manifest sees it."""
+
+    folder: str
+    file: str
+    bin: int | None
+    rows: int
+    bytes: int
+    sha256: str
 
 
 def runs_folder(work_dir: str) -> str:
@@ -191,26 +217,19 @@ def folder(cfg: BuildConfig, p: InstanceConfig) -> str:
 
 
 @dataclass
-class LddlStage(Stage):
-    """One phase's LDDL folder: the instance stage's runs -> balanced files. It puts the build's
-    vocab where NGC's script looks (`vocab`: where it is, `vocab_at`: where it goes)."""
+class LddlFolder(Folders):
+    """A phase's LDDL folder: reused when its manifest records the same options (`needs_writing`),
+    marked as being written and cleared before it runs. It puts the build's vocab where NGC's
+    script looks (`vocab`: where it is, `vocab_at`: where it goes), refusing another one there."""
 
     phase: LddlPhase
-    cfg: InstanceConfig
-    fields: dict  # the manifest's options, lengths and attrs
+    options: dict
     vocab: str | None = None
     vocab_at: str | None = None
-
-    @property
-    def name(self) -> str:
-        return f"Lddl{self.phase.tag.capitalize()}"
-
     format = lddl.LDDL.name
-    reads = (ShardRuns,)
-    makes = (PhasePlan, LddlFile)  # what it ends is its own folder's: see `ended`
 
     @property
-    def folders(self) -> tuple[str, ...]:
+    def paths(self) -> tuple[str, ...]:
         return (self.phase.folder,)
 
     def decide(self, force: bool) -> Decision:
@@ -218,7 +237,7 @@ class LddlStage(Stage):
                 and fsio.read_bytes(self.vocab_at) != fsio.read_bytes(self.vocab):
             raise BertdataError(f"{self.vocab_at}: holds another vocab than {self.vocab}; pass --force to replace "
                                 "it (and the LDDL folders made with it), or choose another --output")
-        if needs_writing(self.phase, self.fields["options"], force):
+        if needs_writing(self.phase, self.options, force):
             return Decision(True)
         return Decision(False, f"{self.phase.folder}: already complete, kept")
 
@@ -231,6 +250,28 @@ class LddlStage(Stage):
 
     def clear(self) -> None:
         clear_folder(self.phase)
+
+
+@dataclass
+class LddlStage(Stage):
+    """One phase's LDDL folder: the instance stage's runs -> balanced files."""
+
+    phase: LddlPhase
+    cfg: InstanceConfig
+    fields: dict  # the manifest's options, lengths and attrs
+    vocab: str | None = None
+    vocab_at: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"Lddl{self.phase.tag.capitalize()}"
+
+    reads = (ShardRuns,)
+    makes = (PhasePlan, LddlFile)  # what it ends is its own folder's: see `ended`
+
+    @property
+    def folders(self) -> LddlFolder:
+        return LddlFolder(self.phase, self.fields["options"], self.vocab, self.vocab_at)
 
     def sinks(self) -> dict:
         return {self.cfg: self.phase}

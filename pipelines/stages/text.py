@@ -29,22 +29,41 @@ from bertdata.text.wikidump import Page, iter_pages
 from bertdata.text.multistream import iter_pages_in_ranges
 from bertdata.errors import BertdataError
 from bertdata.manifest import MANIFEST
-from bertdata.pipelines.dedup import AUDIT, MatchBands, Screen, plan_bands, plan_removals
+from bertdata.pipelines.stages.dedup import AUDIT, MatchBands, Screen, plan_bands, plan_removals
 from bertdata.pipelines.cleanup import remove_leftovers, remove_temporaries
 from bertdata.pipelines.manifests import Provenance, write_text_manifest
-from bertdata.pipelines.records import (Counts, Gather, MixTally, ShardJob, Spread, StageRecords, StepDoFn,
-                                        TextPlan)
+from bertdata.pipelines.records import Counts, Gather, Spread, StageRecords, StepDoFn, TextPlan
 from bertdata.pipelines.resume import reusable_text_stage, text_stage_folders
 from bertdata.pipelines.runtime import fsio, progress
 from bertdata.pipelines.runtime.pool import working_on
 from bertdata.pipelines.runtime.runners import spare_cores
-from bertdata.pipelines.stage import BuildInputs, Decision, Stage
+from bertdata.pipelines.stage import BuildInputs, Decision, Folders, Stage
 from bertdata.pipelines.work import WorkItem, open_raw, work_groups, work_items
 
 RUNS = "runs"
 # Counts of pages skipped for their namespace, by number: "skipped_namespace" says how many,
 # these say which, so the summary can name them as the dump does.
 NAMESPACE_PREFIX = "outside_namespace_"
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """One text shard to write from its blocks, in run (dump) order."""
+
+    folder: str
+    split: str
+    index: int
+    blocks: tuple  # (run path, offset, length), ...
+    mix: tuple = ()  # a recipe's: (corpus, first bin it does not keep) for each corpus (bertdata.corpora.mix)
+    removed: tuple = ()  # keys (corpus rank, id) of the documents dedup removes, every copy of each
+
+
+@dataclass(frozen=True)
+class MixTally:
+    """A work group's tokens and documents per bin of a recipe's mix, for each corpus:
+    {corpus: (bins, tokens, documents)} (bertdata.corpora.mix.Tally.sparse)."""
+
+    tallies: dict
 
 
 def runs_folder(work_dir: str) -> str:
@@ -384,21 +403,20 @@ class _MatchingBands(beam.PTransform):
 
 
 @dataclass
-class TextStage(Stage):
-    """Dump (and books) -> text shards; its folder is one of `folders`, chosen as it runs."""
+class TextFolders(Folders):
+    """The text stage's folders: one of `paths`, chosen as it runs; a finished one is reused by
+    its manifest (bertdata.pipelines.resume). Its run files go once its manifest is written."""
 
-    inputs: BuildInputs
-    name = "Text"
-    makes = (TextShard,)
+    inputs: BuildInputs  # in a worker, its EndInputs (which clean_up reads)
 
     @property
-    def folders(self) -> tuple[str, ...]:
+    def paths(self) -> tuple[str, ...]:
         i = self.inputs
         return tuple(text_stage_folders(i.cfg.output, i.text, i.dataset))
 
     def decide(self, force: bool) -> Decision:
         i = self.inputs
-        reuse = reusable_text_stage(list(self.folders), i.dump_record, i.text_options, force)
+        reuse = reusable_text_stage(list(self.paths), i.dump_record, i.text_options, force)
         if reuse is not None:
             return Decision(False, f"text stage already complete in {reuse.plan.folder}: reusing "
                                    f"{len(reuse.of_kind(TextShard))} text shards", reuse)
@@ -409,7 +427,23 @@ class TextStage(Stage):
 
     def clear(self) -> None:
         # A dump or option change could leave old shards this run would not write.
-        remove_leftovers(list(self.folders), also=("*.txt", "*" + IDS_SUFFIX, AUDIT, MANIFEST))
+        remove_leftovers(list(self.paths), also=("*.txt", "*" + IDS_SUFFIX, AUDIT, MANIFEST))
+
+    def clean_up(self) -> None:
+        remove_temporaries(self.inputs.work_dir)  # the runs' disk is free before instances start
+
+
+@dataclass
+class TextStage(Stage):
+    """Dump (and books) -> text shards."""
+
+    inputs: BuildInputs
+    name = "Text"
+    makes = (TextShard,)
+
+    @property
+    def folders(self) -> TextFolders:
+        return TextFolders(self.inputs)
 
     @functools.cached_property
     def items(self) -> list:
@@ -441,6 +475,3 @@ class TextStage(Stage):
 
     def write_manifests(self, stage: StageRecords, provenance: Provenance) -> None:
         write_text_manifest(stage, provenance, self.inputs.text_options)
-
-    def clean_up(self) -> None:
-        remove_temporaries(self.inputs.work_dir)  # the runs' disk is free before instances start

@@ -27,10 +27,28 @@ from bertdata.manifest import MANIFEST
 from bertdata.text.shards import SPLITS, TextShard
 from bertdata.pipelines.cleanup import mark_and_clear
 from bertdata.pipelines.manifests import WRITING, Provenance, recorded_manifest
-from bertdata.pipelines.records import SplitDone, SplitJob, SplitPart, Spread, StageRecords, StepDoFn
+from bertdata.pipelines.records import SplitPart, Spread, StageRecords, StepDoFn
 from bertdata.pipelines.runtime import fsio
 from bertdata.pipelines.runtime.pool import working_on
-from bertdata.pipelines.stage import BuildInputs, Decision, Stage
+from bertdata.pipelines.stage import BuildInputs, Decision, Folders, Stage
+
+
+@dataclass(frozen=True)
+class SplitJob:
+    """A split's parts of one format, in text shard order, to be made into its files."""
+
+    format: str
+    split: str
+    parts: tuple[SplitPart, ...]
+
+
+@dataclass(frozen=True)
+class SplitDone:
+    """A finished split of one format: its manifest entry."""
+
+    format: str
+    split: str
+    entry: dict
 
 
 @dataclass(frozen=True)
@@ -131,25 +149,22 @@ def recorded_files(manifest: dict) -> set[str]:
 
 
 @dataclass
-class SplitStage(Stage):
-    """The instance stage's parts of one format -> its files, split by split."""
+class SplitFolder(Folders):
+    """The folder of a format cut per split: reused when it holds this build's files, its manifest
+    recording the same options and the same text shards (`finished_sources`: the reused text
+    stage's; None: text made anew, so nothing is reused); marked as being written and cleared
+    before it runs."""
 
     out: SplitOutput
     options: dict
-    finished_sources: list[dict] | None  # the reused text stage's shards; None: text made anew
-    reads = (SplitPart,)
-    makes = (SplitDone,)
-
-    @property
-    def name(self) -> str:
-        return self.out.format.name.capitalize()
+    finished_sources: list[dict] | None
 
     @property
     def format(self) -> str:
         return self.out.format.name
 
     @property
-    def folders(self) -> tuple[str, ...]:
+    def paths(self) -> tuple[str, ...]:
         return (self.out.folder,)
 
     def decide(self, force: bool) -> Decision:
@@ -174,9 +189,28 @@ class SplitStage(Stage):
         --force, anyone) left there: `decide` said it may."""
         mark_and_clear(self.out.folder, self.out.format.ours)
 
+
+@dataclass
+class SplitStage(Stage):
+    """The instance stage's parts of one format -> its files, split by split."""
+
+    out: SplitOutput
+    options: dict
+    finished_sources: list[dict] | None  # the reused text stage's shards; None: text made anew
+    reads = (SplitPart,)
+    makes = (SplitDone,)
+
+    @property
+    def name(self) -> str:
+        return self.out.format.name.capitalize()
+
+    @property
+    def folders(self) -> SplitFolder:
+        return SplitFolder(self.out, self.options, self.finished_sources)
+
     def ended(self, record) -> bool:
         # Its own records only: the stages of the other formats cut per split read theirs after it.
-        return isinstance(record, (SplitPart, SplitDone)) and record.format == self.format
+        return isinstance(record, (SplitPart, SplitDone)) and record.format == self.out.format.name
 
     def sinks(self) -> dict:
         return {None: self.out}
@@ -282,5 +316,5 @@ def dry_run(fmt: SplitFormat, cfg: BuildConfig, chosen: tuple[InstanceConfig, ..
     else:
         finished = None if text is None else sources(text.of_kind(TextShard))
         stage = SplitStage(SplitOutput(fmt, where, "", s), fmt.options(s), finished)
-        done = not stage.decide(cfg.force).run
+        done = not stage.folders.decide(cfg.force).run
     return [f"{fmt.name}: {'reuse (complete)' if done else 'run'}: {fmt.writes} -> {where}"]
