@@ -192,6 +192,10 @@ class BuildConfig:
     wiki_only: bool = False
     books: str | None = None
     recipe: str | None = None  # a recipe's YAML: the corpora read and mixed, instead of a dump (docs/recipes.md)
+    # A build from a dump: dedup (exact and MinHash, the recipe's `dedup: true`) and the evaluation
+    # files decontaminated against (FILE or FILE=KEY; docs/dedup.md). A recipe states its own.
+    dedup: bool = False
+    decontaminate: tuple[str, ...] = ()
     vocab: str | None = None
     text: TextConfig = TextConfig()
     phases: tuple[InstanceConfig, ...] = (PHASE1, PHASE2)
@@ -219,6 +223,10 @@ class BuildConfig:
             if given:
                 raise BertdataError(f"--recipe names every corpus of the build: leave out {given[0]} (a recipe's "
                                     "wikipedia corpus names its dump:)")
+            if self.dedup or self.decontaminate:
+                flag = "--dedup" if self.dedup else "--decontaminate"
+                raise BertdataError(f"{flag} is for a build from a dump: a recipe states its own dedup: and "
+                                    "decontaminate: (docs/dedup.md)")
         elif not self.wiki_only and not self.books:
             raise BertdataError(
                 "BookCorpus has no public download: pass --books DIR (plain-text books, one per file) "

@@ -20,6 +20,7 @@ from dataclasses import replace
 import apache_beam as beam
 
 from bertdata.config import BuildConfig
+from bertdata.dedup.evals import flag_decontamination, flag_set
 from bertdata.errors import BertdataError, WorkerLost
 from bertdata.fsutil import folder_lock, make_output_folder, remove_made
 from bertdata.text.languages import ENGLISH_CODES
@@ -28,7 +29,7 @@ from bertdata.manifest import MANIFEST, Run, tool_record
 from bertdata.text.sentences import choose_punkt
 from bertdata.instances.vocab import is_cased
 from bertdata.pipelines.chain import chain_stages, plan_stages, prepare_stages
-from bertdata.pipelines.corpora import store_paths
+from bertdata.pipelines.corpora import eval_files, store_paths
 from bertdata.pipelines.cleanup import clean_up_failed_run, remove_temporaries
 from bertdata.pipelines.inputs import (Inputs, corpus_splitter, list_books, resolve_inputs, resolve_recipe,
                                       sentence_splitter)
@@ -50,7 +51,8 @@ def run_build(cfg: BuildConfig, pool: WorkerPool | None = None) -> dict:
     """Run the build `cfg` describes; local workers are forked by `pool` when given."""
     started = time.time()
     check_runner(cfg.runner)
-    paths = (cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books, cfg.recipe)
+    paths = (cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books, cfg.recipe,
+             *(flag_set(value).files[0] for value in cfg.decontaminate))
     args = use_stores(paths, cfg.runner.beam_args)
     if cfg.recipe is not None:  # and the stores its corpora name, once it can be read
         args = use_stores(paths + store_paths(cfg.recipe), args)
@@ -168,10 +170,11 @@ def _stage_inputs(cfg: BuildConfig, inputs: Inputs, found=None) -> BuildInputs:
     if found is not None:
         splitters = tuple((language, corpus_splitter(language, cfg.punkt_language, cfg.splitter))
                           for language in sorted({c.language for c in found.recipe.corpora}))
+    evals = eval_files(flag_decontamination(cfg.decontaminate), "", "--decontaminate:") if found is None else ()
     workers = runner_workers(cfg.runner)
     cfg = replace(cfg, runner=replace(cfg.runner, workers=workers))  # asked once of a cluster
     return BuildInputs(cfg, dump, inputs.index, dump_record, vocab, site, t, dataset, books, splitter, punkt.model,
-                       found, splitters)
+                       found, splitters, evals)
 
 
 def run_pipeline(pipeline: beam.Pipeline, output: str, work_dir: str, text_manifest, reading: list,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from bertdata import corpora
 from bertdata.corpora.recipe import Recipe, load_recipe
-from bertdata.dedup.evals import EvalTable, type_of
+from bertdata.dedup.evals import DecontaminateConfig, EvalTable, type_of
 from bertdata.errors import BertdataError
 from bertdata.fsutil import input_errors
 from bertdata.pipelines.runtime import fsio
@@ -98,24 +98,26 @@ def resolve_corpora(path: str) -> Corpora:
                 sizes[file] = fsio.size(file)
                 parts[spec.name] += [(file, *part) for part in ctype.parts(spec, file, fsio.open_file, sizes[file])]
         files[spec.name] = tuple(found)
-    return Corpora(recipe, files, sizes, base, parts, _evals(recipe, base))
+    return Corpora(recipe, files, sizes, base, parts, eval_files(recipe.decontaminate, base, f"{recipe.path}: decontaminate:"))
 
 
-def _evals(recipe: Recipe, base: str) -> tuple:
-    """decontaminate:'s files, each read and its rows checked (a file without text, a missing key:
-    one line naming it), before any output is made."""
-    if recipe.decontaminate is None:
+def eval_files(decontaminate: DecontaminateConfig | None, base: str, where: str) -> tuple:
+    """The evaluation files of a recipe's decontaminate: (named relative to its folder `base`) or of
+    --decontaminate (`base` ""), each read and its rows checked (a file without text, a missing key:
+    one line naming it), before any output is made; `where` begins the line of a pattern that
+    matches nothing."""
+    if decontaminate is None:
         return ()
     read = []
-    for entry in recipe.decontaminate.against:
+    for entry in decontaminate.against:
         for pattern in entry.files:
             paths = _match(pattern, base)
             if not paths:
-                raise BertdataError(f"{recipe.path}: decontaminate: no evaluation file matches {pattern}")
+                raise BertdataError(f"{where} no evaluation file matches {pattern}")
             for path in paths:
                 with input_errors(path, "evaluation file"):
                     read.append((path, type_of(path, entry.type), entry.text, fsio.read_bytes(path)))
-    table = EvalTable(recipe.decontaminate.ngram, read)
+    table = EvalTable(decontaminate.ngram, read)
     return tuple(EvalFile(path, kind, text, hashlib.sha1(data).hexdigest(), short, _relative(path, base))
                  for (path, kind, text, data), short in zip(read, table.short))
 

@@ -79,11 +79,28 @@ def check_disk(cfg: BuildConfig, dump: str) -> None:
                             "some space, choose another --output, or pass --ignore-disk-check")
 
 
+def _screening_lines(dedup, decontaminate, evals: tuple, scope: str) -> list[str]:
+    """The plan's lines for dedup and decontamination (a recipe's or --dedup's and --decontaminate's)."""
+    lines = []
+    if dedup is not None:
+        lines.append("dedup: " + " + ".join(
+            (["exact copies"] if dedup.exact else [])
+            + ([f"MinHash near-duplicates ({dedup.ngram}-grams, {dedup.bands} bands of {dedup.rows}, joined at "
+                f"{dedup.min_similarity})"] if dedup.minhash else []))
+            + f" across {scope}; dedup.jsonl names each removed document")
+    if decontaminate is not None:
+        lines.append(f"decontaminate: documents sharing a {decontaminate.ngram}-gram with {len(evals)} evaluation "
+                     "file(s) removed: " + ", ".join(f"{e.name} ({e.type})" for e in evals))
+    return lines
+
+
 def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
     """The plan of the build `cfg` describes, as lines; reads the output folder, writes nothing."""
+    from bertdata.dedup.evals import flag_set
     from bertdata.pipelines.runtime.stores import use_stores
 
-    paths = (cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books, cfg.recipe)
+    paths = (cfg.output, cfg.dump, cfg.index, cfg.vocab, cfg.books, cfg.recipe,
+             *(flag_set(value).files[0] for value in cfg.decontaminate))
     args = use_stores(paths, cfg.runner.beam_args)
     if cfg.recipe is not None:
         from bertdata.pipelines.corpora import store_paths
@@ -104,23 +121,21 @@ def dry_run(cfg: BuildConfig, workers: int) -> list[str]:
             share = f", {recipe.share(spec.name):.3f} of the tokens" if recipe.mix else ", every document"
             lines.append(f"  {spec.name} ({spec.type}): {len(files)} file(s), "
                          f"{size_text(sum(found.sizes[f] for f in files))}{share}")
-        if recipe.dedup is not None:
-            d = recipe.dedup
-            lines.append("dedup: " + " + ".join(
-                (["exact copies"] if d.exact else []) + ([f"MinHash near-duplicates ({d.ngram}-grams, {d.bands} bands "
-                                                          f"of {d.rows}, joined at {d.min_similarity})"]
-                                                         if d.minhash else []))
-                + " across every corpus; dedup.jsonl names each removed document")
-        if recipe.decontaminate is not None:
-            lines.append(f"decontaminate: documents sharing a {recipe.decontaminate.ngram}-gram with "
-                         f"{len(found.evals)} evaluation file(s) removed: "
-                         + ", ".join(f"{e.name} ({e.type})" for e in found.evals))
+        lines += _screening_lines(recipe.dedup, recipe.decontaminate, found.evals, "every corpus")
     elif dump is None:
         source = cfg.dump or f"{cfg.wiki} {cfg.date} from {cfg.mirror}"
         lines.append(f"dump: {source}, downloaded into {fsio.join(cfg.output, 'download')} first; the disk and time "
                      "estimates need its size, known once it is there")
     else:
         lines.append(f"dump: {dump} ({size_text(os.path.getsize(dump))} bz2)")
+    if recipe is None and (cfg.dedup or cfg.decontaminate):
+        from bertdata.dedup.evals import flag_decontamination
+        from bertdata.dedup.minhash import DedupConfig
+        from bertdata.pipelines.corpora import eval_files
+
+        decontaminate = flag_decontamination(cfg.decontaminate)
+        lines += _screening_lines(DedupConfig() if cfg.dedup else None, decontaminate,
+                                  eval_files(decontaminate, "", "--decontaminate:"), "the articles and books")
     lines.append(_tokenizer_line(cfg))
     dataset = recipe.name if recipe is not None else _dataset(dump, cfg)
     text = _finished_text(cfg, dataset, dump)

@@ -25,15 +25,23 @@ from dataclasses import asdict, dataclass
 import apache_beam as beam
 
 from bertdata.config import BuildConfig, InstanceConfig, TextConfig
+from bertdata.dedup.evals import flag_decontamination
+from bertdata.dedup.minhash import DedupConfig
 from bertdata.instances.vocab import Vocab
 from bertdata.text.shards import WORK_FOLDER
 from bertdata.text.wikidump import Site
 from bertdata.text.wikitext import RULES_VERSION
+from bertdata.text.articles import BOOKS_SOURCE, WIKI_SOURCE
 from bertdata.pipelines.cleanup import remove_leftovers, remove_temporaries
 from bertdata.pipelines.manifests import Provenance
 from bertdata.pipelines.records import StageRecords
 from bertdata.pipelines.resume import RULES
 from bertdata.pipelines.runtime import fsio
+from bertdata.pipelines.stages.dedup import Screening
+
+
+# The sources of a build from a dump, by their documents' keys' rank, as dedup names them.
+DUMP_SOURCES = tuple(name for _, name in sorted(((WIKI_SOURCE, "wiki"), (BOOKS_SOURCE, "books"))))
 
 
 @dataclass(frozen=True)
@@ -173,6 +181,7 @@ class BuildInputs:
     punkt_model: str | None
     corpora: object = None  # a recipe's Corpora (bertdata.pipelines.corpora), None for a dump and books
     splitters: tuple = ()  # a recipe's: (language, splitter) for each of its corpora's languages
+    evals: tuple = ()  # a dump's build's --decontaminate files, checked (pipelines.corpora.EvalFile)
 
     @property
     def work_dir(self) -> str:
@@ -186,7 +195,29 @@ class BuildInputs:
         if self.corpora is not None:
             options["recipe"] = self.corpora.recipe.record()
             options["counted_by"] = self.counted_by
+        else:  # recorded only where asked, so a build without them keeps its options (and reuse)
+            screening = self.screening
+            if screening is not None and screening.dedup is not None:
+                options["dedup"] = screening.dedup.record()
+            if screening is not None and screening.decontaminate is not None:
+                options["decontaminate"] = {"ngram": screening.decontaminate.ngram,
+                                            "against": [{"file": e.name, "type": e.type, "text": e.text,
+                                                         "sha1": e.sha1} for e in screening.evals]}
         return options
+
+    @functools.cached_property
+    def screening(self):
+        """What the text stage screens documents for (pipelines.stages.dedup.Screening): a recipe's
+        dedup: and decontaminate:, or --dedup and --decontaminate; None where neither is asked."""
+        if self.corpora is not None:
+            recipe = self.corpora.recipe
+            if recipe.dedup is None and recipe.decontaminate is None:
+                return None
+            return Screening(recipe.dedup, recipe.decontaminate, self.corpora.evals, recipe.names)
+        if not self.cfg.dedup and not self.cfg.decontaminate:
+            return None
+        return Screening(DedupConfig() if self.cfg.dedup else None, flag_decontamination(self.cfg.decontaminate),
+                         self.evals, DUMP_SOURCES)
 
     @property
     def counted_by(self) -> dict | None:

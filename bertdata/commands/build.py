@@ -78,6 +78,8 @@ examples:
   bertdata build --wiki-only --format lddl --num-shards 256   NGC's current recipe
   bertdata build --wiki-only --format hdf5 megatron   hdf5 shards and Megatron pairs
   bertdata build --books books/ --phase both          Wikipedia + your books
+  bertdata build --books books/ --dedup --decontaminate squad/dev-v1.1.json
+                                                      copies and SQuAD's paragraphs out (docs/dedup.md)
   bertdata build --recipe mixture.yaml --format mds parquet --tokenizer tokenizer.json
                                                       FineWeb-Edu, C4, Dolma... mixed (docs/recipes.md)
   bertdata build --wiki-only --runner DataflowRunner --output gs://bucket/bert -- \\
@@ -132,6 +134,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "or a disambiguation (its title, a disambiguation template, a first paragraph that "
                            "'may refer to:') is skipped, and counted as list_page or disambiguation, where its "
                            "list items outweigh its prose")
+
+    text.add_argument("--dedup", action="store_true",
+                      help="remove exact copies and MinHash near-duplicates (word 5-grams, 14 bands of 8) among "
+                           "the dump's articles and the books, keeping the first (wiki before books, then the "
+                           "smallest page id or name); dedup.jsonl beside the text shards names each one removed "
+                           "(a recipe's dedup: does the same: docs/dedup.md)")
+    text.add_argument("--decontaminate", nargs="+", metavar="FILE[=KEY]", default=[],
+                      help="remove every article or book that shares a 13-gram with these evaluation files: a "
+                           "SQuAD .json as it is; a .tsv, .jsonl, .json or .parquet file with its text column "
+                           "or key named (glue/sst2/dev.tsv=sentence)")
 
     inst = p.add_argument_group("instances (reference flags)")
     inst.add_argument("--phase", choices=tuple(PHASES), default="both",
@@ -263,11 +275,17 @@ def config_from_args(args: argparse.Namespace):
     documents = DocumentConfig(tokenizer=args.tokenizer, **({} if args.document_length is None else
                                                             {"max_seq_length": args.document_length}))
     _check_flags_have_a_format(args, formats)
+    if args.decontaminate:  # each value's shape, before anything is read
+        from bertdata.dedup.evals import flag_set
+
+        for value in args.decontaminate:
+            flag_set(value)
     _check_formats_reach_workers(formats, args.runner, workers)
     return BuildConfig(
         output=args.output, dump=args.dump, index=args.index, date=args.date, mirror=args.mirror, wiki=args.wiki,
         lang=args.lang, punkt_language=args.punkt_language, splitter=args.splitter,
         sample=args.sample, wiki_only=args.wiki_only, books=args.books, recipe=args.recipe, vocab=args.vocab,
+        dedup=args.dedup, decontaminate=tuple(args.decontaminate),
         text=text,
         phases=phases, same_seed_per_shard=args.same_seed_per_shard, stop_after=args.stop_after,
         force=args.force, runner=RunnerConfig(args.runner, workers or 0, tuple(args.beam_args)),

@@ -57,6 +57,25 @@ class DecontaminateConfig:
         return {"ngram": self.ngram, "against": [e.record() for e in self.against]}
 
 
+def flag_set(value: str) -> EvalSet:
+    """`--decontaminate`'s FILE or FILE=KEY as an evaluation set: a JSON file without a key is
+    SQuAD's layout; any other names its text column or key."""
+    path, _, key = value.rpartition("=") if "=" in value else (value, "", "")
+    if not path or (key == "" and "=" in value):
+        raise BertdataError(f"--decontaminate {value}: FILE or FILE=KEY, the key naming the text column")
+    if key:
+        return EvalSet((path,), type_of(path, None), key)
+    kind = type_of(path, None)
+    if kind != "json":
+        raise BertdataError(f"--decontaminate {path}: a {kind} file needs its text column or key: {path}=KEY")
+    return EvalSet((path,), "squad")
+
+
+def flag_decontamination(values: tuple[str, ...]) -> DecontaminateConfig | None:
+    """--decontaminate's values as the settings a recipe's decontaminate: states (13-grams)."""
+    return DecontaminateConfig(tuple(flag_set(v) for v in values)) if values else None
+
+
 def type_of(path: str, given: str | None) -> str:
     """An evaluation file's type: as given, else from its name."""
     if given is not None:

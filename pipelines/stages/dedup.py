@@ -1,4 +1,4 @@
-"""A recipe's dedup and decontamination, inside the text stage (docs/dedup.md).
+"""Dedup and decontamination, a recipe's or a build's from a dump, inside the text stage (docs/dedup.md).
 
 As the text stage reads (CleanAndSpill), `Screen` drops each document that shares an n-gram
 with an evaluation set and keeps the signatures of the rest, written per work group to files
@@ -20,8 +20,8 @@ import numpy as np
 
 from bertdata.corpora.read import corpus_key
 from bertdata.dedup.clusters import components
-from bertdata.dedup.evals import EvalTable
-from bertdata.dedup.minhash import Signer, similarity
+from bertdata.dedup.evals import DecontaminateConfig, EvalTable
+from bertdata.dedup.minhash import DedupConfig, Signer, similarity
 from bertdata.dedup.signatures import PREFIXES, GroupSignatures, band_slice, load_docs, matches
 from bertdata.text.shards import document_name
 from bertdata.pipelines.records import Counts, StepDoFn
@@ -69,7 +69,7 @@ class Contaminated:
 
     key: tuple
     tokens: int
-    eval_file: int  # its number among the recipe's evaluation files
+    eval_file: int  # its number among the build's evaluation files
     row: str
 
 
@@ -80,14 +80,27 @@ class DedupSummary:
     figures: dict
 
 
+@dataclass(frozen=True)
+class Screening:
+    """What the text stage screens its documents for, a recipe's (dedup:, decontaminate:) or a
+    build's from a dump (--dedup, --decontaminate): the settings, the evaluation files as checked
+    (pipelines.corpora.EvalFile), and the names of the documents' sources by their keys' rank
+    (a recipe's corpora; a dump's build: wiki, then books)."""
+
+    dedup: DedupConfig | None
+    decontaminate: DecontaminateConfig | None
+    evals: tuple
+    names: tuple[str, ...]
+
+
 class Screen:
     """A work group's decontamination and signatures, as its documents are read."""
 
-    def __init__(self, recipe, evals: tuple, work_dir: str, group: int) -> None:
-        self.recipe, self.work_dir, self.group = recipe, work_dir, group
-        dedup = recipe.dedup
-        self.table = (EvalTable(recipe.decontaminate.ngram, [e.opened() for e in evals])
-                      if recipe.decontaminate is not None else None)
+    def __init__(self, screening: Screening, work_dir: str, group: int) -> None:
+        self.work_dir, self.group = work_dir, group
+        dedup = screening.dedup
+        self.table = (EvalTable(screening.decontaminate.ngram, [e.opened() for e in screening.evals])
+                      if screening.decontaminate is not None else None)
         self.signer = Signer(dedup) if dedup is not None and dedup.minhash else None
         self.signs = dedup is not None
         self.exact = dedup is not None and dedup.exact
@@ -178,14 +191,14 @@ def _documents(files: list[Signatures], pairs: np.ndarray) -> dict:
     return info
 
 
-def plan_removals(records: list, recipe, evals: tuple, folder: str) -> tuple[dict, list, Counts, DedupSummary]:
+def plan_removals(records: list, screening: Screening, folder: str) -> tuple[dict, list, Counts, DedupSummary]:
     """What dedup and decontamination remove: ((split, requested shard) -> keys removed, the removed
     documents' (corpus, key, tokens) for the mix's tallies, their counts and the summary), with
     `dedup.jsonl` written to `folder`."""
     files = _numbered(records)
     found = [r for r in records if isinstance(r, Matches)]
     info = _documents(files, np.concatenate([r.pairs for r in found]) if found else np.zeros((0, 2), np.int64))
-    cfg = recipe.dedup
+    cfg, evals = screening.dedup, screening.evals
     joined = []
     for r in found:
         if cfg is None or not cfg.minhash or r.band == cfg.bands or not cfg.min_similarity:
@@ -196,7 +209,7 @@ def plan_removals(records: list, recipe, evals: tuple, folder: str) -> tuple[dic
     clusters = components(np.concatenate(joined)) if joined else {}
     removed: dict = defaultdict(list)
     gone, lines, counts = [], [], Counter()
-    names = recipe.names
+    names = screening.names
     for members in clusters.values():
         kept = min((info[ref] for ref in members), key=lambda d: d[0])
         for ref in members:

@@ -20,7 +20,7 @@ import apache_beam as beam
 
 from bertdata.corpora.mix import Tally, cuts, draw
 from bertdata.corpora.read import copies, corpus_key, file_documents
-from bertdata.text.articles import Document, count_dict, merge_counts, page_document, sentence_counts
+from bertdata.text.articles import BOOKS_SOURCE, Document, count_dict, merge_counts, page_document, sentence_counts
 from bertdata.text.books import book_document
 from bertdata.config import TextConfig
 from bertdata.text.shards import IDS_SUFFIX, TextShard, shard_stem, text_folder, assign, fewer_shards, render_ids, render_shard
@@ -29,7 +29,7 @@ from bertdata.text.wikidump import Page, iter_pages
 from bertdata.text.multistream import iter_pages_in_ranges
 from bertdata.errors import BertdataError
 from bertdata.manifest import MANIFEST
-from bertdata.pipelines.stages.dedup import AUDIT, MatchBands, Screen, plan_bands, plan_removals
+from bertdata.pipelines.stages.dedup import AUDIT, MatchBands, Screen, Screening, plan_bands, plan_removals
 from bertdata.pipelines.cleanup import remove_leftovers, remove_temporaries
 from bertdata.pipelines.manifests import Provenance, write_text_manifest
 from bertdata.pipelines.records import Counts, Gather, Spread, StageRecords, StepDoFn, TextPlan
@@ -79,12 +79,6 @@ class RecipeReading:
     recipe: object  # bertdata.corpora.recipe.Recipe
     splitters: dict  # language -> splitter
     tokenizer: object = None  # the TokenizerSpec that counts (BuildInputs'), where one counts
-    evals: tuple = ()  # decontaminate:'s files (pipelines.corpora.Corpora.evals)
-
-    @property
-    def screens(self) -> bool:
-        """Whether documents are screened as they are read: dedup's signatures, decontamination."""
-        return self.recipe.dedup is not None or self.recipe.decontaminate is not None
 
     @property
     def counts_tokens(self) -> bool:
@@ -174,10 +168,10 @@ class _CleanAndSpill(fsio.FilesDoFn):
     yields a Run record per run and one Counts record."""
 
     def __init__(self, cfg: TextConfig, work_dir: str, splitter, markup, prefetch: bool,
-                 recipe: RecipeReading | None = None):
+                 recipe: RecipeReading | None = None, screening: Screening | None = None):
         super().__init__()
         self.cfg, self.work_dir, self.splitter, self.markup, self.prefetch = cfg, work_dir, splitter, markup, prefetch
-        self.recipe = recipe
+        self.recipe, self.screening = recipe, screening
 
     def setup(self):
         super().setup()
@@ -192,8 +186,7 @@ class _CleanAndSpill(fsio.FilesDoFn):
         sequence = 0
         mix = self.recipe.recipe if self.recipe is not None and self.recipe.recipe.mix else None
         tallies: dict = {}
-        screen = (Screen(self.recipe.recipe, self.recipe.evals, self.work_dir, number)
-                  if self.recipe is not None and self.recipe.screens else None)
+        screen = Screen(self.screening, self.work_dir, number) if self.screening is not None else None
         # The group's dump ranges read as one run, decoded back to back (see iter_pages_in_ranges).
         ranged = [item for item in items if item.kind == "dump" and item.start is not None]
         range_pages = iter_pages_in_ranges(ranged[0].path if ranged else "", [(i.start, i.end) for i in ranged],
@@ -206,6 +199,8 @@ class _CleanAndSpill(fsio.FilesDoFn):
                         keep, made = screen.keeps(shard, doc)
                         yield from made
                         if not keep:
+                            if self.recipe is None:
+                                counts.update(_uncounted([doc]))
                             continue
                     if mix is not None:
                         name = mix.names[doc.key[0]]
@@ -261,8 +256,8 @@ def plan_mix(records: list, recipe, removed: list = ()) -> tuple:
     return tuple(sorted(cuts(tallies, dict(recipe.mix)).items()))
 
 
-def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str, recipe: RecipeReading | None = None
-                ) -> list:
+def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str, recipe: RecipeReading | None = None,
+                screening: Screening | None = None) -> list:
     """Gathered Run, Counts (and a recipe's MixTally) records -> the TextPlan, the summed Counts,
     and a ShardJob per text shard with documents."""
     runs = sorted((r for r in records if isinstance(r, Run)), key=lambda r: r.order)
@@ -275,8 +270,8 @@ def plan_shards(records: list, cfg: TextConfig, output: str, dataset: str, recip
         split: fewer_shards(n, documents[split], cfg.min_shard_documents) for split, n in requested.items()}
     folder = fsio.join(output, text_folder(shards["training"], shards["test"], cfg.test_fraction), dataset)
     removed, extra = {}, []
-    if recipe is not None and (recipe.recipe.dedup is not None or recipe.recipe.decontaminate is not None):
-        removed, gone, counts, summary = plan_removals(records, recipe.recipe, recipe.evals, folder)
+    if screening is not None:
+        removed, gone, counts, summary = plan_removals(records, screening, folder)
         extra = [counts, summary]
     else:
         gone = []
@@ -311,6 +306,8 @@ class _WriteTextShard(StepDoFn):
         documents, repeated = merge_blocks(fsio.read_range(*block) for block in job.blocks)
         if job.removed:
             removed = set(job.removed)
+            if self.recipe is None:  # a dump's build counted its articles and books as it read them
+                yield Counts(_uncounted([d for d in documents if d.key[:2] in removed]))
             documents = [d for d in documents if d.key[:2] not in removed]
         path = fsio.join(job.folder, stem + ".txt")
         if self.recipe is not None:
@@ -329,6 +326,18 @@ class _WriteTextShard(StepDoFn):
             dropped = sentence_counts(s for doc in repeated for s in doc.sentences)
             yield Counts({"skipped_duplicate_id": len(repeated), "articles": -len(repeated),
                           **{k: -v for k, v in dropped.items()}})
+
+
+def _uncounted(documents: list) -> dict:
+    """The counts that a dump's build's documents removed by dedup or decontamination take back: its
+    articles and their sentence figures, its books and their sentences."""
+    counts: Counter = Counter()
+    for doc in documents:
+        if doc.key[0] == BOOKS_SOURCE:
+            counts.update({"books": -1, "book_sentences": -len(doc.sentences)})
+        else:
+            counts.update({"articles": -1, **{k: -v for k, v in sentence_counts(doc.sentences).items()}})
+    return dict(counts)
 
 
 def place(seed: int, corpus: str, key: tuple) -> int:
@@ -361,17 +370,19 @@ class DumpToTextShards(beam.PTransform):
     spare core to decompress on."""
 
     def __init__(self, groups: list[list[WorkItem]], cfg: TextConfig, output: str, dataset: str, work_dir: str,
-                 splitter, markup, prefetch: bool = True, recipe: RecipeReading | None = None):
+                 splitter, markup, prefetch: bool = True, recipe: RecipeReading | None = None,
+                 screening: Screening | None = None):
         super().__init__()
         self.groups, self.cfg, self.output, self.dataset, self.work_dir = groups, cfg, output, dataset, work_dir
         self.splitter, self.markup, self.prefetch, self.recipe = splitter, markup, prefetch, recipe
+        self.screening = screening
 
     @property
     def _recipe(self):
         return self.recipe.recipe if self.recipe is not None else None
 
     def _matching(self) -> beam.PTransform:
-        if self._recipe is not None and self._recipe.dedup is not None:
+        if self.screening is not None and self.screening.dedup is not None:
             return "MatchingBands" >> _MatchingBands()
         return "NoDedup" >> beam.Map(lambda records: records)
 
@@ -382,10 +393,11 @@ class DumpToTextShards(beam.PTransform):
             | "WorkGroups" >> beam.Create(list(enumerate(self.groups)), reshuffle=False)
             | "SpreadGroups" >> Spread()
             | "CleanAndSpill" >> beam.ParDo(_CleanAndSpill(self.cfg, self.work_dir, self.splitter, self.markup,
-                                                          self.prefetch, self.recipe))
+                                                          self.prefetch, self.recipe, self.screening))
             | "GatherRuns" >> Gather()
             | self._matching()
-            | "PlanShards" >> beam.FlatMap(plan_shards, self.cfg, self.output, self.dataset, self.recipe)
+            | "PlanShards" >> beam.FlatMap(plan_shards, self.cfg, self.output, self.dataset, self.recipe,
+                                           self.screening)
             | "SpreadShards" >> Spread()
             | "WriteTextShards" >> beam.ParDo(_WriteTextShard(self.dataset, self._recipe))
         )
@@ -459,7 +471,7 @@ class TextStage(Stage):
         workers = i.cfg.runner.workers
         return DumpToTextShards(work_groups(self.items, i.books, workers), i.text, i.cfg.output, i.dataset,
                                 i.work_dir, i.splitter, i.site.markup, prefetch=spare_cores(i.cfg.runner),
-                                recipe=self._reading())
+                                recipe=self._reading(), screening=i.screening)
 
     def _reading(self) -> RecipeReading | None:
         i = self.inputs
@@ -467,8 +479,7 @@ class TextStage(Stage):
             return None
         counted = i.counted_by
         tokenizer = (i.tokenizer_file or i.vocab_tokenizer) if counted is not None else None
-        return RecipeReading(i.corpora.recipe, dict(i.splitters), tokenizer,
-                             i.corpora.evals)
+        return RecipeReading(i.corpora.recipe, dict(i.splitters), tokenizer)
 
     def counts(self, stage: StageRecords) -> dict:
         return {"text_shards": len(stage.of_kind(TextShard))}

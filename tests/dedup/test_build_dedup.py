@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VOCAB, build_files, run_cli
+from bertdata.pipelines.stages.dedup import AUDIT
+from conftest import VOCAB, WIKI_FRAGMENT, build_files, run_cli
 from corpus_inputs import articles
 
 pytestmark = pytest.mark.slow
@@ -181,4 +182,94 @@ def test_a_dry_run_says_what_dedup_and_decontaminate_will_do(planted, tmp_path):
             "corpus" in proc.stdout)
     assert ("decontaminate: documents sharing a 13-gram with 2 evaluation file(s) removed: dev-v1.1.json (squad), "
             "evals.jsonl (jsonl)" in proc.stdout), proc.stdout
+    assert not (tmp_path / "o").exists()
+
+
+# --dedup and --decontaminate on a build from a dump: the real fragment's articles, books that copy
+# one of them and each other, and SQuAD and TSV rows lifted from three articles.
+
+@pytest.fixture(scope="module")
+def dump_build(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dump_dedup")
+    pages = [(pid, text) for pid, _, text in articles() if len(words(text)) >= 200]
+    books = root / "books"
+    books.mkdir()
+    (books / "copy.txt").write_text(pages[5][1].replace("\n", "\n\n") + "\n")  # blank-line paragraphs, the same text
+    twin = "\n\n".join(pages[40][1].split("\n")[:3]) + "\n"
+    (books / "twin1.txt").write_text(twin)
+    (books / "twin2.txt").write_text(twin)
+    (books / "own.txt").write_text("A book of its own. It copies nothing at all.\n")
+    lifted = [" ".join(pages[k][1].split()[30:60]) for k in (10, 11, 12)]
+    (root / "dev.json").write_text(json.dumps({"data": [{"title": "t", "paragraphs": [
+        {"context": c, "qas": []} for c in lifted[:2]]}]}))
+    (root / "dev.tsv").write_text(f"sentence\tlabel\n{lifted[2]}\t1\n")
+    flags = ("--books", books, "--dump", WIKI_FRAGMENT, "--vocab", VOCAB, "--stop-after", "text")
+    for workers in ("2", "1"):
+        run_cli("build", *flags, "--dedup", "--decontaminate", root / "dev.json", f"{root / 'dev.tsv'}=sentence",
+                "--output", root / f"w{workers}", "--workers", workers)
+    return root, flags, {"copy": pages[5][0], "contaminated": [pages[k][0] for k in (10, 11, 12)]}
+
+
+def _dump_text(out: Path) -> Path:
+    return next(out.glob("sharded_*/books_wiki_en_corpus"))
+
+
+def test_a_dump_build_dedups_and_decontaminates_its_articles_and_books(dump_build):
+    root, _, ids = dump_build
+    assert build_files(root / "w1") == build_files(root / "w2")
+    lines = [json.loads(line) for line in (_dump_text(root / "w2") / AUDIT).read_text().splitlines()]
+    assert lines == [
+        *({"document": f"wiki/{pid}", "removed": "contaminated", "eval": str(root / name), "row": row}
+          for pid, name, row in zip(ids["contaminated"], ("dev.json", "dev.json", "dev.tsv"),
+                                    ("data[0].paragraphs[0].context", "data[0].paragraphs[1].context", "line 2"))),
+        {"document": "books/copy.txt", "removed": "exact", "kept": f"wiki/{ids['copy']}"},
+        {"document": "books/twin2.txt", "removed": "exact", "kept": "books/twin1.txt"},
+    ]
+    manifest = json.loads((_dump_text(root / "w2") / "manifest.json").read_text())
+    assert manifest["dedup"]["removed"] == {"exact": 2, "near": 0, "contaminated": 3}
+    assert manifest["counts"]["articles"] == len(articles()) - 3 and manifest["counts"]["books"] == 2
+    assert manifest["options"]["dedup"]["minhash"]["bands"] == 14
+    assert [e["type"] for e in manifest["options"]["decontaminate"]["against"]] == ["squad", "tsv"]
+    text = "".join(f.read_text() for f in _dump_text(root / "w2").glob("*.txt"))
+    assert text.count("A book of its own.") == 1
+
+
+def test_a_dump_build_without_the_flags_keeps_its_options_and_refuses_the_deduped_text(dump_build, tmp_path):
+    root, flags, _ = dump_build
+    proc = run_cli("build", *flags, "--output", root / "w1", check=False)
+    assert proc.returncode == 2 and "holds text shards built with other options (decontaminate" in proc.stderr
+    plain = tmp_path / "plain"
+    run_cli("build", *flags, "--output", plain)
+    manifest = json.loads((_dump_text(plain) / "manifest.json").read_text())
+    assert "dedup" not in manifest["options"] and "dedup" not in manifest and manifest["counts"]["books"] == 4
+
+
+@pytest.mark.parametrize("args, line", [
+    (("--decontaminate", "dev.tsv"), "--decontaminate dev.tsv: a tsv file needs its text column or key: dev.tsv=KEY"),
+    (("--decontaminate", "nothing.json"), "--decontaminate: no evaluation file matches nothing.json"),
+    (("--decontaminate", "dev.tsv=text"), "dev.tsv: no column 'text' in its header (sentence, label)"),
+])
+def test_a_bad_decontaminate_value_is_one_line_and_nothing_is_written(dump_build, args, line):
+    root, flags, _ = dump_build
+    out = root / "refused"
+    proc = run_cli("build", *flags, *args, "--output", out, check=False, cwd=root)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(line), proc.stderr
+    assert not out.exists()
+
+
+def test_a_recipe_refuses_the_dump_builds_flags(planted, tmp_path):
+    root, _ = planted
+    proc = run_cli("build", "--recipe", root / "data" / "r.yaml", "--dedup", "--output", tmp_path / "o",
+                   "--format", "mds", "--vocab", VOCAB, check=False)
+    assert proc.returncode == 2 and "--dedup is for a build from a dump: a recipe states its own dedup:" in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_dump_builds_dry_run_says_what_its_flags_will_do(dump_build, tmp_path):
+    root, flags, _ = dump_build
+    proc = run_cli("build", *flags, "--dedup", "--decontaminate", "dev.json", "--dry-run", "--output", tmp_path / "o",
+                   cwd=root)
+    assert ("dedup: exact copies + MinHash near-duplicates (5-grams, 14 bands of 8, joined at 0.6) across the "
+            "articles and books" in proc.stdout)
+    assert "decontaminate: documents sharing a 13-gram with 1 evaluation file(s) removed: dev.json (squad)" in proc.stdout
     assert not (tmp_path / "o").exists()

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
 
 from bertdata.corpora.recipe import parse_recipe
 from bertdata.dedup.clusters import components
-from bertdata.dedup.evals import EvalTable, rows, type_of
+from bertdata.dedup.evals import EvalSet, EvalTable, flag_decontamination, flag_set, rows, type_of
 from bertdata.dedup.minhash import DedupConfig, Signer, exact_key, similarity
 from bertdata.dedup.signatures import GroupSignatures, band_slice, matches
 from bertdata.dedup.words import ngram_hashes, word_hashes
@@ -185,3 +186,15 @@ def test_an_eval_files_type_comes_from_its_name_unless_given():
         type_of("e.txt", None)
     assert list(rows("e.json", "json", "t", b'{"data": [{"t": "x"}, {"t": "y"}]}')) == [("record 0", "x"),
                                                                                     ("record 1", "y")]
+
+
+def test_a_decontaminate_flag_value_is_a_squad_file_or_names_its_text():
+    assert flag_set("squad/dev-v1.1.json") == EvalSet(("squad/dev-v1.1.json",), "squad")
+    assert flag_set("glue/sst2/dev.tsv=sentence") == EvalSet(("glue/sst2/dev.tsv",), "tsv", "sentence")
+    assert flag_set("a=b/evals.jsonl=context") == EvalSet(("a=b/evals.jsonl",), "jsonl", "context")
+    for value, line in (("dev.tsv", "a tsv file needs its text column or key: dev.tsv=KEY"),
+                        ("dev.json=", "FILE or FILE=KEY"), ("dev.txt=text", "no type")):
+        with pytest.raises(BertdataError, match=re.escape(line)):
+            flag_set(value)
+    assert flag_decontamination(()) is None
+    assert flag_decontamination(("dev.json",)).ngram == 13
