@@ -130,7 +130,7 @@ def preload() -> None:
     import nltk.tokenize.punkt  # noqa: F401
     from bertdata import corpora, formats
     from bertdata.errors import BertdataError
-    from bertdata.instances import create  # noqa: F401
+    from bertdata.instances import create, tokenizer_spec  # noqa: F401
     from bertdata.text import fastpunkt, sentences  # noqa: F401
     from bertdata.pipelines import chain, manifests  # noqa: F401
     from bertdata.pipelines.formats import CUT_STAGES  # noqa: F401  (and with it the stages of every cut)
