@@ -117,6 +117,12 @@ def run_cli(*args: str, check: bool = True, timeout: float = 600, **kwargs) -> s
     return proc
 
 
+def run_script(name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `scripts/NAME ARGS` with the tests' interpreter, its output captured."""
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / name), *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
 def installed(module: str) -> bool:
     """Whether `module` can be imported (found, not imported: cheap at collection)."""
     try:

@@ -323,14 +323,13 @@ class _WriteTextShard(StepDoFn):
             yield Counts(dict(Counter(corpus_key(self.recipe.names[d.key[0]], "dropped_duplicate_id")
                                       for d in repeated)))
         elif repeated:
-            dropped = sentence_counts(s for doc in repeated for s in doc.sentences)
-            yield Counts({"skipped_duplicate_id": len(repeated), "articles": -len(repeated),
-                          **{k: -v for k, v in dropped.items()}})
+            yield Counts({"skipped_duplicate_id": len(repeated), **_uncounted(repeated)})
 
 
 def _uncounted(documents: list) -> dict:
-    """The counts that a dump's build's documents removed by dedup or decontamination take back: its
-    articles and their sentence figures, its books and their sentences."""
+    """The counts that a dump's build's documents left out of its shards (by dedup, decontamination,
+    or as a page id's repeat) take back: its articles and their sentence figures, its books and
+    their sentences."""
     counts: Counter = Counter()
     for doc in documents:
         if doc.key[0] == BOOKS_SOURCE:

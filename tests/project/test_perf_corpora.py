@@ -4,25 +4,16 @@ are `make perf-corpora`'s (docs/performance.md)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 import testcache
-from conftest import ROOT
-
-SCRIPT = ROOT / "scripts" / "perf_corpora.py"
+from conftest import run_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600)
-
-
 def test_the_smoke_run_prints_bertdatas_figures_for_both_tokenizers(tmp_path):
-    done = run("--smoke", "--work", str(tmp_path))
+    done = run_script("perf_corpora.py", "--smoke", "--work", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "datatrove: skipped (--smoke)" in done.stdout
     lines = [line for line in done.stdout.splitlines() if line.strip().startswith("bertdata ")]
@@ -35,7 +26,8 @@ def test_the_smoke_run_prints_bertdatas_figures_for_both_tokenizers(tmp_path):
 @pytest.mark.skipif(not testcache.venv_python("datatrove").exists(),
                     reason="datatrove's virtualenv is not made: `make perf-corpora` makes it from the package index")
 def test_datatroves_side_runs_and_its_token_count_is_explained(tmp_path):
-    done = run("--copies", "1", "--runs", "1", "--tokenizers", "wordpiece", "--work", str(tmp_path))
+    done = run_script("perf_corpora.py", "--copies", "1", "--runs", "1", "--tokenizers", "wordpiece", "--work",
+                      str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "bertdata/datatrove, tokens/s: CPU" in done.stdout
     # WordPiece ignores the newlines between paragraphs that bertdata's sentences drop: less the

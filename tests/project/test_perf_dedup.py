@@ -5,25 +5,17 @@ change. The figures themselves are `make perf-dedup`'s (docs/performance.md)."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 
 import testcache
-from conftest import ROOT
-
-SCRIPT = ROOT / "scripts" / "perf_dedup.py"
+from conftest import run_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600)
-
-
 def test_the_smoke_run_finds_the_planted_pairs_and_keeps_one_copy_of_each_article(tmp_path):
-    done = run("--smoke", "--work", str(tmp_path))
+    done = run_script("perf_dedup.py", "--smoke", "--work", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "datatrove: skipped (--smoke)" in done.stdout
     # The planted pairs of true Jaccard 0.8+ are found (LSH's odds: 92% at 0.8, 99% at 0.85), and
@@ -44,7 +36,7 @@ def test_the_smoke_run_finds_the_planted_pairs_and_keeps_one_copy_of_each_articl
 @pytest.mark.skipif(not testcache.venv_python("datatrove").exists(),
                     reason="datatrove's virtualenv is not made: `make perf-dedup` makes it from the package index")
 def test_datatroves_side_keeps_what_bertdata_keeps_of_the_grown_corpus(tmp_path):
-    done = run("--copies", "2", "--pairs", "40", "--runs", "1", "--work", str(tmp_path))
+    done = run_script("perf_dedup.py", "--copies", "2", "--pairs", "40", "--runs", "1", "--work", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "datatrove recall" in done.stdout
     assert ("bertdata 96 (of 192 read), datatrove 96; kept by both 96, by bertdata only 0, by datatrove only 0"

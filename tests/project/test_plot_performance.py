@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_script
 
 pytest.importorskip("matplotlib", reason="matplotlib (the dev extra) draws the performance plots")
 from PIL import Image  # noqa: E402  (matplotlib's own dependency)
 
-SCRIPT = ROOT / "scripts" / "plot_performance.py"
 DATA = ROOT / "docs" / "figures" / "performance.json"
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
-
-
 def test_the_script_writes_every_plot_as_a_valid_png(tmp_path):
-    done = run("--out", str(tmp_path / "plots"))
+    done = run_script("plot_performance.py", "--out", str(tmp_path / "plots"), timeout=300)
     assert done.returncode == 0, done.stderr
     written = sorted(p.name for p in (tmp_path / "plots").iterdir())
     assert written == ["build.png", "gpu.png", "workers.png"]
@@ -47,7 +40,7 @@ def test_every_recorded_figure_keeps_its_date_commit_and_machine():
 
 
 def test_the_history_table_in_performance_md_is_the_scripts():
-    done = run("--table")
+    done = run_script("plot_performance.py", "--table", timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout in (ROOT / "docs" / "performance.md").read_text()
 
